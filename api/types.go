@@ -1,0 +1,144 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Source says which node made a decision.
+type Source uint8
+
+const (
+	// SourceOwner means the key's owner decided from the real bucket.
+	SourceOwner Source = iota
+	// SourceFallback means a non-owner decided from a local ceiling because
+	// the owner was unreachable (or the limit fails open).
+	SourceFallback
+)
+
+// String returns "owner" or "fallback", the words used on the wire.
+func (s Source) String() string {
+	if s == SourceFallback {
+		return "fallback"
+	}
+	return "owner"
+}
+
+// Check is one bucket to spend from: the limit's name, the caller's key and
+// the cost. The zero Cost is invalid; transports fill in the default of 1
+// before calling a Decider when the caller omitted it.
+type Check struct {
+	Limit string
+	Key   string
+	Cost  int64
+}
+
+// Result is the decision for one Check.
+type Result struct {
+	Limit      string
+	Allowed    bool
+	Remaining  int64
+	Capacity   int64
+	RetryAfter time.Duration // zero when allowed
+	ResetAfter time.Duration // until the bucket is full again
+	Source     Source
+	// Window is the policy window advertised in RateLimit-Policy (w=):
+	// capacity/rate for token buckets, the window for window algorithms.
+	Window time.Duration
+}
+
+// TakeResponse is the answer to a multi-check take: all checks were spent,
+// or none was.
+type TakeResponse struct {
+	Allowed      bool
+	RetryAfter   time.Duration // max over denied checks; zero when allowed
+	RulesVersion int64
+	Results      []Result // one per check, in request order
+}
+
+// AcquireRequest asks for one concurrency permit.
+type AcquireRequest struct {
+	Limit  string
+	Key    string
+	Holder string        // optional, for logs and status
+	TTL    time.Duration // zero means the limit's lease_ttl
+	Wait   time.Duration // how long the caller may queue; zero means do not queue
+}
+
+// AcquireResponse is a grant or a refusal.
+type AcquireResponse struct {
+	Granted      bool
+	ID           string // opaque lease id; routes to the owner by itself
+	FencingToken uint64 // strictly increases per (limit, key)
+	TTL          time.Duration
+	Permits      int64         // the limit's permit count (RateLimit-Policy q=)
+	RetryAfter   time.Duration // for a refusal: a hint of when a permit may free
+	Source       Source
+	RulesVersion int64
+}
+
+// Member is one cluster member as seen by the answering node.
+type Member struct {
+	Name          string
+	Addr          string
+	State         string // alive | suspect | dead | left
+	LimitsVersion int64
+}
+
+// ClusterInfo is the answering node's view of the cluster.
+type ClusterInfo struct {
+	Node    string
+	Epoch   uint64
+	Members []Member
+	Owner   string // set when asked about a (limit, key)
+}
+
+// Decider is everything the HTTP and gRPC layers need from a node. The node
+// package implements it; api never imports node.
+type Decider interface {
+	// Take spends every check or none. A denial is a value (Allowed
+	// false), not an error; errors are *Error.
+	Take(ctx context.Context, checks []Check) (TakeResponse, error)
+	// Acquire asks for a concurrency permit, waiting up to req.Wait.
+	Acquire(ctx context.Context, req AcquireRequest) (AcquireResponse, error)
+	// Renew extends a lease; an expired or unknown lease is CodeNotFound.
+	Renew(ctx context.Context, id string, ttl time.Duration) (time.Duration, error)
+	// Release gives a lease back; releasing twice is not an error.
+	Release(ctx context.Context, id string) error
+	// Cluster reports membership; with limit and key set it also names the owner.
+	Cluster(ctx context.Context, limit, key string) (ClusterInfo, error)
+	// Ready reports whether the node has joined and has a ring.
+	Ready() bool
+}
+
+// Code classifies an *Error for the transports.
+type Code uint8
+
+const (
+	// CodeInvalid is malformed or out-of-range input: HTTP 400, gRPC InvalidArgument.
+	CodeInvalid Code = iota + 1
+	// CodeNotFound is an unknown or expired lease: HTTP 404, gRPC NotFound.
+	CodeNotFound
+	// CodeUnavailable is a fail-closed limit whose owner is unreachable:
+	// HTTP 503 limiter_unavailable, gRPC Unavailable.
+	CodeUnavailable
+	// CodeOverloaded is a node at its bucket cap with nothing evictable:
+	// HTTP 503 limiter_overloaded, gRPC ResourceExhausted.
+	CodeOverloaded
+)
+
+// Error is the error type a Decider returns. Detail is safe to show to the
+// caller: it never contains the caller's key.
+type Error struct {
+	Code   Code
+	Detail string
+}
+
+// Error implements error.
+func (e *Error) Error() string { return e.Detail }
+
+// Errorf returns an *Error with the given code and a formatted detail.
+func Errorf(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Detail: fmt.Sprintf(format, args...)}
+}
