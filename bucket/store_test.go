@@ -1,0 +1,192 @@
+package bucket
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestConfig(t *testing.T) {
+	if err := DefaultConfig().Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if err := LocalConfig().Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []Config{{MaxBuckets: 10, Shards: 3}, {MaxBuckets: 2, Shards: 4}, {MaxBuckets: 10, Shards: 0}} {
+		if c.Validate() == nil {
+			t.Errorf("%+v validated", c)
+		}
+	}
+}
+
+func TestStoreConcurrentExactlyCapacity(t *testing.T) {
+	s := NewStore(LocalConfig())
+	l := tb(100, 1, time.Hour)
+	for round := range 20 {
+		var admitted atomic.Int64
+		var wg sync.WaitGroup
+		key := fmt.Sprintf("k%d", round)
+		now := at(0)
+		for range 1000 {
+			wg.Go(func() {
+				ds, ok, err := s.TakeAt(now, []Check{{Name: "n", Limit: l, Key: key, Cost: 1}}, nil)
+				if err != nil || len(ds) != 1 || ds[0].Allowed != ok {
+					t.Errorf("take: %v %v %v", ds, ok, err)
+				}
+				if ok {
+					admitted.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		if n := admitted.Load(); n != 100 {
+			t.Fatalf("round %d: admitted %d, want exactly 100", round, n)
+		}
+	}
+}
+
+func TestStoreMultiCheckAllOrNothing(t *testing.T) {
+	s := NewStore(LocalConfig())
+	a, b := tb(10, 1, time.Hour), tb(2, 1, time.Hour)
+	checks := []Check{{"a", a, "x", 1}, {"a", a, "y", 1}, {"b", b, "x", 3}}
+	// The last check cannot fit at first: first give b its last two tokens away.
+	if _, ok, _ := s.TakeAt(at(0), []Check{{"b", b, "x", 2}}, nil); !ok {
+		t.Fatal("setup take denied")
+	}
+	checks[2].Cost = 1
+	ds, ok, err := s.TakeAt(at(0), checks, nil)
+	if err != nil || ok || len(ds) != 3 || !ds[0].Allowed || !ds[1].Allowed || ds[2].Allowed {
+		t.Fatalf("multi-check: %+v %v %v", ds, ok, err)
+	}
+	if s.Len() != 1 {
+		t.Fatalf("a denied multi-check created buckets: Len %d", s.Len())
+	}
+	// Nothing was spent on a: ten cost-1 takes pass on each key.
+	for i := range 10 {
+		if _, ok, _ := s.TakeAt(at(0), checks[:2], nil); !ok {
+			t.Fatalf("take %d on a denied: the failed multi-check spent tokens", i)
+		}
+	}
+	// The same bucket twice in one request sums.
+	c := tb(5, 1, time.Hour)
+	if _, ok, _ := s.TakeAt(at(0), []Check{{"c", c, "k", 3}, {"c", c, "k", 3}}, nil); ok {
+		t.Fatal("3+3 on capacity 5 was allowed")
+	}
+	ds, ok, _ = s.TakeAt(at(0), []Check{{"c", c, "k", 3}, {"c", c, "k", 2}}, nil)
+	if !ok || ds[1].Remaining != 0 {
+		t.Fatalf("3+2 on capacity 5: %+v %v", ds, ok)
+	}
+	if _, ok, _ := s.TakeAt(at(0), []Check{{"c", c, "k", 1}}, nil); ok {
+		t.Fatal("duplicate checks spent only once")
+	}
+	// A bad check changes nothing.
+	before := s.Len()
+	_, ok, err = s.TakeAt(at(0), []Check{{"d", a, "new", 1}, {"c", c, "k", 6}}, nil)
+	if !errors.Is(err, ErrInvalid) || ok || s.Len() != before {
+		t.Fatalf("invalid check: %v %v Len %d", ok, err, s.Len())
+	}
+	// Many checks (beyond the scratch array) work too.
+	var many []Check
+	for i := range 20 {
+		many = append(many, Check{"m", a, fmt.Sprint(i), 1})
+	}
+	if ds, ok, err := s.TakeAt(at(0), many, nil); !ok || err != nil || len(ds) != 20 {
+		t.Fatalf("20 checks: %v %v", ok, err)
+	}
+}
+
+func TestStoreFullEvictsOnlyFullBuckets(t *testing.T) {
+	s := NewStore(Config{MaxBuckets: 4, Shards: 1})
+	l := tb(2, 1, time.Second)
+	take := func(now time.Time, key string) (bool, error) {
+		_, ok, err := s.TakeAt(now, []Check{{"n", l, key, 1}}, nil)
+		return ok, err
+	}
+	for i := range 4 {
+		if ok, err := take(at(0), fmt.Sprint(i)); !ok || err != nil {
+			t.Fatal(ok, err)
+		}
+	}
+	// Every bucket holds debt for 1 s: a fifth key is refused, creates nothing.
+	if _, err := take(at(999*time.Millisecond), "new"); !errors.Is(err, ErrFull) {
+		t.Fatalf("at cap with debt: err %v", err)
+	}
+	if s.Len() != 4 || s.Evictions() != 0 {
+		t.Fatalf("Len %d Evictions %d", s.Len(), s.Evictions())
+	}
+	// Keep "0" in debt; the others refill by 1 s.
+	if ok, _ := take(at(500*time.Millisecond), "0"); !ok {
+		t.Fatal("existing key refused at cap")
+	}
+	for i := range 3 {
+		if ok, err := take(at(time.Second), fmt.Sprint("new", i)); !ok || err != nil {
+			t.Fatalf("new key %d after refill: %v %v", i, ok, err)
+		}
+	}
+	if s.Evictions() != 3 {
+		t.Fatalf("Evictions %d, want 3", s.Evictions())
+	}
+	// "0" still holds debt, so it survived: it has 1 token at 1 s, not 2.
+	ds, _, _ := s.TakeAt(at(time.Second), []Check{{"n", l, "0", 1}}, nil)
+	if ds[0].Remaining != 0 {
+		t.Fatalf("the bucket in debt was dropped: %+v", ds[0])
+	}
+	// SweepAt evicts what is full, and only that.
+	if n := s.SweepAt(at(2*time.Second), 10); n != 3 || s.Len() != 1 {
+		t.Fatalf("SweepAt evicted %d, Len %d", n, s.Len())
+	}
+	if n := s.SweepAt(at(3*time.Second), 10); n != 1 || s.Len() != 0 {
+		t.Fatalf("second sweep %d, Len %d", n, s.Len())
+	}
+}
+
+func TestStoreRefundExportMerge(t *testing.T) {
+	s := NewStore(LocalConfig())
+	l := tb(10, 1, time.Second)
+	lim := func(name string) (Limit, bool) { return l, name == "n" }
+	for i := range 5 {
+		s.TakeAt(at(0), []Check{{"n", l, fmt.Sprint(i), 1 + int64(i)}}, nil)
+	}
+	s.RefundAt(at(0), []Check{{"n", l, "4", 2}, {"n", l, "missing", 1}})
+	if s.Len() != 5 {
+		t.Fatalf("refund created a bucket: %d", s.Len())
+	}
+	out := s.ExportAt(at(0), func(_, key string) bool { return key != "0" }, true)
+	if len(out) != 4 || s.Len() != 1 {
+		t.Fatalf("exported %d, left %d", len(out), s.Len())
+	}
+	// The new owner's clock reads an hour later; balances carry over.
+	r := NewStore(LocalConfig())
+	r.MergeAt(at(time.Hour), append(out, Entry{Name: "unknown", Key: "z"}), lim)
+	if r.Len() != 4 {
+		t.Fatalf("merged %d", r.Len())
+	}
+	want := map[string]int64{"1": 7, "2": 6, "3": 5, "4": 6}
+	for k, rem := range want {
+		ds, _, _ := r.TakeAt(at(time.Hour), []Check{{"n", l, k, 1}}, nil)
+		if ds[0].Remaining != rem {
+			t.Errorf("key %s: remaining %d, want %d", k, ds[0].Remaining, rem)
+		}
+	}
+	// Merging the stale snapshots again keeps the fewer tokens.
+	r.MergeAt(at(time.Hour), out, lim)
+	ds, _, _ := r.TakeAt(at(time.Hour), []Check{{"n", l, "1", 1}}, nil)
+	if ds[0].Remaining != 6 {
+		t.Errorf("after re-merge: remaining %d, want 6", ds[0].Remaining)
+	}
+}
+
+func TestStoreTakeDoesNotAllocate(t *testing.T) {
+	s := NewStore(LocalConfig())
+	l := tb(1_000_000, 1_000_000, time.Second)
+	checks := []Check{{"n", l, "k", 1}, {"m", l, "k", 1}}
+	out := make([]Decision, 0, 2)
+	s.TakeAt(at(0), checks, out)
+	if n := testing.AllocsPerRun(100, func() { out, _, _ = s.TakeAt(at(0), checks, out) }); n != 0 {
+		t.Fatalf("TakeAt on existing buckets: %v allocs", n)
+	}
+}
