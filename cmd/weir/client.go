@@ -1,0 +1,85 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/weir-rl/weir/node/limits"
+)
+
+// take asks a node for one decision and prints its JSON answer. Exit code:
+// 0 allowed, 1 denied, 2 error.
+func take(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("take", stderr)
+	addr := fs.String("addr", "http://127.0.0.1:8080", "node HTTP address")
+	timeout := fs.Duration("timeout", 5*time.Second, "request timeout")
+	if err := parseWithEnv(fs, args, os.Getenv); err != nil {
+		return 2
+	}
+	rest := fs.Args()
+	if len(rest) < 2 || len(rest) > 3 {
+		fmt.Fprintln(stderr, "usage: weir take [--addr URL] LIMIT KEY [COST]")
+		return 2
+	}
+	cost := int64(1)
+	if len(rest) == 3 {
+		c, err := strconv.ParseInt(rest[2], 10, 64)
+		if err != nil {
+			fmt.Fprintf(stderr, "weir take: cost %q is not an integer\n", rest[2])
+			return 2
+		}
+		cost = c
+	}
+	body, _ := json.Marshal(map[string]any{"checks": []map[string]any{{"limit": rest[0], "key": rest[1], "cost": cost}}})
+	client := &http.Client{Timeout: *timeout}
+	resp, err := client.Post(strings.TrimRight(*addr, "/")+"/v1/take", "application/json", bytes.NewReader(body))
+	if err != nil {
+		fmt.Fprintf(stderr, "weir take: %v\n", err)
+		return 2
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		fmt.Fprintf(stderr, "weir take: %v\n", err)
+		return 2
+	}
+	fmt.Fprintln(stdout, strings.TrimSpace(string(out)))
+	if resp.StatusCode != http.StatusOK {
+		return 2
+	}
+	var d struct {
+		Allowed bool `json:"allowed"`
+	}
+	if err := json.Unmarshal(out, &d); err != nil {
+		fmt.Fprintf(stderr, "weir take: bad answer: %v\n", err)
+		return 2
+	}
+	if !d.Allowed {
+		return 1
+	}
+	return 0
+}
+
+// validate checks a limits file: exit 0 and a summary when it is valid,
+// exit 1 with line-numbered errors when not.
+func validate(args []string, stdout, stderr io.Writer) int {
+	if len(args) != 1 {
+		fmt.Fprintln(stderr, "usage: weir validate FILE")
+		return 2
+	}
+	f, err := limits.Load(args[0])
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "%s: ok: version %d, %d limits\n", args[0], f.Version, len(f.Limits))
+	return 0
+}
+

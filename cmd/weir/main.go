@@ -1,0 +1,108 @@
+// Command weir is the Weir rate limiter: one binary that serves decisions,
+// asks a node for them and checks limits files.
+//
+//	weir serve [flags]          run a node
+//	weir take LIMIT KEY [COST]  ask a node for a decision (exit 0 allowed, 1 denied)
+//	weir validate FILE          check a limits file (exit 1 with line-numbered errors)
+//	weir version                print the version
+//
+// Every flag has a WEIR_ environment variable: --http-addr is WEIR_HTTP_ADDR.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+	"strings"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = ""
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run dispatches a subcommand and returns the process exit code.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return 2
+	}
+	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "serve":
+		return serve(rest, stderr)
+	case "take":
+		return take(rest, stdout, stderr)
+	case "validate":
+		return validate(rest, stdout, stderr)
+	case "version", "--version", "-v":
+		fmt.Fprintln(stdout, versionString())
+		return 0
+	case "help", "--help", "-h":
+		usage(stdout)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "weir: unknown command %q\n", cmd)
+		usage(stderr)
+		return 2
+	}
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `usage: weir <command> [flags]
+
+commands:
+  serve      run a node (weir serve --help for flags)
+  take       ask a node for a decision: weir take [--addr URL] LIMIT KEY [COST]
+  validate   check a limits file: weir validate FILE
+  version    print the version
+`)
+}
+
+func versionString() string {
+	if version != "" {
+		return "weir " + version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return "weir " + bi.Main.Version
+	}
+	return "weir (devel)"
+}
+
+// newFlagSet returns a flag set that reports errors instead of exiting.
+func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}
+
+// envName is the environment variable of a flag: http-addr → WEIR_HTTP_ADDR.
+func envName(flagName string) string {
+	return "WEIR_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// parseWithEnv parses args; a flag not given on the command line takes its
+// WEIR_ environment variable when that is set. The command line wins.
+func parseWithEnv(fs *flag.FlagSet, args []string, getenv func(string) string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		if set[f.Name] || err != nil {
+			return
+		}
+		if v := getenv(envName(f.Name)); v != "" {
+			if e := fs.Set(f.Name, v); e != nil {
+				err = fmt.Errorf("%s: %w", envName(f.Name), e)
+			}
+		}
+	})
+	return err
+}

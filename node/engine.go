@@ -1,0 +1,421 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/weir-rl/weir/api"
+	"github.com/weir-rl/weir/bucket"
+	"github.com/weir-rl/weir/node/limits"
+)
+
+// MaxKeyBytes is the longest key a caller may send (DESIGN §5).
+const MaxKeyBytes = 512
+
+// router is what the engine needs of the cluster. A nil router is a cluster
+// of one: this node owns every key.
+type router interface {
+	// owner returns the peer address of the owner of hashKey, or self=true
+	// when this node owns it. ok=false means no owner can be named (no ring).
+	owner(hashKey string) (peer string, self, ok bool)
+	// known is the number of known members (alive or failed), at least 1;
+	// local ceilings divide a limit by it.
+	known() int
+	// forward runs one atomic step at a peer. An error means the owner is
+	// unreachable; semantic errors come back inside the reply.
+	forward(ctx context.Context, peer string, op forwardOp, checks []api.Check) ([]api.Result, bool, error)
+}
+
+// forwardOp is a step forwarded to an owner.
+type forwardOp uint8
+
+const (
+	opTake forwardOp = iota
+	opRefund
+)
+
+// engine is the decision engine: the one place that decides "local, forward
+// or fallback" for every check. It is safe for concurrent use; the stores
+// lock their own shards.
+type engine struct {
+	now      func() time.Time
+	limits   func() *limits.File
+	store    *bucket.Store // buckets this node owns
+	fallback *bucket.Store // local ceilings for keys whose owner is unreachable
+	m        *metrics
+	router   router // nil: a cluster of one
+}
+
+// resolved is a validated check with its limit looked up.
+type resolved struct {
+	check api.Check
+	limit *limits.Limit
+}
+
+// validate looks every check up in f and rejects bad input before any state
+// is touched, so a bad request changes nothing.
+func validate(f *limits.File, checks []api.Check) ([]resolved, error) {
+	if len(checks) == 0 {
+		return nil, api.Errorf(api.CodeInvalid, "checks: empty list")
+	}
+	out := make([]resolved, len(checks))
+	for i, c := range checks {
+		l, ok := f.Lookup(c.Limit)
+		switch {
+		case c.Limit == "":
+			return nil, api.Errorf(api.CodeInvalid, "checks[%d]: empty limit name", i)
+		case !ok:
+			return nil, api.Errorf(api.CodeInvalid, "checks[%d]: unknown limit %q", i, c.Limit)
+		case l.Kind != limits.KindRate:
+			return nil, api.Errorf(api.CodeInvalid, "checks[%d]: limit %q is a concurrency limit: acquire a lease instead", i, c.Limit)
+		case c.Key == "":
+			return nil, api.Errorf(api.CodeInvalid, "checks[%d]: empty key", i)
+		case len(c.Key) > MaxKeyBytes:
+			return nil, api.Errorf(api.CodeInvalid, "checks[%d]: key longer than %d bytes", i, MaxKeyBytes)
+		case c.Cost < 1:
+			return nil, api.Errorf(api.CodeInvalid, "checks[%d]: cost %d must be at least 1", i, c.Cost)
+		case c.Cost > l.Bucket.Capacity:
+			return nil, api.Errorf(api.CodeInvalid, "checks[%d]: cost %d exceeds capacity %d of limit %q", i, c.Cost, l.Bucket.Capacity, c.Limit)
+		}
+		out[i] = resolved{check: c, limit: l}
+	}
+	return out, nil
+}
+
+// group is the checks of one request that share an owner.
+type group struct {
+	peer  string // "" when this node owns them
+	self  bool
+	idx   []int // positions in the request
+	spent bool  // the group's step admitted (and so spent) its checks
+	src   api.Source
+}
+
+// take decides a multi-check request: all checks are spent or none is.
+func (e *engine) take(ctx context.Context, checks []api.Check) (api.TakeResponse, error) {
+	f := e.limits()
+	rs, err := validate(f, checks)
+	if err != nil {
+		return api.TakeResponse{}, err
+	}
+	groups := e.split(rs)
+	results := make([]api.Result, len(rs))
+	allowed := true
+	for gi := range groups {
+		g := &groups[gi]
+		ok, err := e.decideGroup(ctx, f, rs, g, results)
+		if err != nil {
+			e.refund(ctx, rs, groups)
+			return api.TakeResponse{}, err
+		}
+		g.spent = ok
+		if !ok {
+			allowed = false
+			break // nothing later needs spending: the request is denied
+		}
+	}
+	if !allowed {
+		e.refund(ctx, rs, groups)
+	}
+	return e.respond(f, rs, groups, results, allowed), nil
+}
+
+// split groups checks by owner, keeping request order inside each group.
+func (e *engine) split(rs []resolved) []group {
+	if e.router == nil {
+		g := group{self: true, idx: make([]int, len(rs))}
+		for i := range rs {
+			g.idx[i] = i
+		}
+		return []group{g}
+	}
+	var groups []group
+	byPeer := map[string]int{}
+	for i, r := range rs {
+		peer, self, ok := e.router.owner(hashKey(r.check.Limit, r.check.Key))
+		if !ok {
+			peer = "\x00none" // no ring: decided from local ceilings
+		}
+		if self {
+			peer = ""
+		}
+		gi, seen := byPeer[peer]
+		if !seen {
+			gi = len(groups)
+			byPeer[peer] = gi
+			groups = append(groups, group{peer: peer, self: self})
+		}
+		groups[gi].idx = append(groups[gi].idx, i)
+	}
+	return groups
+}
+
+// decideGroup runs one atomic step for g: at this node if it owns the keys,
+// at the owner otherwise, and from local ceilings when the owner cannot be
+// reached. It fills results for g's checks.
+func (e *engine) decideGroup(ctx context.Context, f *limits.File, rs []resolved, g *group, results []api.Result) (bool, error) {
+	checks := make([]api.Check, len(g.idx))
+	for j, i := range g.idx {
+		checks[j] = rs[i].check
+	}
+	if g.self {
+		g.src = api.SourceOwner
+		out, ok, err := e.ownerTake(f, checks)
+		if err != nil {
+			return false, err
+		}
+		for j, i := range g.idx {
+			results[i] = out[j]
+		}
+		return ok, nil
+	}
+	if g.peer != "\x00none" {
+		out, ok, err := e.router.forward(ctx, g.peer, opTake, checks)
+		var apiErr *api.Error
+		if errors.As(err, &apiErr) {
+			return false, err
+		}
+		if err == nil {
+			g.src = api.SourceOwner
+			for j, i := range g.idx {
+				results[i] = out[j]
+			}
+			return ok, nil
+		}
+	}
+	g.src = api.SourceFallback
+	return e.fallbackTake(f, rs, g, results)
+}
+
+// ownerTake is the owner's atomic step for checks it owns: the enforced
+// checks are spent together or not at all; shadow checks are decided one by
+// one, counted, and reported as allowed. Peers' forwarded steps run here too.
+func (e *engine) ownerTake(f *limits.File, checks []api.Check) ([]api.Result, bool, error) {
+	now := e.now()
+	out := make([]api.Result, len(checks))
+	var enforced []bucket.Check
+	var enforcedIdx []int
+	for i, c := range checks {
+		l, ok := f.Lookup(c.Limit)
+		if !ok || l.Kind != limits.KindRate {
+			return nil, false, api.Errorf(api.CodeInvalid, "checks[%d]: unknown limit %q", i, c.Limit)
+		}
+		bc := bucket.Check{Name: l.Name, Limit: l.Bucket, Key: c.Key, Cost: c.Cost}
+		if l.Shadow {
+			out[i] = e.shadowTake(now, l, bc)
+			continue
+		}
+		enforced = append(enforced, bc)
+		enforcedIdx = append(enforcedIdx, i)
+	}
+	if len(enforced) == 0 {
+		return out, true, nil
+	}
+	ds, ok, err := e.store.TakeAt(now, enforced, nil)
+	if errors.Is(err, bucket.ErrFull) {
+		return e.overloaded(f, checks)
+	}
+	if err != nil {
+		return nil, false, api.Errorf(api.CodeInvalid, "%v", err)
+	}
+	for j, i := range enforcedIdx {
+		l, _ := f.Lookup(checks[i].Limit)
+		out[i] = result(l, ds[j], api.SourceOwner)
+	}
+	return out, ok, nil
+}
+
+// shadowTake decides a shadow limit's check alone and reports it allowed.
+func (e *engine) shadowTake(now time.Time, l *limits.Limit, bc bucket.Check) api.Result {
+	ds, _, err := e.store.TakeAt(now, []bucket.Check{bc}, nil)
+	if err != nil || !ds[0].Allowed {
+		e.m.decisions.WithLabelValues(l.Name, "shadow_denied", api.SourceOwner.String()).Inc()
+	}
+	if err != nil {
+		return api.Result{Limit: l.Name, Allowed: true, Capacity: l.Bucket.Capacity, Remaining: l.Bucket.Capacity, Window: l.Bucket.PolicyWindow()}
+	}
+	r := result(l, ds[0], api.SourceOwner)
+	r.Allowed, r.RetryAfter = true, 0
+	return r
+}
+
+// overloaded answers a step the store could not take because it is at its
+// bucket cap with nothing evictable (DESIGN §8): open limits allow, others
+// answer limiter_overloaded. No state is created either way.
+func (e *engine) overloaded(f *limits.File, checks []api.Check) ([]api.Result, bool, error) {
+	out := make([]api.Result, len(checks))
+	for i, c := range checks {
+		l, _ := f.Lookup(c.Limit)
+		if l.OnOwnerUnreachable != limits.PolicyOpen {
+			e.m.denials.WithLabelValues(l.Name, denialError).Inc()
+			return nil, false, api.Errorf(api.CodeOverloaded, "limiter_overloaded: bucket cap reached on this node")
+		}
+		out[i] = api.Result{Limit: l.Name, Allowed: true, Capacity: l.Bucket.Capacity, Remaining: l.Bucket.Capacity, Window: l.Bucket.PolicyWindow()}
+	}
+	return out, true, nil
+}
+
+// fallbackTake decides g's checks from local ceilings by each limit's
+// on_owner_unreachable policy. Any closed limit fails the whole request.
+func (e *engine) fallbackTake(f *limits.File, rs []resolved, g *group, results []api.Result) (bool, error) {
+	now := e.now()
+	known := 1
+	if e.router != nil {
+		known = e.router.known()
+	}
+	var local []bucket.Check
+	var localIdx []int
+	denied := false
+	for _, i := range g.idx {
+		l := rs[i].limit
+		switch l.OnOwnerUnreachable {
+		case limits.PolicyClosed:
+			e.m.denials.WithLabelValues(l.Name, denialError).Inc()
+			return false, api.Errorf(api.CodeUnavailable, "limit %q fails closed and its owner is unreachable", l.Name)
+		case limits.PolicyOpen:
+			results[i] = api.Result{Limit: l.Name, Allowed: true, Capacity: l.Bucket.Capacity, Remaining: l.Bucket.Capacity,
+				Window: l.Bucket.PolicyWindow(), Source: api.SourceFallback}
+		default:
+			share := l.Bucket.Scale(known)
+			if rs[i].check.Cost > share.Capacity {
+				// The cost can never fit this node's share: deny rather
+				// than let one request take more than a share.
+				results[i] = api.Result{Limit: l.Name, Capacity: share.Capacity, RetryAfter: share.PolicyWindow(),
+					ResetAfter: share.PolicyWindow(), Window: share.PolicyWindow(), Source: api.SourceFallback}
+				denied = true
+				continue
+			}
+			local = append(local, bucket.Check{Name: l.Name, Limit: share, Key: rs[i].check.Key, Cost: rs[i].check.Cost})
+			localIdx = append(localIdx, i)
+		}
+	}
+	if denied || len(local) == 0 {
+		return !denied, nil
+	}
+	ds, ok, err := e.fallback.TakeAt(now, local, nil)
+	if err != nil {
+		for _, i := range localIdx {
+			e.m.denials.WithLabelValues(rs[i].limit.Name, denialError).Inc()
+		}
+		return false, api.Errorf(api.CodeOverloaded, "limiter_overloaded: %v", err)
+	}
+	for j, i := range localIdx {
+		results[i] = result(rs[i].limit, ds[j], api.SourceFallback)
+	}
+	return ok, nil
+}
+
+// refund gives back what groups that were spent took, after another group
+// of the same request was denied or failed.
+func (e *engine) refund(ctx context.Context, rs []resolved, groups []group) {
+	for gi := range groups {
+		g := &groups[gi]
+		if !g.spent {
+			continue
+		}
+		var bcs []bucket.Check
+		var checks []api.Check
+		for _, i := range g.idx {
+			l := rs[i].limit
+			if l.Shadow {
+				continue
+			}
+			if g.src == api.SourceFallback {
+				if l.OnOwnerUnreachable == limits.PolicyLocal {
+					known := 1
+					if e.router != nil {
+						known = e.router.known()
+					}
+					bcs = append(bcs, bucket.Check{Name: l.Name, Limit: l.Bucket.Scale(known), Key: rs[i].check.Key, Cost: rs[i].check.Cost})
+				}
+				continue
+			}
+			bcs = append(bcs, bucket.Check{Name: l.Name, Limit: l.Bucket, Key: rs[i].check.Key, Cost: rs[i].check.Cost})
+			checks = append(checks, rs[i].check)
+		}
+		switch {
+		case g.src == api.SourceFallback:
+			e.fallback.RefundAt(e.now(), bcs)
+		case g.self:
+			e.store.RefundAt(e.now(), bcs)
+		default:
+			// Best effort: an unreachable owner keeps the debit, which
+			// errs on the side of admitting less.
+			_, _, _ = e.router.forward(ctx, g.peer, opRefund, checks)
+		}
+		g.spent = false
+	}
+}
+
+// respond assembles the answer and counts it.
+func (e *engine) respond(f *limits.File, rs []resolved, groups []group, results []api.Result, allowed bool) api.TakeResponse {
+	resp := api.TakeResponse{Allowed: allowed, RulesVersion: f.Version, Results: results}
+	for _, g := range groups {
+		for _, i := range g.idx {
+			r := &results[i]
+			if r.Limit == "" { // a group never decided because an earlier one denied
+				l := rs[i].limit
+				*r = api.Result{Limit: l.Name, Allowed: false, Capacity: l.Bucket.Capacity, Window: l.Bucket.PolicyWindow(), Source: g.src}
+			}
+			if !allowed {
+				resp.RetryAfter = max(resp.RetryAfter, r.RetryAfter)
+			}
+			e.count(rs[i].limit, r, allowed)
+		}
+	}
+	return resp
+}
+
+// count records one check's decision. A check that its own bucket admitted
+// but that another check of the request denied counts as denied, with no
+// denial kind of its own.
+func (e *engine) count(l *limits.Limit, r *api.Result, allowed bool) {
+	outcome := "allowed"
+	if !allowed {
+		outcome = "denied"
+	}
+	e.m.decisions.WithLabelValues(l.Name, outcome, r.Source.String()).Inc()
+	if r.Allowed || l.Shadow {
+		return
+	}
+	if r.Source == api.SourceFallback {
+		e.m.denials.WithLabelValues(l.Name, denialFallback).Inc()
+	} else {
+		e.m.denials.WithLabelValues(l.Name, denialPolicy).Inc()
+	}
+}
+
+// result turns a bucket decision into an API result.
+func result(l *limits.Limit, d bucket.Decision, src api.Source) api.Result {
+	return api.Result{
+		Limit:      l.Name,
+		Allowed:    d.Allowed,
+		Remaining:  d.Remaining,
+		Capacity:   d.Limit,
+		RetryAfter: d.RetryAfter,
+		ResetAfter: d.ResetAfter,
+		Source:     src,
+		Window:     l.Bucket.PolicyWindow(),
+	}
+}
+
+// hashKey is the ring key of a bucket. A key with a non-empty hash tag
+// {tag} hashes the tag alone so all of a tenant's buckets share an owner.
+func hashKey(limit, key string) string {
+	if open := indexByte(key, '{'); open >= 0 {
+		if end := indexByte(key[open+1:], '}'); end > 0 {
+			return key[open+1 : open+1+end]
+		}
+	}
+	return limit + "\x00" + key
+}
+
+func indexByte(s string, c byte) int {
+	for i := 0; i < len(s); i++ {
+		if s[i] == c {
+			return i
+		}
+	}
+	return -1
+}

@@ -1,0 +1,223 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/weir-rl/weir/api"
+	"github.com/weir-rl/weir/lease"
+	"github.com/weir-rl/weir/node/limits"
+)
+
+// leases is the shell around the pure lease.Table: it serialises access
+// with one mutex, parks waiting callers on channels, and runs the one timer
+// that drives expiry (STYLE rule 4). Safe for concurrent use.
+type leases struct {
+	now func() time.Time
+	m   *metrics
+
+	mu      sync.Mutex // guards table and waiters
+	table   *lease.Table
+	waiters map[uint64]chan lease.Grant // parked callers by ticket; closed when dropped
+	kick    chan struct{}               // wakes the timer loop when Next may have moved
+}
+
+func newLeases(cfg lease.Config, now func() time.Time, m *metrics) (*leases, error) {
+	t, err := lease.NewTable(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &leases{now: now, m: m, table: t, waiters: map[uint64]chan lease.Grant{}, kick: make(chan struct{}, 1)}, nil
+}
+
+// params turns a concurrency limit of the limits file into lease rules.
+func params(l *limits.Limit) lease.Params {
+	return lease.Params{Permits: l.Permits, DefaultTTL: l.LeaseTTL, MaxTTL: l.MaxLeaseTTL,
+		QueueLength: l.Queue.Length, MaxWait: l.Queue.MaxWait}
+}
+
+// deliver acts on the side effects of a step: it hands grants to parked
+// callers, tells dropped ones, and counts. Called with mu held.
+func (s *leases) deliver(ev lease.Events) {
+	for _, g := range ev.Expired {
+		s.m.leaseEvents.WithLabelValues(g.Limit, "expired").Inc()
+	}
+	for _, g := range ev.Granted {
+		if ch, ok := s.waiters[g.Waiter]; ok {
+			delete(s.waiters, g.Waiter)
+			ch <- g // buffered: never blocks
+		}
+	}
+	for _, t := range ev.Dropped {
+		if ch, ok := s.waiters[t]; ok {
+			delete(s.waiters, t)
+			close(ch)
+		}
+	}
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// acquire asks the local table for a permit, parking up to the request's
+// wait. The limit was validated by the caller.
+func (s *leases) acquire(ctx context.Context, l *limits.Limit, req api.AcquireRequest) (api.AcquireResponse, error) {
+	p := params(l)
+	start := s.now()
+	s.mu.Lock()
+	out, ev, err := s.table.Acquire(start, lease.Request{Limit: l.Name, Key: req.Key, Holder: req.Holder, TTL: req.TTL, Wait: req.Wait}, p)
+	var ch chan lease.Grant
+	if err == nil && out.Status == lease.Queued {
+		ch = make(chan lease.Grant, 1)
+		s.waiters[out.Waiter] = ch
+	}
+	s.deliver(ev)
+	s.mu.Unlock()
+	switch {
+	case errors.Is(err, lease.ErrOverloaded):
+		s.m.denials.WithLabelValues(l.Name, denialError).Inc()
+		return api.AcquireResponse{}, api.Errorf(api.CodeOverloaded, "limiter_overloaded: lease table full on this node")
+	case err != nil:
+		return api.AcquireResponse{}, api.Errorf(api.CodeInvalid, "%v", err)
+	}
+	resp := api.AcquireResponse{Permits: l.Permits, Source: api.SourceOwner}
+	switch out.Status {
+	case lease.Granted:
+		s.granted(l, &resp, out.Grant, 0)
+		return resp, nil
+	case lease.Refused:
+		s.refused(l, &resp, out.RetryAfter)
+		return resp, nil
+	}
+	s.m.leaseEvents.WithLabelValues(l.Name, "queued").Inc()
+	select {
+	case g, ok := <-ch:
+		if !ok { // dropped: its wait or the queue's age limit ran out
+			s.refused(l, &resp, max(p.DefaultTTL/10, time.Millisecond))
+			return resp, nil
+		}
+		s.granted(l, &resp, g, s.now().Sub(start))
+		return resp, nil
+	case <-ctx.Done():
+		s.mu.Lock()
+		stillParked := s.table.Cancel(out.Waiter)
+		delete(s.waiters, out.Waiter)
+		s.mu.Unlock()
+		if !stillParked { // a grant raced the cancellation: give it back
+			select {
+			case g := <-ch:
+				s.release(g.ID)
+			default:
+			}
+		}
+		return api.AcquireResponse{}, api.Errorf(api.CodeUnavailable, "acquire cancelled while queued: %v", ctx.Err())
+	}
+}
+
+func (s *leases) granted(l *limits.Limit, resp *api.AcquireResponse, g lease.Grant, waited time.Duration) {
+	resp.Granted, resp.ID, resp.FencingToken, resp.TTL = true, g.ID, g.Fencing, g.TTL
+	s.m.leaseEvents.WithLabelValues(l.Name, "granted").Inc()
+	s.m.leaseWait.WithLabelValues(l.Name).Observe(waited.Seconds())
+}
+
+func (s *leases) refused(l *limits.Limit, resp *api.AcquireResponse, retry time.Duration) {
+	resp.Granted, resp.RetryAfter = false, retry
+	s.m.leaseEvents.WithLabelValues(l.Name, "refused").Inc()
+	s.m.denials.WithLabelValues(l.Name, denialConcurrency).Inc()
+}
+
+// renew extends a lease held in the local table.
+func (s *leases) renew(l *limits.Limit, id string, ttl time.Duration) (time.Duration, error) {
+	s.mu.Lock()
+	g, ev, err := s.table.Renew(s.now(), id, ttl, params(l))
+	s.deliver(ev)
+	s.mu.Unlock()
+	switch {
+	case errors.Is(err, lease.ErrNotFound):
+		return 0, api.Errorf(api.CodeNotFound, "lease not found: expired, released or never granted")
+	case err != nil:
+		return 0, api.Errorf(api.CodeInvalid, "%v", err)
+	}
+	s.m.leaseEvents.WithLabelValues(l.Name, "renewed").Inc()
+	return g.TTL, nil
+}
+
+// release gives a lease back; unknown or already released is fine.
+func (s *leases) release(id string) {
+	s.mu.Lock()
+	held, ev := s.table.Release(s.now(), id)
+	s.deliver(ev)
+	s.mu.Unlock()
+	if held {
+		if limit, _, ok := lease.ParseID(id); ok {
+			s.m.leaseEvents.WithLabelValues(limit, "released").Inc()
+		}
+	}
+}
+
+// held is the number of leases in the table, for the gauge.
+func (s *leases) held() float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return float64(s.table.Len())
+}
+
+// run drives expiry: it sleeps until the table's next deadline, expires,
+// and delivers, until ctx ends.
+func (s *leases) run(ctx context.Context) {
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	for {
+		s.mu.Lock()
+		next, ok := s.table.Next()
+		s.mu.Unlock()
+		wait := time.Hour
+		if ok {
+			wait = max(next.Sub(s.now()), 0)
+		}
+		t.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.kick:
+		case <-t.C:
+			s.mu.Lock()
+			s.deliver(s.table.Expire(s.now()))
+			s.mu.Unlock()
+		}
+	}
+}
+
+// validateAcquire rejects a bad acquire before any state is touched.
+func validateAcquire(f *limits.File, req api.AcquireRequest) (*limits.Limit, error) {
+	l, ok := f.Lookup(req.Limit)
+	switch {
+	case !ok:
+		return nil, api.Errorf(api.CodeInvalid, "unknown limit %q", req.Limit)
+	case l.Kind != limits.KindConcurrency:
+		return nil, api.Errorf(api.CodeInvalid, "limit %q is a rate limit: use take", req.Limit)
+	case req.Key == "":
+		return nil, api.Errorf(api.CodeInvalid, "empty key")
+	case len(req.Key) > MaxKeyBytes:
+		return nil, api.Errorf(api.CodeInvalid, "key longer than %d bytes", MaxKeyBytes)
+	case req.TTL < 0 || req.Wait < 0:
+		return nil, api.Errorf(api.CodeInvalid, "ttl and wait must not be negative")
+	}
+	return l, nil
+}
+
+// leaseLimit resolves the concurrency limit a lease id was issued under.
+func leaseLimit(f *limits.File, id string) (*limits.Limit, string, error) {
+	limit, key, ok := lease.ParseID(id)
+	if !ok {
+		return nil, "", api.Errorf(api.CodeNotFound, "lease not found: malformed id")
+	}
+	l, ok := f.Lookup(limit)
+	if !ok || l.Kind != limits.KindConcurrency {
+		return nil, "", api.Errorf(api.CodeNotFound, "lease not found: its limit no longer exists")
+	}
+	return l, key, nil
+}
