@@ -82,4 +82,3 @@ func validate(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "%s: ok: version %d, %d limits\n", args[0], f.Version, len(f.Limits))
 	return 0
 }
-
