@@ -434,3 +434,29 @@ func (s *Store) MergeAt(now time.Time, entries []Entry, limit func(name string) 
 		sh.mu.Unlock()
 	}
 }
+
+// Has reports whether the store holds a bucket for (name, key).
+func (s *Store) Has(name, key string) bool {
+	sh := &s.shards[s.shardOf(name, key)]
+	sh.mu.Lock()
+	_, ok := sh.m[bkey{name, key}]
+	sh.mu.Unlock()
+	return ok
+}
+
+// ExtractAt removes the bucket (name, key) and returns its snapshot as of
+// now, for a new owner that pulls a key on its first miss. ok is false when
+// the store holds no such bucket.
+func (s *Store) ExtractAt(now time.Time, name, key string) (Entry, bool) {
+	sh := &s.shards[s.shardOf(name, key)]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	k := bkey{name, key}
+	idx, ok := sh.m[k]
+	if !ok {
+		return Entry{}, false
+	}
+	e := Entry{Name: name, Key: key, Snapshot: exportAt(*sh.at(idx), now.UnixNano())}
+	s.remove(sh, k, idx)
+	return e, true
+}
