@@ -1,0 +1,385 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"math"
+	"net/url"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// This file holds the request decoders and the cheap input checks that both
+// transports run before calling a Decider. They are plain functions of bytes
+// and strings so they can be fuzzed without a server. Every error they return
+// is an *Error with CodeInvalid whose detail never contains the caller's key.
+
+// maxLeaseIDBytes bounds a lease id taken from a URL path or a gRPC request.
+// Ids are opaque and may embed routing information, so the bound is generous;
+// anything longer cannot be an id this node issued.
+const maxLeaseIDBytes = 2048
+
+// maxDurationMs is the largest millisecond count that fits a time.Duration.
+const maxDurationMs = math.MaxInt64 / int64(time.Millisecond)
+
+// maxDetailValue bounds how much of a caller's value a detail may quote.
+const maxDetailValue = 48
+
+// inputLimits are the bounds the transports enforce before a Decider sees a
+// request.
+type inputLimits struct {
+	maxKeyBytes int // bytes in a limit name, key or lease holder
+	maxChecks   int // checks in one take
+}
+
+func invalidf(format string, args ...any) *Error { return Errorf(CodeInvalid, format, args...) }
+
+// checkField validates a limit name or key: present, at most max bytes, valid
+// UTF-8 (the gRPC transport between nodes cannot carry anything else). idx >= 0
+// prefixes the detail with checks[idx]. The detail names the field, never its
+// value.
+func checkField(idx int, field, s string, max int) *Error {
+	var problem string
+	switch {
+	case s == "":
+		problem = "is empty"
+	case len(s) > max:
+		problem = "is " + strconv.Itoa(len(s)) + " bytes, over the " + strconv.Itoa(max) + "-byte maximum"
+	case !utf8.ValidString(s):
+		problem = "is not valid UTF-8"
+	default:
+		return nil
+	}
+	if idx >= 0 {
+		return invalidf("checks[%d].%s %s", idx, field, problem)
+	}
+	return invalidf("%s %s", field, problem)
+}
+
+// checkChecks validates a whole take: a non-empty list within maxChecks, each
+// with a limit, a key and a positive cost. The range of the cost against the
+// limit's capacity is the Decider's to check.
+func checkChecks(checks []Check, lim inputLimits) *Error {
+	if len(checks) == 0 {
+		return invalidf("checks is empty")
+	}
+	if len(checks) > lim.maxChecks {
+		return invalidf("checks has %d entries, over the %d maximum", len(checks), lim.maxChecks)
+	}
+	for i, c := range checks {
+		if e := checkField(i, "limit", c.Limit, lim.maxKeyBytes); e != nil {
+			return e
+		}
+		if e := checkField(i, "key", c.Key, lim.maxKeyBytes); e != nil {
+			return e
+		}
+		if c.Cost < 1 {
+			return invalidf("checks[%d].cost must be a positive integer", i)
+		}
+	}
+	return nil
+}
+
+// checkAcquire validates a lease request after its durations were converted.
+func checkAcquire(req AcquireRequest, lim inputLimits) *Error {
+	if e := checkField(-1, "limit", req.Limit, lim.maxKeyBytes); e != nil {
+		return e
+	}
+	if e := checkField(-1, "key", req.Key, lim.maxKeyBytes); e != nil {
+		return e
+	}
+	if len(req.Holder) > lim.maxKeyBytes {
+		return invalidf("holder is %d bytes, over the %d-byte maximum", len(req.Holder), lim.maxKeyBytes)
+	}
+	if !utf8.ValidString(req.Holder) {
+		return invalidf("holder is not valid UTF-8")
+	}
+	return nil
+}
+
+// checkLeaseID validates an opaque lease id.
+func checkLeaseID(id string) *Error {
+	return checkField(-1, "lease id", id, maxLeaseIDBytes)
+}
+
+// msDuration converts a caller's millisecond count; negative or overflowing
+// values are invalid.
+func msDuration(field string, ms int64) (time.Duration, *Error) {
+	if ms < 0 {
+		return 0, invalidf("%s must not be negative", field)
+	}
+	if ms > maxDurationMs {
+		return 0, invalidf("%s is too large", field)
+	}
+	return time.Duration(ms) * time.Millisecond, nil
+}
+
+// msUp returns d in whole milliseconds rounded up, 0 for d <= 0. Retry and
+// reset figures round up so a caller that waits them is never early.
+func msUp(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	ms := int64(d / time.Millisecond)
+	if d%time.Millisecond != 0 {
+		ms++
+	}
+	return ms
+}
+
+// msDown returns d in whole milliseconds rounded down, 0 for d <= 0. Lease
+// lifetimes round down so a holder never believes it holds a lease longer
+// than it does.
+func msDown(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64(d / time.Millisecond)
+}
+
+// secondsUp returns d in whole seconds rounded up, 0 for d <= 0.
+func secondsUp(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	s := int64(d / time.Second)
+	if d%time.Second != 0 {
+		s++
+	}
+	return s
+}
+
+// wireCheck is one check as JSON. Cost is a pointer to tell an omitted cost
+// (default 1) from an explicit 0 (invalid).
+type wireCheck struct {
+	Limit string `json:"limit"`
+	Key   string `json:"key"`
+	Cost  *int64 `json:"cost"`
+}
+
+type wireTakeRequest struct {
+	Checks []wireCheck `json:"checks"`
+}
+
+type wireAcquireRequest struct {
+	Limit  string `json:"limit"`
+	Key    string `json:"key"`
+	Holder string `json:"holder"`
+	TTLMs  int64  `json:"ttl_ms"`
+	WaitMs int64  `json:"wait_ms"`
+}
+
+type wireRenewRequest struct {
+	TTLMs int64 `json:"ttl_ms"`
+}
+
+// decodeTakeRequest decodes and validates the body of POST /v1/take.
+// An omitted or null cost is 1; unknown fields, trailing data and numbers
+// that are not integers (1.5, "1", 1e3) are invalid.
+func decodeTakeRequest(body []byte, lim inputLimits) ([]Check, error) {
+	var w wireTakeRequest
+	if e := decodeJSON(body, &w); e != nil {
+		return nil, e
+	}
+	// Bound the count before allocating for it.
+	if len(w.Checks) > lim.maxChecks {
+		return nil, invalidf("checks has %d entries, over the %d maximum", len(w.Checks), lim.maxChecks)
+	}
+	checks := make([]Check, len(w.Checks))
+	for i, c := range w.Checks {
+		checks[i] = Check{Limit: c.Limit, Key: c.Key, Cost: 1}
+		if c.Cost != nil {
+			checks[i].Cost = *c.Cost
+		}
+	}
+	if e := checkChecks(checks, lim); e != nil {
+		return nil, e
+	}
+	return checks, nil
+}
+
+// decodeCheckQuery decodes and validates the query of GET /v1/check:
+// limit and key exactly once each, cost at most once (default 1). Other
+// parameters are ignored, since proxies may add their own.
+func decodeCheckQuery(rawQuery string, lim inputLimits) (Check, error) {
+	q, err := url.ParseQuery(rawQuery)
+	if err != nil {
+		return Check{}, invalidf("malformed query string")
+	}
+	one := func(name string, required bool) (string, *Error) {
+		v := q[name]
+		switch {
+		case len(v) > 1:
+			return "", invalidf("%s is given %d times", name, len(v))
+		case len(v) == 0 && required:
+			return "", invalidf("%s is missing", name)
+		case len(v) == 0:
+			return "", nil
+		}
+		return v[0], nil
+	}
+	c := Check{Cost: 1}
+	var e *Error
+	if c.Limit, e = one("limit", true); e != nil {
+		return Check{}, e
+	}
+	if c.Key, e = one("key", true); e != nil {
+		return Check{}, e
+	}
+	cost, e := one("cost", false)
+	if e != nil {
+		return Check{}, e
+	}
+	if _, given := q["cost"]; given {
+		n, err := strconv.ParseInt(cost, 10, 64)
+		if err != nil || n < 1 {
+			return Check{}, invalidf("cost must be a positive integer")
+		}
+		c.Cost = n
+	}
+	if e := checkField(-1, "limit", c.Limit, lim.maxKeyBytes); e != nil {
+		return Check{}, e
+	}
+	if e := checkField(-1, "key", c.Key, lim.maxKeyBytes); e != nil {
+		return Check{}, e
+	}
+	return c, nil
+}
+
+// decodeAcquireRequest decodes and validates the body of POST /v1/leases.
+func decodeAcquireRequest(body []byte, lim inputLimits) (AcquireRequest, error) {
+	var w wireAcquireRequest
+	if e := decodeJSON(body, &w); e != nil {
+		return AcquireRequest{}, e
+	}
+	return acquireRequest(w.Limit, w.Key, w.Holder, w.TTLMs, w.WaitMs, lim)
+}
+
+// acquireRequest builds and validates an AcquireRequest from wire fields; the
+// HTTP and gRPC transports share it.
+func acquireRequest(limit, key, holder string, ttlMs, waitMs int64, lim inputLimits) (AcquireRequest, error) {
+	ttl, e := msDuration("ttl_ms", ttlMs)
+	if e != nil {
+		return AcquireRequest{}, e
+	}
+	wait, e := msDuration("wait_ms", waitMs)
+	if e != nil {
+		return AcquireRequest{}, e
+	}
+	req := AcquireRequest{Limit: limit, Key: key, Holder: holder, TTL: ttl, Wait: wait}
+	if e := checkAcquire(req, lim); e != nil {
+		return AcquireRequest{}, e
+	}
+	return req, nil
+}
+
+// decodeRenewRequest decodes the optional body of POST /v1/leases/{id}/renew.
+// An empty body means ttl 0: the limit's lease_ttl.
+func decodeRenewRequest(body []byte) (time.Duration, error) {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return 0, nil
+	}
+	var w wireRenewRequest
+	if e := decodeJSON(body, &w); e != nil {
+		return 0, e
+	}
+	ttl, e := msDuration("ttl_ms", w.TTLMs)
+	if e != nil {
+		return 0, e
+	}
+	return ttl, nil
+}
+
+// decodeJSON decodes exactly one JSON value into v, rejecting unknown fields
+// (a misspelt "cost" must not silently charge 1) and trailing data.
+func decodeJSON(body []byte, v any) *Error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return jsonError(err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return invalidf("trailing data after the JSON value")
+	}
+	return nil
+}
+
+// jsonError turns a decoding error into a detail that is useful but does not
+// quote the body at length (the body holds the caller's key).
+func jsonError(err error) *Error {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.Is(err, io.EOF):
+		return invalidf("request body is empty")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return invalidf("malformed JSON: unexpected end of input")
+	case errors.As(err, &syn):
+		return invalidf("malformed JSON at byte %d", syn.Offset)
+	case errors.As(err, &typ):
+		if typ.Field == "" {
+			return invalidf("request body must be a JSON object")
+		}
+		return invalidf("%s: want %s, got %s", typ.Field, jsonKind(typ.Type), clip(typ.Value))
+	}
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		return invalidf("unknown field %s", clip(name))
+	}
+	return invalidf("malformed JSON")
+}
+
+// jsonKind names what a Go type expects in JSON words.
+func jsonKind(t reflect.Type) string {
+	if t == nil {
+		return "another type"
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	case reflect.Pointer:
+		return jsonKind(t.Elem())
+	}
+	return "another type"
+}
+
+// clip shortens a quoted caller value for a detail.
+func clip(s string) string {
+	if len(s) <= maxDetailValue {
+		return s
+	}
+	return s[:maxDetailValue] + "..."
+}
+
+// decodeClusterQuery decodes the optional limit and key of GET /v1/cluster.
+// Both or neither must be given.
+func decodeClusterQuery(rawQuery string, lim inputLimits) (limit, key string, err error) {
+	q, perr := url.ParseQuery(rawQuery)
+	if perr != nil {
+		return "", "", invalidf("malformed query string")
+	}
+	limit, key = q.Get("limit"), q.Get("key")
+	if limit == "" && key == "" {
+		return "", "", nil
+	}
+	if e := checkField(-1, "limit", limit, lim.maxKeyBytes); e != nil {
+		return "", "", e
+	}
+	if e := checkField(-1, "key", key, lim.maxKeyBytes); e != nil {
+		return "", "", e
+	}
+	return limit, key, nil
+}

@@ -1,0 +1,79 @@
+// Package api is Weir's public contract: the decision types and the Decider
+// interface a node implements (types.go), the HTTP API (NewHTTPHandler), the
+// gRPC service weir.v1.Limiter (NewGRPCServer; protobuf in weir/v1, generated
+// code in package weirv1). Both transports have the same semantics and the
+// same input checks, and api never imports the node package.
+//
+// # Input checks
+//
+// Before a Decider is called, both transports reject, as invalid (HTTP 400,
+// gRPC InvalidArgument), an empty check list, more than MaxChecks checks, an
+// empty limit or key, a limit, key or holder over MaxKeyBytes (512) or not
+// valid UTF-8, a cost below 1, a negative or overflowing ttl_ms or wait_ms,
+// and an empty or over-long (2048 bytes) lease id. Semantic checks (unknown
+// limit, cost above capacity, a lease of a rate limit) are the Decider's. An
+// error detail names the offending field, never the caller's key.
+//
+// HTTP request bodies are one JSON object: unknown fields and trailing data
+// are invalid (a misspelt "cost" must not silently charge 1), integers must be
+// JSON integers (1.5, "1" and 1e3 are invalid), an omitted or null cost is 1,
+// an explicit 0 is invalid. Content-Type is not checked. A body over
+// MaxBodyBytes (1 MiB) is 413 {"error":"request_too_large"}. In gRPC, a cost
+// of 0 is the proto3 default and means 1.
+//
+// # HTTP routes
+//
+//	POST   /v1/take               200 decision (allowed or not) | 400 | 413 | 503
+//	GET    /v1/check?limit=&key=&cost=   200 allowed | 429 denied | 400 | 503
+//	POST   /v1/leases             201 {"id","fencing_token","ttl_ms"} | 429 | 400 | 503
+//	POST   /v1/leases/{id}/renew  200 {"ttl_ms"} | 404 expired or unknown
+//	DELETE /v1/leases/{id}        204, also when already released
+//	GET    /v1/cluster[?limit=&key=]   200 members (+ "owner" when asked)
+//	GET    /healthz               200 {"status":"ok"}
+//	GET    /readyz                200 {"status":"ready"} | 503 {"status":"not_ready"}
+//	GET    /metrics               the metrics handler given to NewHTTPHandler
+//
+// Other methods on these paths are 405 with Allow; other paths are 404. Every
+// response except /metrics is application/json with Cache-Control: no-store.
+// Errors are {"error":"<code>","detail":"..."}: invalid_request (400),
+// request_too_large (413, no detail), not_found (404), method_not_allowed
+// (405), limiter_unavailable (503, fail-closed limit or deadline),
+// limiter_overloaded (503, no detail), internal_error (500).
+//
+// A denial by /v1/check is 429 with body
+// {"error":"rate_limit_exceeded","limit":"export","retry_after_ms":500};
+// a refused lease is 429 {"error":"concurrency_limit_exceeded",...}. Bodies
+// name the limit and never echo the key. Millisecond figures round up
+// (retry_after_ms, reset_after_ms) or, for lease TTLs, down.
+//
+// # Rate-limit headers
+//
+// /v1/check (200 and 429) and /v1/take (200, for the first denied check, else
+// the allowed check with the least remaining) carry, in the syntax of
+// draft-ietf-httpapi-ratelimit-headers-10 with the limit name as policy name:
+//
+//	RateLimit-Policy: "export";q=6;w=3    q capacity, w window seconds rounded up (omitted if 0)
+//	RateLimit: "export";r=0;t=1           r remaining, t as below
+//	X-RateLimit-Limit: 6                  legacy trio, on by default (HTTPConfig.LegacyHeaders)
+//	X-RateLimit-Remaining: 0
+//	X-RateLimit-Reset: 1                  delta seconds, always equal to t
+//
+// t is, for a denial, ceil(retry_after) in seconds and at least 1, the same
+// number as Retry-After; for an allowed decision, ceil(reset_after), the
+// seconds until the bucket is full again. Only a 429 carries Retry-After
+// (whole seconds rounded up, at least 1): a /v1/take denial is a 200 whose
+// body holds retry_after_ms. Leases carry
+// RateLimit-Policy: "export-db";q=8;qu="concurrent-requests", and a refusal
+// also RateLimit: "export-db";r=0;t=N, Retry-After: N and the legacy trio,
+// where N is the Decider's retry hint rounded up, at least 1. A limit name
+// outside printable ASCII has those bytes replaced by '_' in headers;
+// '"' and '\' are escaped.
+//
+// # gRPC
+//
+// Decider errors map to InvalidArgument, NotFound, Unavailable and
+// ResourceExhausted with the detail as message; context errors to their
+// codes; anything else to Internal. TakeStream answers each request in turn,
+// echoing its id, and reports a failed request in the response's error field
+// (code numbers are gRPC's) without ending the stream.
+package api

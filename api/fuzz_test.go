@@ -1,0 +1,179 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/weir-rl/weir/api/weirv1"
+)
+
+// The fuzz targets check that no input panics a decoder and that whatever a
+// decoder accepts satisfies the input checks (so the Decider only ever sees
+// well-formed requests), and that whatever it rejects is CodeInvalid.
+// Seed corpora live in testdata/fuzz.
+
+var fuzzLimits = inputLimits{maxKeyBytes: 512, maxChecks: 100}
+
+func wantInvalid(t *testing.T, err error) {
+	t.Helper()
+	e, ok := errors.AsType[*Error](err)
+	if !ok || e.Code != CodeInvalid || e.Detail == "" {
+		t.Fatalf("error %v (%T) is not a CodeInvalid *Error with a detail", err, err)
+	}
+}
+
+func wantValidChecks(t *testing.T, checks []Check) {
+	t.Helper()
+	if len(checks) == 0 || len(checks) > fuzzLimits.maxChecks {
+		t.Fatalf("accepted %d checks", len(checks))
+	}
+	for i, c := range checks {
+		if c.Cost < 1 || c.Limit == "" || c.Key == "" || len(c.Key) > 512 || len(c.Limit) > 512 ||
+			!utf8.ValidString(c.Key) || !utf8.ValidString(c.Limit) {
+			t.Fatalf("accepted bad check %d: %+v", i, c)
+		}
+	}
+}
+
+func FuzzDecodeTakeRequest(f *testing.F) {
+	f.Add([]byte(`{"checks":[{"limit":"export","key":"tenant:acme","cost":1}]}`))
+	f.Add([]byte(`{"checks":[{"limit":"export","key":"k","cost":1.5}]}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		checks, err := decodeTakeRequest(body, fuzzLimits)
+		if err != nil {
+			wantInvalid(t, err)
+			return
+		}
+		wantValidChecks(t, checks)
+	})
+}
+
+func FuzzDecodeCheckQuery(f *testing.F) {
+	f.Add("limit=export&key=tenant%3Aacme&cost=1")
+	f.Add("limit=export&key=%FF")
+	f.Fuzz(func(t *testing.T, q string) {
+		c, err := decodeCheckQuery(q, fuzzLimits)
+		if err != nil {
+			wantInvalid(t, err)
+			return
+		}
+		wantValidChecks(t, []Check{c})
+	})
+}
+
+func FuzzDecodeLeaseRequests(f *testing.F) {
+	f.Add([]byte(`{"limit":"export-db","key":"tenant:acme","ttl_ms":30000,"wait_ms":0}`))
+	f.Add([]byte(`{"ttl_ms":-1}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		req, err := decodeAcquireRequest(body, fuzzLimits)
+		if err != nil {
+			wantInvalid(t, err)
+		} else if req.Limit == "" || req.Key == "" || len(req.Key) > 512 || len(req.Holder) > 512 || req.TTL < 0 || req.Wait < 0 {
+			t.Fatalf("accepted bad lease request %+v", req)
+		}
+		ttl, err := decodeRenewRequest(body)
+		if err != nil {
+			wantInvalid(t, err)
+		} else if ttl < 0 {
+			t.Fatalf("accepted ttl %v", ttl)
+		}
+	})
+}
+
+// FuzzProtoRequests decodes arbitrary bytes as each gRPC request message, as
+// the gRPC codec does, and runs the conversion and checks of the server.
+func FuzzProtoRequests(f *testing.F) {
+	for _, m := range []proto.Message{
+		&weirv1.TakeRequest{Id: 7, Checks: []*weirv1.Check{{Limit: "export", Key: "tenant:acme", Cost: 1}, {Limit: "x", Key: "y", Cost: -1}}},
+		&weirv1.AcquireRequest{Limit: "export-db", Key: "k", Holder: "h", TtlMs: 30000, WaitMs: 10},
+		&weirv1.RenewRequest{Id: "l-1", TtlMs: -5},
+	} {
+		b, err := proto.Marshal(m)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var take weirv1.TakeRequest
+		if proto.Unmarshal(data, &take) == nil {
+			checks, err := checksFromProto(take.GetChecks(), fuzzLimits)
+			if err != nil {
+				wantInvalid(t, err)
+			} else {
+				wantValidChecks(t, checks)
+			}
+		}
+		var acq weirv1.AcquireRequest
+		if proto.Unmarshal(data, &acq) == nil {
+			req, err := acquireFromProto(&acq, fuzzLimits)
+			if err != nil {
+				wantInvalid(t, err)
+			} else if req.Key == "" || req.TTL < 0 || req.Wait < 0 {
+				t.Fatalf("accepted %+v", req)
+			}
+		}
+		var renew weirv1.RenewRequest
+		if proto.Unmarshal(data, &renew) == nil {
+			if e := checkLeaseID(renew.GetId()); e != nil && e.Code != CodeInvalid {
+				t.Fatalf("lease id error %v", e)
+			}
+		}
+	})
+}
+
+// FuzzHTTPHandler sends arbitrary requests through the routes (without the
+// panic-recovering wrapper, so a panic fails the target) and checks that
+// every answer is a JSON response with a known status.
+func FuzzHTTPHandler(f *testing.F) {
+	f.Add("POST", "/v1/take", []byte(`{"checks":[{"limit":"export","key":"k"}]}`))
+	f.Add("GET", "/v1/check?limit=export&key=k&cost=2", []byte(nil))
+	f.Add("POST", "/v1/leases", []byte(`{"limit":"export-db","key":"k"}`))
+	f.Add("POST", "/v1/leases/l-1/renew", []byte(`{"ttl_ms":5}`))
+	f.Add("DELETE", "/v1/leases/l-1", []byte(nil))
+	f.Add("GET", "/v1/cluster?limit=a&key=b", []byte(nil))
+	known := map[int]bool{200: true, 201: true, 204: true, 400: true, 404: true, 405: true, 413: true, 429: true}
+	f.Fuzz(func(t *testing.T, method, target string, body []byte) {
+		if !validMethod(method) || !strings.HasPrefix(target, "/") {
+			return
+		}
+		cfg := DefaultHTTPConfig()
+		cfg.MaxBodyBytes = 4096
+		h := newHTTPHandler(&fakeDecider{}, cfg, nil, nil)
+		req, err := http.NewRequest(method, "http://weir"+target, strings.NewReader(string(body)))
+		if err != nil {
+			return
+		}
+		rec := httptest.NewRecorder()
+		h.serve(rec, req)
+		if !known[rec.Code] {
+			t.Fatalf("%s %q: status %d %s", method, target, rec.Code, rec.Body)
+		}
+		if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
+			t.Fatalf("%s %q: Content-Type %q", method, target, ct)
+		}
+		if rec.Code != http.StatusNoContent && !json.Valid(rec.Body.Bytes()) {
+			t.Fatalf("%s %q: body is not JSON: %q", method, target, rec.Body)
+		}
+	})
+}
+
+// validMethod reports whether m is an HTTP token, as http.NewRequest needs.
+func validMethod(m string) bool {
+	if m == "" {
+		return false
+	}
+	for _, c := range []byte(m) {
+		if c <= ' ' || c >= 0x7f || strings.IndexByte(`()<>@,;:\"/[]?={}`, c) >= 0 {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,248 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"io"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/weir-rl/weir/api/weirv1"
+)
+
+// GRPCConfig bounds what the gRPC service accepts before calling a Decider.
+// Start from DefaultGRPCConfig; a zero field means its default.
+type GRPCConfig struct {
+	// MaxKeyBytes bounds a key, a limit name and a lease holder, in bytes.
+	// Default 512, at least 1.
+	MaxKeyBytes int
+	// MaxChecks bounds the checks of one take. Default 100, at least 1.
+	MaxChecks int
+}
+
+// DefaultGRPCConfig returns the defaults, the same bounds as
+// DefaultHTTPConfig.
+func DefaultGRPCConfig() GRPCConfig {
+	d := DefaultHTTPConfig()
+	return GRPCConfig{MaxKeyBytes: d.MaxKeyBytes, MaxChecks: d.MaxChecks}
+}
+
+// Validate reports a negative bound. It changes nothing.
+func (c GRPCConfig) Validate() error {
+	switch {
+	case c.MaxKeyBytes < 0:
+		return errors.New("api: GRPCConfig.MaxKeyBytes must not be negative")
+	case c.MaxChecks < 0:
+		return errors.New("api: GRPCConfig.MaxChecks must not be negative")
+	}
+	return nil
+}
+
+// grpcServer implements weirv1.LimiterServer on a Decider. It holds no
+// mutable state and is safe for concurrent use.
+type grpcServer struct {
+	weirv1.UnimplementedLimiterServer
+	d   Decider
+	lim inputLimits
+}
+
+// NewGRPCServer returns the weir.v1.Limiter service served from d, for
+// weirv1.RegisterLimiterServer. Zero bounds in cfg mean their defaults.
+// Decider errors map to status codes: CodeInvalid → InvalidArgument,
+// CodeNotFound → NotFound, CodeUnavailable → Unavailable, CodeOverloaded →
+// ResourceExhausted, with the detail as the message.
+func NewGRPCServer(d Decider, cfg GRPCConfig) weirv1.LimiterServer {
+	def := DefaultGRPCConfig()
+	if cfg.MaxKeyBytes <= 0 {
+		cfg.MaxKeyBytes = def.MaxKeyBytes
+	}
+	if cfg.MaxChecks <= 0 {
+		cfg.MaxChecks = def.MaxChecks
+	}
+	return &grpcServer{d: d, lim: inputLimits{maxKeyBytes: cfg.MaxKeyBytes, maxChecks: cfg.MaxChecks}}
+}
+
+// RegisterGRPC registers NewGRPCServer(d, cfg) on s.
+func RegisterGRPC(s grpc.ServiceRegistrar, d Decider, cfg GRPCConfig) {
+	weirv1.RegisterLimiterServer(s, NewGRPCServer(d, cfg))
+}
+
+// grpcStatus converts a decoder or Decider error to a status.
+func grpcStatus(err error) *status.Status {
+	if e, ok := errors.AsType[*Error](err); ok {
+		switch e.Code {
+		case CodeInvalid:
+			return status.New(codes.InvalidArgument, e.Detail)
+		case CodeNotFound:
+			return status.New(codes.NotFound, e.Detail)
+		case CodeUnavailable:
+			return status.New(codes.Unavailable, e.Detail)
+		case CodeOverloaded:
+			return status.New(codes.ResourceExhausted, e.Detail)
+		}
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return status.FromContextError(err)
+	}
+	return status.New(codes.Internal, "internal error")
+}
+
+// checksFromProto converts and validates the checks of a TakeRequest. A cost
+// of 0 is the proto3 default and means 1; a negative cost is invalid.
+func checksFromProto(in []*weirv1.Check, lim inputLimits) ([]Check, error) {
+	if len(in) > lim.maxChecks { // bound before allocating
+		return nil, invalidf("checks has %d entries, over the %d maximum", len(in), lim.maxChecks)
+	}
+	checks := make([]Check, len(in))
+	for i, c := range in {
+		checks[i] = Check{Limit: c.GetLimit(), Key: c.GetKey(), Cost: c.GetCost()}
+		if checks[i].Cost == 0 {
+			checks[i].Cost = 1
+		}
+	}
+	if e := checkChecks(checks, lim); e != nil {
+		return nil, e
+	}
+	return checks, nil
+}
+
+func sourceToProto(s Source) weirv1.Source {
+	if s == SourceFallback {
+		return weirv1.Source_SOURCE_FALLBACK
+	}
+	return weirv1.Source_SOURCE_OWNER
+}
+
+func takeResponseToProto(resp TakeResponse) *weirv1.TakeResponse {
+	out := &weirv1.TakeResponse{
+		Allowed:      resp.Allowed,
+		RetryAfterMs: msUp(resp.RetryAfter),
+		RulesVersion: resp.RulesVersion,
+		Results:      make([]*weirv1.Result, len(resp.Results)),
+	}
+	for i, r := range resp.Results {
+		out.Results[i] = &weirv1.Result{
+			Limit:        r.Limit,
+			Allowed:      r.Allowed,
+			Remaining:    r.Remaining,
+			Capacity:     r.Capacity,
+			RetryAfterMs: msUp(r.RetryAfter),
+			ResetAfterMs: msUp(r.ResetAfter),
+			Source:       sourceToProto(r.Source),
+			WindowMs:     msUp(r.Window),
+		}
+	}
+	return out
+}
+
+// take decides one TakeRequest; it is shared by Take and TakeStream.
+func (s *grpcServer) take(ctx context.Context, req *weirv1.TakeRequest) (*weirv1.TakeResponse, error) {
+	checks, err := checksFromProto(req.GetChecks(), s.lim)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := s.d.Take(ctx, checks)
+	if err != nil {
+		return nil, err
+	}
+	out := takeResponseToProto(resp)
+	out.Id = req.GetId()
+	return out, nil
+}
+
+// Take implements weirv1.LimiterServer.
+func (s *grpcServer) Take(ctx context.Context, req *weirv1.TakeRequest) (*weirv1.TakeResponse, error) {
+	out, err := s.take(ctx, req)
+	if err != nil {
+		return nil, grpcStatus(err).Err()
+	}
+	return out, nil
+}
+
+// TakeStream implements weirv1.LimiterServer. It answers each request in
+// turn, echoing its id; a request that fails gets a response carrying the
+// error and the stream goes on. The stream ends when the client closes its
+// side or the stream's context ends.
+func (s *grpcServer) TakeStream(stream grpc.BidiStreamingServer[weirv1.TakeRequest, weirv1.TakeResponse]) error {
+	ctx := stream.Context()
+	for {
+		req, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		out, err := s.take(ctx, req)
+		if err != nil {
+			if ctx.Err() != nil { // the stream itself is over
+				return status.FromContextError(ctx.Err()).Err()
+			}
+			st := grpcStatus(err)
+			out = &weirv1.TakeResponse{
+				Id:    req.GetId(),
+				Error: &weirv1.Error{Code: weirv1.ErrorCode(st.Code()), Detail: st.Message()},
+			}
+		}
+		if err := stream.Send(out); err != nil {
+			return err
+		}
+	}
+}
+
+// acquireFromProto converts and validates an AcquireRequest.
+func acquireFromProto(req *weirv1.AcquireRequest, lim inputLimits) (AcquireRequest, error) {
+	return acquireRequest(req.GetLimit(), req.GetKey(), req.GetHolder(), req.GetTtlMs(), req.GetWaitMs(), lim)
+}
+
+// Acquire implements weirv1.LimiterServer. A refusal is a response with
+// granted false, not an error.
+func (s *grpcServer) Acquire(ctx context.Context, req *weirv1.AcquireRequest) (*weirv1.AcquireResponse, error) {
+	in, err := acquireFromProto(req, s.lim)
+	if err != nil {
+		return nil, grpcStatus(err).Err()
+	}
+	resp, err := s.d.Acquire(ctx, in)
+	if err != nil {
+		return nil, grpcStatus(err).Err()
+	}
+	return &weirv1.AcquireResponse{
+		Granted:      resp.Granted,
+		Id:           resp.ID,
+		FencingToken: resp.FencingToken,
+		TtlMs:        msDown(resp.TTL),
+		Permits:      resp.Permits,
+		RetryAfterMs: msUp(resp.RetryAfter),
+		Source:       sourceToProto(resp.Source),
+		RulesVersion: resp.RulesVersion,
+	}, nil
+}
+
+// Renew implements weirv1.LimiterServer.
+func (s *grpcServer) Renew(ctx context.Context, req *weirv1.RenewRequest) (*weirv1.RenewResponse, error) {
+	if e := checkLeaseID(req.GetId()); e != nil {
+		return nil, grpcStatus(e).Err()
+	}
+	ttl, e := msDuration("ttl_ms", req.GetTtlMs())
+	if e != nil {
+		return nil, grpcStatus(e).Err()
+	}
+	got, err := s.d.Renew(ctx, req.GetId(), ttl)
+	if err != nil {
+		return nil, grpcStatus(err).Err()
+	}
+	return &weirv1.RenewResponse{TtlMs: msDown(got)}, nil
+}
+
+// Release implements weirv1.LimiterServer.
+func (s *grpcServer) Release(ctx context.Context, req *weirv1.ReleaseRequest) (*weirv1.ReleaseResponse, error) {
+	if e := checkLeaseID(req.GetId()); e != nil {
+		return nil, grpcStatus(e).Err()
+	}
+	if err := s.d.Release(ctx, req.GetId()); err != nil {
+		return nil, grpcStatus(err).Err()
+	}
+	return &weirv1.ReleaseResponse{}, nil
+}

@@ -1,0 +1,113 @@
+package api
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// Rate-limit response headers. Formats (draft-ietf-httpapi-ratelimit-headers-10,
+// Structured Field syntax; the policy name is the limit name):
+//
+//	RateLimit-Policy: "<limit>";q=<capacity>;w=<window seconds, rounded up>
+//	RateLimit:        "<limit>";r=<remaining>;t=<seconds, see below>
+//	Retry-After:      <seconds>                 (429 only)
+//	X-RateLimit-Limit: <capacity>               (legacy trio, HTTPConfig.LegacyHeaders)
+//	X-RateLimit-Remaining: <remaining>
+//	X-RateLimit-Reset: <t>                      (delta seconds, same number as t)
+//
+// t is, for a denied result, max(1, ceil(retry_after)) — the same number as
+// Retry-After, the wait until the request's cost fits; for an allowed result,
+// ceil(reset_after) — the wait until the bucket is full again. w is omitted
+// when the decider reports no window. Concurrency limits advertise
+// qu="concurrent-requests" and no w.
+
+// denialSeconds is the whole-second wait sent with a denial: the retry hint
+// rounded up, and at least 1 so that no client is told to retry at once.
+func denialSeconds(retry time.Duration) int64 {
+	return max(1, secondsUp(retry))
+}
+
+// resetSeconds is the t parameter (and X-RateLimit-Reset) for a result.
+func resetSeconds(r Result) int64 {
+	if !r.Allowed {
+		return denialSeconds(r.RetryAfter)
+	}
+	return secondsUp(r.ResetAfter)
+}
+
+// setRateLimitHeaders sets the RateLimit fields (and the legacy trio when
+// legacy is true) for one result of a rate limit.
+func setRateLimitHeaders(h http.Header, r Result, legacy bool) {
+	t := resetSeconds(r)
+	remaining := max(0, r.Remaining)
+	name := sfString(make([]byte, 0, 64), r.Limit)
+
+	b := make([]byte, 0, len(name)+32)
+	b = append(b, name...)
+	b = append(b, ";q="...)
+	b = strconv.AppendInt(b, r.Capacity, 10)
+	if w := secondsUp(r.Window); w > 0 {
+		b = append(b, ";w="...)
+		b = strconv.AppendInt(b, w, 10)
+	}
+	h.Set("RateLimit-Policy", string(b))
+
+	b = append(b[:0], name...)
+	b = append(b, ";r="...)
+	b = strconv.AppendInt(b, remaining, 10)
+	b = append(b, ";t="...)
+	b = strconv.AppendInt(b, t, 10)
+	h.Set("RateLimit", string(b))
+
+	if legacy {
+		h.Set("X-RateLimit-Limit", strconv.FormatInt(r.Capacity, 10))
+		h.Set("X-RateLimit-Remaining", strconv.FormatInt(remaining, 10))
+		h.Set("X-RateLimit-Reset", strconv.FormatInt(t, 10))
+	}
+}
+
+// setLeaseHeaders sets the headers of a concurrency limit: the policy always,
+// and for a refusal the RateLimit field, Retry-After and the legacy trio.
+func setLeaseHeaders(h http.Header, limit string, resp AcquireResponse, legacy bool) {
+	name := sfString(make([]byte, 0, 64), limit)
+	b := append([]byte(nil), name...)
+	b = append(b, ";q="...)
+	b = strconv.AppendInt(b, resp.Permits, 10)
+	b = append(b, `;qu="concurrent-requests"`...)
+	h.Set("RateLimit-Policy", string(b))
+	if resp.Granted {
+		return
+	}
+	t := denialSeconds(resp.RetryAfter)
+	b = append(b[:0], name...)
+	b = append(b, ";r=0;t="...)
+	b = strconv.AppendInt(b, t, 10)
+	h.Set("RateLimit", string(b))
+	h.Set("Retry-After", strconv.FormatInt(t, 10))
+	if legacy {
+		h.Set("X-RateLimit-Limit", strconv.FormatInt(resp.Permits, 10))
+		h.Set("X-RateLimit-Remaining", "0")
+		h.Set("X-RateLimit-Reset", strconv.FormatInt(t, 10))
+	}
+}
+
+// sfString appends s as a Structured Field String (RFC 8941 §3.3.3): quoted,
+// with '"' and '\' escaped. Bytes outside printable ASCII cannot appear in an
+// sf-string and become '_' (limit names come from the operator's limits file,
+// so this is a guard, not a feature).
+func sfString(b []byte, s string) []byte {
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c < 0x20 || c > 0x7e:
+			b = append(b, '_')
+		default:
+			b = append(b, c)
+		}
+	}
+	return append(b, '"')
+}

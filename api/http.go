@@ -1,0 +1,299 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"path"
+	"runtime/debug"
+)
+
+// HTTPConfig configures the HTTP API. Start from DefaultHTTPConfig; a zero
+// numeric field means its default.
+type HTTPConfig struct {
+	// LegacyHeaders adds X-RateLimit-Limit, X-RateLimit-Remaining and
+	// X-RateLimit-Reset next to the IETF RateLimit fields. Default true.
+	LegacyHeaders bool
+	// MaxBodyBytes bounds a request body; a larger body is 413
+	// request_too_large and reaches no Decider. Default 1 MiB, at least 1.
+	MaxBodyBytes int64
+	// MaxKeyBytes bounds a key, a limit name and a lease holder, in bytes.
+	// Longer is 400 before the Decider is called. Default 512, at least 1.
+	MaxKeyBytes int
+	// MaxChecks bounds the checks of one POST /v1/take. Default 100, at
+	// least 1.
+	MaxChecks int
+}
+
+// DefaultHTTPConfig returns the defaults: legacy headers on, 1 MiB bodies,
+// 512-byte keys, 100 checks per take.
+func DefaultHTTPConfig() HTTPConfig {
+	return HTTPConfig{LegacyHeaders: true, MaxBodyBytes: 1 << 20, MaxKeyBytes: 512, MaxChecks: 100}
+}
+
+// Validate reports a negative bound. It changes nothing.
+func (c HTTPConfig) Validate() error {
+	switch {
+	case c.MaxBodyBytes < 0:
+		return errors.New("api: HTTPConfig.MaxBodyBytes must not be negative")
+	case c.MaxKeyBytes < 0:
+		return errors.New("api: HTTPConfig.MaxKeyBytes must not be negative")
+	case c.MaxChecks < 0:
+		return errors.New("api: HTTPConfig.MaxChecks must not be negative")
+	}
+	return nil
+}
+
+// withDefaults replaces zero (or negative) bounds by the defaults.
+func (c HTTPConfig) withDefaults() HTTPConfig {
+	def := DefaultHTTPConfig()
+	if c.MaxBodyBytes <= 0 {
+		c.MaxBodyBytes = def.MaxBodyBytes
+	}
+	if c.MaxKeyBytes <= 0 {
+		c.MaxKeyBytes = def.MaxKeyBytes
+	}
+	if c.MaxChecks <= 0 {
+		c.MaxChecks = def.MaxChecks
+	}
+	return c
+}
+
+// httpHandler serves the HTTP API. It holds no mutable state and is safe for
+// concurrent use.
+type httpHandler struct {
+	d      Decider
+	cfg    HTTPConfig
+	lim    inputLimits
+	logger *slog.Logger
+	mux    *http.ServeMux
+}
+
+// NewHTTPHandler returns the HTTP API of DESIGN §5 (see the package doc for
+// routes, statuses, headers and bodies) served from d. metrics serves GET
+// /metrics and may be nil (then /metrics is 404). logger receives internal
+// errors and recovered panics, never a caller's key; nil discards. Zero
+// bounds in cfg mean their defaults; cfg.LegacyHeaders is taken as given.
+// The handler is safe for concurrent use.
+func NewHTTPHandler(d Decider, cfg HTTPConfig, metrics http.Handler, logger *slog.Logger) http.Handler {
+	return newHTTPHandler(d, cfg, metrics, logger)
+}
+
+func newHTTPHandler(d Decider, cfg HTTPConfig, metrics http.Handler, logger *slog.Logger) *httpHandler {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	cfg = cfg.withDefaults()
+	h := &httpHandler{
+		d:      d,
+		cfg:    cfg,
+		lim:    inputLimits{maxKeyBytes: cfg.MaxKeyBytes, maxChecks: cfg.MaxChecks},
+		logger: logger,
+		mux:    http.NewServeMux(),
+	}
+	route := func(method, path string, f http.Handler) {
+		h.mux.Handle(method+" "+path, f)
+		allow := method
+		if method == http.MethodGet {
+			allow = "GET, HEAD"
+		}
+		// Any other method on a known path: 405 in JSON, not the mux's text.
+		h.mux.Handle(path, methodNotAllowed(allow))
+	}
+	route(http.MethodPost, "/v1/take", http.HandlerFunc(h.take))
+	route(http.MethodGet, "/v1/check", http.HandlerFunc(h.check))
+	route(http.MethodPost, "/v1/leases", http.HandlerFunc(h.acquire))
+	route(http.MethodPost, "/v1/leases/{id}/renew", http.HandlerFunc(h.renew))
+	route(http.MethodDelete, "/v1/leases/{id}", http.HandlerFunc(h.release))
+	route(http.MethodGet, "/v1/cluster", http.HandlerFunc(h.cluster))
+	route(http.MethodGet, "/healthz", http.HandlerFunc(h.healthz))
+	route(http.MethodGet, "/readyz", http.HandlerFunc(h.readyz))
+	if metrics != nil {
+		route(http.MethodGet, "/metrics", metrics)
+	}
+	h.mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusNotFound, errorBody{Error: "not_found", Detail: "no such route"})
+	})
+	return h
+}
+
+// ServeHTTP routes the request. A panic in a handler or the Decider becomes a
+// logged 500 rather than a dropped connection.
+func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	defer func() {
+		v := recover()
+		if v == nil {
+			return
+		}
+		if err, ok := v.(error); ok && errors.Is(err, http.ErrAbortHandler) {
+			panic(v) // net/http's own way to abort a response
+		}
+		// The URL is not logged: its query holds the caller's key.
+		h.logger.Error("api: panic serving HTTP request", "method", r.Method, "route", r.Pattern,
+			"panic", v, "stack", string(debug.Stack()))
+		writeJSON(w, http.StatusInternalServerError, errorBody{Error: "internal_error"})
+	}()
+	h.serve(w, r)
+}
+
+// serve routes the request. A path that is not canonical ("/v1//take",
+// "/v1/take/.") is 404 in JSON rather than the mux's HTML redirect: API
+// clients do not follow redirects of POSTs, and every answer is JSON.
+func (h *httpHandler) serve(w http.ResponseWriter, r *http.Request) {
+	if !canonicalPath(r.URL.Path) {
+		writeJSON(w, http.StatusNotFound, errorBody{Error: "not_found", Detail: "no such route"})
+		return
+	}
+	h.mux.ServeHTTP(w, r)
+}
+
+// canonicalPath reports whether http.ServeMux would route p as is, without
+// redirecting to a cleaned path.
+func canonicalPath(p string) bool {
+	if p == "" || p[0] != '/' {
+		return false
+	}
+	clean := path.Clean(p) // no allocation when p is already clean
+	if p[len(p)-1] == '/' && clean != "/" {
+		return clean+"/" == p
+	}
+	return clean == p
+}
+
+// errorBody is every error response: {"error":"...","detail":"..."}.
+type errorBody struct {
+	Error  string `json:"error"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// denialBody is a 429: it names the limit but never the key.
+type denialBody struct {
+	Error        string `json:"error"`
+	Limit        string `json:"limit"`
+	RetryAfterMs int64  `json:"retry_after_ms"`
+}
+
+type statusBody struct {
+	Status string `json:"status"`
+}
+
+// writeJSON writes v with status. Every API response is JSON and, being a
+// decision or about one, never cacheable.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil { // only our own types are marshalled; they always encode
+		status, b = http.StatusInternalServerError, []byte(`{"error":"internal_error"}`)
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// writeError writes the response for an error from a decoder or a Decider.
+func (h *httpHandler) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	var e *Error
+	switch {
+	case errors.As(err, &e):
+		switch e.Code {
+		case CodeInvalid:
+			writeJSON(w, http.StatusBadRequest, errorBody{Error: "invalid_request", Detail: e.Detail})
+			return
+		case CodeNotFound:
+			writeJSON(w, http.StatusNotFound, errorBody{Error: "not_found", Detail: e.Detail})
+			return
+		case CodeUnavailable:
+			writeJSON(w, http.StatusServiceUnavailable, errorBody{Error: "limiter_unavailable", Detail: e.Detail})
+			return
+		case CodeOverloaded:
+			writeJSON(w, http.StatusServiceUnavailable, errorBody{Error: "limiter_overloaded"})
+			return
+		}
+	case errors.Is(err, context.DeadlineExceeded):
+		writeJSON(w, http.StatusServiceUnavailable, errorBody{Error: "limiter_unavailable", Detail: "deadline exceeded"})
+		return
+	case errors.Is(err, context.Canceled):
+		writeJSON(w, http.StatusServiceUnavailable, errorBody{Error: "limiter_unavailable", Detail: "request canceled"})
+		return
+	}
+	h.logger.Error("api: unexpected decider error", "route", r.Pattern, "err", err)
+	writeJSON(w, http.StatusInternalServerError, errorBody{Error: "internal_error"})
+}
+
+// readBody reads a request body of at most cfg.MaxBodyBytes. On failure it
+// has written the response (413 or 400) and returns false.
+func (h *httpHandler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	if r.ContentLength > h.cfg.MaxBodyBytes { // refuse before reading a byte
+		writeJSON(w, http.StatusRequestEntityTooLarge, errorBody{Error: "request_too_large"})
+		return nil, false
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
+	if err != nil {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			writeJSON(w, http.StatusRequestEntityTooLarge, errorBody{Error: "request_too_large"})
+		} else {
+			writeJSON(w, http.StatusBadRequest, errorBody{Error: "invalid_request", Detail: "could not read the request body"})
+		}
+		return nil, false
+	}
+	return body, true
+}
+
+func methodNotAllowed(allow string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Allow", allow)
+		writeJSON(w, http.StatusMethodNotAllowed, errorBody{Error: "method_not_allowed", Detail: "use " + allow})
+	})
+}
+
+func (h *httpHandler) healthz(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, statusBody{Status: "ok"})
+}
+
+func (h *httpHandler) readyz(w http.ResponseWriter, _ *http.Request) {
+	if !h.d.Ready() {
+		writeJSON(w, http.StatusServiceUnavailable, statusBody{Status: "not_ready"})
+		return
+	}
+	writeJSON(w, http.StatusOK, statusBody{Status: "ready"})
+}
+
+type memberJSON struct {
+	Name          string `json:"name"`
+	Addr          string `json:"addr"`
+	State         string `json:"state"`
+	LimitsVersion int64  `json:"limits_version"`
+}
+
+type clusterJSON struct {
+	Node    string       `json:"node"`
+	Epoch   uint64       `json:"epoch"`
+	Members []memberJSON `json:"members"`
+	Owner   string       `json:"owner,omitempty"`
+}
+
+// cluster serves GET /v1/cluster[?limit=&key=].
+func (h *httpHandler) cluster(w http.ResponseWriter, r *http.Request) {
+	limit, key, err := decodeClusterQuery(r.URL.RawQuery, h.lim)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	info, err := h.d.Cluster(r.Context(), limit, key)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	out := clusterJSON{Node: info.Node, Epoch: info.Epoch, Members: make([]memberJSON, len(info.Members))}
+	for i, m := range info.Members {
+		out.Members[i] = memberJSON(m)
+	}
+	if limit != "" {
+		out.Owner = info.Owner
+	}
+	writeJSON(w, http.StatusOK, out)
+}

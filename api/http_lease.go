@@ -1,0 +1,87 @@
+package api
+
+import (
+	"net/http"
+	"net/url"
+)
+
+type leaseJSON struct {
+	ID           string `json:"id"`
+	FencingToken uint64 `json:"fencing_token"`
+	TTLMs        int64  `json:"ttl_ms"`
+}
+
+type renewJSON struct {
+	TTLMs int64 `json:"ttl_ms"`
+}
+
+// acquire serves POST /v1/leases: 201 with the lease, or 429 when no permit
+// is free (after waiting up to wait_ms).
+func (h *httpHandler) acquire(w http.ResponseWriter, r *http.Request) {
+	body, ok := h.readBody(w, r)
+	if !ok {
+		return
+	}
+	req, err := decodeAcquireRequest(body, h.lim)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	resp, err := h.d.Acquire(r.Context(), req)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	setLeaseHeaders(w.Header(), req.Limit, resp, h.cfg.LegacyHeaders)
+	if !resp.Granted {
+		writeJSON(w, http.StatusTooManyRequests, denialBody{
+			Error:        "concurrency_limit_exceeded",
+			Limit:        req.Limit,
+			RetryAfterMs: msUp(resp.RetryAfter),
+		})
+		return
+	}
+	w.Header().Set("Location", "/v1/leases/"+url.PathEscape(resp.ID))
+	writeJSON(w, http.StatusCreated, leaseJSON{ID: resp.ID, FencingToken: resp.FencingToken, TTLMs: msDown(resp.TTL)})
+}
+
+// renew serves POST /v1/leases/{id}/renew with an optional {"ttl_ms":N}:
+// 200 with the new lifetime, 404 when the lease expired or is unknown.
+func (h *httpHandler) renew(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if e := checkLeaseID(id); e != nil {
+		h.writeError(w, r, e)
+		return
+	}
+	body, ok := h.readBody(w, r)
+	if !ok {
+		return
+	}
+	ttl, err := decodeRenewRequest(body)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	got, err := h.d.Renew(r.Context(), id, ttl)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, renewJSON{TTLMs: msDown(got)})
+}
+
+// release serves DELETE /v1/leases/{id}: 204, also when already released.
+func (h *httpHandler) release(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if e := checkLeaseID(id); e != nil {
+		h.writeError(w, r, e)
+		return
+	}
+	if err := h.d.Release(r.Context(), id); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusNoContent)
+}

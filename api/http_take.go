@@ -1,0 +1,123 @@
+package api
+
+import (
+	"net/http"
+	"strconv"
+)
+
+// resultJSON is one Result on the wire, fields in the order of DESIGN §5.
+type resultJSON struct {
+	Limit        string `json:"limit"`
+	Allowed      bool   `json:"allowed"`
+	Remaining    int64  `json:"remaining"`
+	Capacity     int64  `json:"capacity"`
+	RetryAfterMs int64  `json:"retry_after_ms"`
+	ResetAfterMs int64  `json:"reset_after_ms"`
+	Source       string `json:"source"`
+}
+
+type takeResponseJSON struct {
+	Allowed      bool         `json:"allowed"`
+	RetryAfterMs int64        `json:"retry_after_ms"`
+	RulesVersion int64        `json:"rules_version"`
+	Results      []resultJSON `json:"results"`
+}
+
+func toResultJSON(r Result) resultJSON {
+	return resultJSON{
+		Limit:        r.Limit,
+		Allowed:      r.Allowed,
+		Remaining:    r.Remaining,
+		Capacity:     r.Capacity,
+		RetryAfterMs: msUp(r.RetryAfter),
+		ResetAfterMs: msUp(r.ResetAfter),
+		Source:       r.Source.String(),
+	}
+}
+
+// headerResult picks the result whose rate-limit headers a take carries: the
+// first denied one, else the allowed one with the least remaining (the first
+// of equals). ok is false when there are no results.
+func headerResult(results []Result) (r Result, ok bool) {
+	best := -1
+	for i, res := range results {
+		if !res.Allowed {
+			return res, true
+		}
+		if best < 0 || res.Remaining < results[best].Remaining {
+			best = i
+		}
+	}
+	if best < 0 {
+		return Result{}, false
+	}
+	return results[best], true
+}
+
+// take serves POST /v1/take: 200 whenever a decision was made, allowed or
+// not, with the rate-limit headers of the most constraining check.
+func (h *httpHandler) take(w http.ResponseWriter, r *http.Request) {
+	body, ok := h.readBody(w, r)
+	if !ok {
+		return
+	}
+	checks, err := decodeTakeRequest(body, h.lim)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	resp, err := h.d.Take(r.Context(), checks)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	if res, ok := headerResult(resp.Results); ok {
+		setRateLimitHeaders(w.Header(), res, h.cfg.LegacyHeaders)
+	}
+	out := takeResponseJSON{
+		Allowed:      resp.Allowed,
+		RetryAfterMs: msUp(resp.RetryAfter),
+		RulesVersion: resp.RulesVersion,
+		Results:      make([]resultJSON, len(resp.Results)),
+	}
+	for i, res := range resp.Results {
+		out.Results[i] = toResultJSON(res)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// check serves GET /v1/check for forward-auth proxies: 200 allowed, 429
+// denied, both with rate-limit headers; 503 when the limit fails closed.
+func (h *httpHandler) check(w http.ResponseWriter, r *http.Request) {
+	c, err := decodeCheckQuery(r.URL.RawQuery, h.lim)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	resp, err := h.d.Take(r.Context(), []Check{c})
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	if len(resp.Results) == 0 {
+		h.logger.Error("api: decider returned no result for a check", "limit", c.Limit)
+		writeJSON(w, http.StatusInternalServerError, errorBody{Error: "internal_error"})
+		return
+	}
+	res := resp.Results[0]
+	if res.Limit == "" {
+		res.Limit = c.Limit
+	}
+	res.Allowed = resp.Allowed // one check: the overall decision is its decision
+	setRateLimitHeaders(w.Header(), res, h.cfg.LegacyHeaders)
+	if !res.Allowed {
+		w.Header().Set("Retry-After", strconv.FormatInt(denialSeconds(res.RetryAfter), 10))
+		writeJSON(w, http.StatusTooManyRequests, denialBody{
+			Error:        "rate_limit_exceeded",
+			Limit:        res.Limit,
+			RetryAfterMs: msUp(res.RetryAfter),
+		})
+		return
+	}
+	writeJSON(w, http.StatusOK, toResultJSON(res))
+}
