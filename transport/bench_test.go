@@ -1,0 +1,87 @@
+package transport
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+)
+
+// echoHandler answers every take with one allowed Result per check.
+type echoHandler struct{}
+
+func (echoHandler) Serve(_ context.Context, _ string, reqs []Request) []Reply {
+	reps := make([]Reply, len(reqs))
+	for i, q := range reqs {
+		reps[i].RulesVersion = 1
+		reps[i].Results = make([]Result, len(q.Checks))
+		for j, c := range q.Checks {
+			reps[i].Results[j] = Result{Allowed: true, Remaining: 100 - c.Cost, Capacity: 100, ResetAfter: time.Second}
+		}
+	}
+	return reps
+}
+
+func (echoHandler) Handoff(context.Context, string, []HandoffEntry) error { return nil }
+
+// BenchmarkDo measures one forward round trip (Pool.Do to a Server on
+// loopback, both in this process, so ns/op and allocs/op count client and
+// server together), serially and from 16 and 64 goroutines, with and
+// without the batch window. reqs/batch is the mean batch size.
+func BenchmarkDo(b *testing.B) {
+	tok := testToken("bench")
+	addr := startServer(b, echoHandler{}, tok)
+	req := Request{Op: OpTake, Checks: []Check{{Limit: "export", Key: "tenant:acme", Cost: 1}}, Epoch: 1}
+	for _, window := range []time.Duration{0, 200 * time.Microsecond} {
+		newPool := func(b *testing.B) (*Pool, *countObserver) {
+			obs := &countObserver{}
+			cfg := DefaultConfig()
+			cfg.Deadline = time.Second
+			cfg.Window = window
+			cfg.Token = tok
+			cfg.Observer = obs
+			p := NewPool(cfg)
+			b.Cleanup(func() { p.Close() })
+			if _, err := p.Do(context.Background(), addr, req); err != nil { // connect
+				b.Fatal(err)
+			}
+			obs.batches.Store(0)
+			obs.batched.Store(0)
+			return p, obs
+		}
+		report := func(b *testing.B, obs *countObserver) {
+			if n := obs.batches.Load(); n > 0 {
+				b.ReportMetric(float64(obs.batched.Load())/float64(n), "reqs/batch")
+			}
+		}
+		b.Run(fmt.Sprintf("window=%v/goroutines=1", window), func(b *testing.B) {
+			p, obs := newPool(b)
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := p.Do(ctx, addr, req); err != nil {
+					b.Fatal(err)
+				}
+			}
+			report(b, obs)
+		})
+		for _, g := range []int{16, 64} {
+			b.Run(fmt.Sprintf("window=%v/goroutines=%d", window, g), func(b *testing.B) {
+				p, obs := newPool(b)
+				b.SetParallelism(max(1, g/runtime.GOMAXPROCS(0)))
+				b.ReportAllocs()
+				b.RunParallel(func(pb *testing.PB) {
+					ctx := context.Background()
+					for pb.Next() {
+						if _, err := p.Do(ctx, addr, req); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+				report(b, obs)
+			})
+		}
+	}
+}

@@ -1,0 +1,205 @@
+package transport
+
+import (
+	"time"
+
+	"github.com/weir-rl/weir/transport/peerpb"
+)
+
+// This file converts between the plain Go types of the package and the
+// generated messages. Messages and checks of one batch are allocated as one
+// slice each and pointed into, rather than one allocation per element.
+
+// encodeRequests converts reqs into the requests of a BatchRequest.
+func encodeRequests(reqs []Request) []*peerpb.Request {
+	n := 0
+	for i := range reqs {
+		n += len(reqs[i].Checks)
+	}
+	msgs := make([]peerpb.Request, len(reqs))
+	ptrs := make([]*peerpb.Request, len(reqs))
+	checks := make([]peerpb.Check, n)
+	checkPtrs := make([]*peerpb.Check, n)
+	for i := range reqs {
+		r := &reqs[i]
+		m := &msgs[i]
+		m.Op = peerpb.Op(r.Op)
+		m.Epoch = r.Epoch
+		m.LeaseId = r.LeaseID
+		m.Holder = r.Holder
+		m.TtlNs = int64(r.TTL)
+		m.WaitNs = int64(r.Wait)
+		if len(r.Checks) > 0 {
+			cp := checkPtrs[:len(r.Checks):len(r.Checks)]
+			checkPtrs = checkPtrs[len(r.Checks):]
+			for j, c := range r.Checks {
+				pc := &checks[j]
+				pc.Limit, pc.Key, pc.Cost = c.Limit, c.Key, c.Cost
+				cp[j] = pc
+			}
+			checks = checks[len(r.Checks):]
+			m.Checks = cp
+		}
+		ptrs[i] = m
+	}
+	return ptrs
+}
+
+// decodeRequests converts the requests of a BatchRequest back.
+func decodeRequests(msgs []*peerpb.Request) []Request {
+	n := 0
+	for _, m := range msgs {
+		n += len(m.GetChecks())
+	}
+	reqs := make([]Request, len(msgs))
+	checks := make([]Check, n)
+	for i, m := range msgs {
+		r := &reqs[i]
+		r.Op = decodeOp(m.GetOp())
+		r.Epoch = m.GetEpoch()
+		r.LeaseID = m.GetLeaseId()
+		r.Holder = m.GetHolder()
+		r.TTL = time.Duration(m.GetTtlNs())
+		r.Wait = time.Duration(m.GetWaitNs())
+		if mc := m.GetChecks(); len(mc) > 0 {
+			cs := checks[:len(mc):len(mc)]
+			checks = checks[len(mc):]
+			for j, c := range mc {
+				cs[j] = Check{Limit: c.GetLimit(), Key: c.GetKey(), Cost: c.GetCost()}
+			}
+			r.Checks = cs
+		}
+	}
+	return reqs
+}
+
+// encodeReplies converts replies into the replies of a BatchReply.
+func encodeReplies(reps []Reply) []*peerpb.Reply {
+	n, leases := 0, 0
+	for i := range reps {
+		n += len(reps[i].Results)
+		if reps[i].Lease != (Grant{}) {
+			leases++
+		}
+	}
+	msgs := make([]peerpb.Reply, len(reps))
+	ptrs := make([]*peerpb.Reply, len(reps))
+	results := make([]peerpb.Result, n)
+	resultPtrs := make([]*peerpb.Result, n)
+	grants := make([]peerpb.Grant, leases)
+	for i := range reps {
+		r := &reps[i]
+		m := &msgs[i]
+		m.ErrCode = uint32(r.ErrCode)
+		m.ErrDetail = r.ErrDetail
+		m.NotOwner = r.NotOwner
+		m.Epoch = r.Epoch
+		m.RulesVersion = r.RulesVersion
+		if len(r.Results) > 0 {
+			rp := resultPtrs[:len(r.Results):len(r.Results)]
+			resultPtrs = resultPtrs[len(r.Results):]
+			for j, res := range r.Results {
+				pr := &results[j]
+				pr.Allowed = res.Allowed
+				pr.Remaining = res.Remaining
+				pr.Capacity = res.Capacity
+				pr.RetryAfterNs = int64(res.RetryAfter)
+				pr.ResetAfterNs = int64(res.ResetAfter)
+				pr.WindowNs = int64(res.Window)
+				rp[j] = pr
+			}
+			results = results[len(r.Results):]
+			m.Results = rp
+		}
+		if r.Lease != (Grant{}) {
+			g := &grants[0]
+			grants = grants[1:]
+			g.Granted = r.Lease.Granted
+			g.Id = r.Lease.ID
+			g.Fencing = r.Lease.Fencing
+			g.TtlNs = int64(r.Lease.TTL)
+			g.RetryAfterNs = int64(r.Lease.RetryAfter)
+			g.Permits = r.Lease.Permits
+			m.Lease = g
+		}
+		ptrs[i] = m
+	}
+	return ptrs
+}
+
+// decodeReply converts one reply of a BatchReply back. It allocates only
+// the Results slice.
+func decodeReply(m *peerpb.Reply) Reply {
+	r := Reply{
+		ErrCode:      uint8(m.GetErrCode()),
+		ErrDetail:    m.GetErrDetail(),
+		NotOwner:     m.GetNotOwner(),
+		Epoch:        m.GetEpoch(),
+		RulesVersion: m.GetRulesVersion(),
+	}
+	if mr := m.GetResults(); len(mr) > 0 {
+		r.Results = make([]Result, len(mr))
+		for j, res := range mr {
+			r.Results[j] = Result{
+				Allowed:    res.GetAllowed(),
+				Remaining:  res.GetRemaining(),
+				Capacity:   res.GetCapacity(),
+				RetryAfter: time.Duration(res.GetRetryAfterNs()),
+				ResetAfter: time.Duration(res.GetResetAfterNs()),
+				Window:     time.Duration(res.GetWindowNs()),
+			}
+		}
+	}
+	if g := m.GetLease(); g != nil {
+		r.Lease = Grant{
+			Granted:    g.GetGranted(),
+			ID:         g.GetId(),
+			Fencing:    g.GetFencing(),
+			TTL:        time.Duration(g.GetTtlNs()),
+			RetryAfter: time.Duration(g.GetRetryAfterNs()),
+			Permits:    g.GetPermits(),
+		}
+	}
+	return r
+}
+
+// encodeEntries converts handoff entries into messages.
+func encodeEntries(entries []HandoffEntry) []*peerpb.HandoffEntry {
+	msgs := make([]peerpb.HandoffEntry, len(entries))
+	ptrs := make([]*peerpb.HandoffEntry, len(entries))
+	for i := range entries {
+		e := &entries[i]
+		m := &msgs[i]
+		m.Kind = uint32(e.Kind)
+		m.Limit = e.Limit
+		m.Key = e.Key
+		m.Fields = e.Fields
+		m.Data = e.Data
+		ptrs[i] = m
+	}
+	return ptrs
+}
+
+// decodeEntries converts handoff messages back.
+func decodeEntries(msgs []*peerpb.HandoffEntry) []HandoffEntry {
+	entries := make([]HandoffEntry, len(msgs))
+	for i, m := range msgs {
+		entries[i] = HandoffEntry{
+			Kind:   HandoffKind(m.GetKind()),
+			Limit:  m.GetLimit(),
+			Key:    m.GetKey(),
+			Fields: m.GetFields(),
+			Data:   m.GetData(),
+		}
+	}
+	return entries
+}
+
+// decodeOp maps a wire op to Op; a value that does not fit is the invalid
+// zero Op rather than a truncation that could land on a valid one.
+func decodeOp(o peerpb.Op) Op {
+	if o < 0 || o > 255 {
+		return 0
+	}
+	return Op(o)
+}

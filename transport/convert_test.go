@@ -1,0 +1,75 @@
+package transport
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/weir-rl/weir/transport/peerpb"
+)
+
+func TestRequestsRoundTrip(t *testing.T) {
+	in := []Request{
+		{Op: OpTake, Checks: []Check{{"a", "k1", 1}, {"b", "k2", 7}, {"c", "{t}x", 3}}, Epoch: 9},
+		{Op: OpRelease, LeaseID: "lease-1", Epoch: 1 << 40},
+		{Op: OpAcquire, Checks: []Check{{"db", "k", 1}}, Holder: "h", TTL: 30 * time.Second, Wait: 5 * time.Second},
+		{Op: OpRefund, Checks: []Check{{"a", "k1", 1}}},
+		{Op: OpRenew, LeaseID: "l2", TTL: time.Millisecond},
+	}
+	got := decodeRequests(encodeRequests(in))
+	if !reflect.DeepEqual(got, in) {
+		t.Fatalf("round trip:\n got %+v\nwant %+v", got, in)
+	}
+	if got := decodeRequests(encodeRequests(nil)); len(got) != 0 {
+		t.Fatalf("empty round trip: %v", got)
+	}
+}
+
+func TestRepliesRoundTrip(t *testing.T) {
+	in := []Reply{
+		{Results: []Result{
+			{Allowed: true, Remaining: 5, Capacity: 6, ResetAfter: 500 * time.Millisecond, Window: 3 * time.Second},
+			{Allowed: false, Capacity: 6, RetryAfter: 499 * time.Millisecond, ResetAfter: 3 * time.Second},
+		}, RulesVersion: 3},
+		{ErrCode: 2, ErrDetail: "lease not found"},
+		{NotOwner: true, Epoch: 12},
+		{Lease: Grant{Granted: true, ID: "id", Fencing: 17, TTL: 30 * time.Second, Permits: 8}, RulesVersion: 4},
+		{Lease: Grant{RetryAfter: time.Second, Permits: 8}},
+		{},
+	}
+	msgs := encodeReplies(in)
+	got := make([]Reply, len(msgs))
+	for i, m := range msgs {
+		got[i] = decodeReply(m)
+	}
+	if !reflect.DeepEqual(got, in) {
+		t.Fatalf("round trip:\n got %+v\nwant %+v", got, in)
+	}
+	if msgs[2].Lease != nil {
+		t.Fatal("a zero Grant was encoded")
+	}
+}
+
+func TestEntriesRoundTrip(t *testing.T) {
+	in := []HandoffEntry{
+		{Kind: HandoffBucket, Limit: "a", Key: "k", Fields: []int64{5, 1500, -3}},
+		{Kind: HandoffLease, Limit: "db", Key: "k", Data: []byte{0, 1, 2}, Fields: []int64{17}},
+	}
+	if got := decodeEntries(encodeEntries(in)); !reflect.DeepEqual(got, in) {
+		t.Fatalf("round trip:\n got %+v\nwant %+v", got, in)
+	}
+}
+
+func TestDecodeOp(t *testing.T) {
+	for _, tt := range []struct {
+		in   peerpb.Op
+		want Op
+	}{{1, OpTake}, {5, OpRelease}, {257, 0}, {-1, 0}, {6, 6}} {
+		if got := decodeOp(tt.in); got != tt.want {
+			t.Errorf("decodeOp(%d) = %d, want %d", tt.in, got, tt.want)
+		}
+	}
+	if Op(6).Valid() || Op(0).Valid() || !OpRenew.Valid() || OpAcquire.String() != "acquire" || Op(9).String() != "invalid" {
+		t.Error("Op.Valid or Op.String wrong")
+	}
+}

@@ -1,0 +1,64 @@
+// Package transport is Weir's node-to-node protocol: the peer gRPC service
+// that a non-owner uses to forward a request to the owner of its key, and
+// that an old owner uses to hand state to a new one. It is separate from the
+// public weir.v1.Limiter service and listens on its own port.
+//
+// # Dependencies
+//
+// transport imports neither node, api nor ring (DESIGN §2). It defines its
+// own plain types (Request, Reply, HandoffEntry) and one interface, Handler,
+// which package node implements to answer forwarded requests. It maps no
+// keys to owners: callers pass the owner's address, and Reply.NotOwner tells
+// them when the owner's ring disagreed.
+//
+// # Forwarding and batching
+//
+// Pool.Do enqueues a Request for a peer. A request to an idle peer is sent
+// at once; while a batch to that peer is in flight, requests from concurrent
+// callers collect and share the next Batch RPC, which leaves when the batch
+// in flight is answered, when it holds Config.MaxBatch requests, or
+// Config.Window (200µs by default) after its first request. Batches so grow
+// with load and round-trip time, and an idle peer costs no batching delay.
+// The rule is the pure step function Batcher (Add/Tick/Done with explicit
+// times); Pool is the thin shell that reads the clock, arms one timer per
+// peer and sends a batch whose window has passed in its own goroutine, so a
+// slow batch never delays the next.
+//
+// Each request is one atomic step at the owner and gets its own Reply; a
+// batch is a transport optimisation only, not a transaction. Every Do ends
+// within its forward deadline (Config.Deadline, default 50ms, or the
+// caller's sooner context deadline) with a Reply or an error, and an error
+// always means "owner unreachable": the node then applies the limit's
+// on_owner_unreachable policy. A caller that gave up before its batch was
+// sent is left out of it, so an abandoned forward is not spent at the
+// owner; one that gave up after may still have been applied there (the
+// ordinary ambiguity of a timed-out request).
+//
+// An acquire that may queue (Request.Wait > 0) is sent alone with a
+// deadline extended by Wait, so that it cannot hold up the replies of a
+// batch.
+//
+// # Time
+//
+// No field carries a timestamp. Durations on the wire (retry and reset
+// figures, lease TTLs, handoff payloads) are relative, computed by the
+// sender from its own monotonic clock, so clock skew between nodes cannot
+// mint tokens (DESIGN §6, §7).
+//
+// # Authentication
+//
+// DeriveKeys turns the cluster secret (any passphrase, read with
+// ReadSecretFile) into the memberlist gossip key and the peer token by
+// HKDF-SHA256 with one label per key. Every call carries the token in the
+// metadata key "weir-peer-token"; the Server's interceptors compare it in
+// constant time and answer Unauthenticated without calling the Handler
+// when it is missing or wrong. Until the peer port gets TLS the token
+// travels in the clear: it reveals neither the secret nor the gossip key.
+//
+// # Regenerating peerpb
+//
+// peer.proto is compiled by gen.sh (protoc 3.21.12, protoc-gen-go v1.36.12,
+// protoc-gen-go-grpc v1.6.0); the output is reproducible byte for byte.
+package transport
+
+//go:generate sh gen.sh

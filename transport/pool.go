@@ -1,0 +1,373 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/weir-rl/weir/transport/peerpb"
+)
+
+// Connection tuning shared by Pool and Server. The client pings an idle
+// connection every 10s and drops it after 3s without an answer; the server
+// permits pings every 5s, so it never sends the client "too many pings".
+// Reconnect backoff is capped at 2s (gRPC's default is 120s), so a peer
+// that restarts is reachable again within seconds. memberlist, not these
+// pings, decides that a peer is dead.
+const (
+	clientPingEvery   = 10 * time.Second
+	clientPingTimeout = 3 * time.Second
+	serverPingMin     = 5 * time.Second
+	minConnectTimeout = 2 * time.Second
+	maxReconnectDelay = 2 * time.Second
+)
+
+// handoffChunk is the number of entries per Handoff RPC, which keeps each
+// message well under gRPC's default 4 MiB limit (keys are at most 512 bytes).
+const handoffChunk = 1024
+
+// Pool forwards requests to peers: one gRPC client connection and one
+// batcher per peer address, created on first use. It is safe for concurrent
+// use. The zero Pool is not usable; use NewPool. A Pool starts goroutines
+// only while forwards are in flight or a batch window is open, and Close
+// waits for them.
+type Pool struct {
+	cfg   Config
+	creds tokenCreds
+
+	mu     sync.Mutex // guards peers and closed
+	peers  map[string]*peer
+	closed bool
+}
+
+// NewPool returns a Pool with cfg. It panics if cfg.Validate fails: the
+// node validates its configuration at start, so an invalid one here is a
+// programming error.
+func NewPool(cfg Config) *Pool {
+	if err := cfg.Validate(); err != nil {
+		panic(err)
+	}
+	return &Pool{cfg: cfg, creds: newTokenCreds(cfg.Token), peers: make(map[string]*peer)}
+}
+
+// Do sends req to the peer at peerAddr and returns that peer's Reply. The
+// request goes out at once when nothing is in flight to that peer, and
+// otherwise joins its next batch (see Batcher); one with Wait > 0, which
+// the owner may hold while it queues, is always sent alone.
+//
+// Do returns within the forward deadline: the sooner of ctx's deadline and
+// Config.Deadline (+ req.Wait) from the call. An error means the owner was
+// not reached or did not answer in time (deadline, connection error,
+// Unauthenticated, ...; status.Code reports the gRPC code), so the caller
+// should treat the owner as unreachable; a semantic error of the owner is
+// in Reply.ErrCode instead. ErrInvalidOp, ErrClosed and ErrDropped are
+// returned as themselves.
+func (p *Pool) Do(ctx context.Context, peerAddr string, req Request) (Reply, error) {
+	if !req.Op.Valid() {
+		return Reply{}, ErrInvalidOp
+	}
+	start := time.Now()
+	deadline := start.Add(p.cfg.Deadline + max(req.Wait, 0))
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+
+	pr, err := p.peer(peerAddr)
+	if err != nil {
+		return Reply{}, err
+	}
+	c := &call{req: req, ctx: ctx, deadline: deadline, done: make(chan outcome, 1)}
+	if err := pr.enqueue(c, start); err != nil {
+		return Reply{}, err
+	}
+	var o outcome
+	select {
+	case o = <-c.done:
+	case <-ctx.Done():
+		o.err = fmt.Errorf("transport: forward to %s: %w", peerAddr, ctx.Err())
+	}
+	if obs := p.cfg.Observer; obs != nil {
+		obs.Forwarded(peerAddr, time.Since(start), o.err)
+	}
+	return o.rep, o.err
+}
+
+// Handoff sends entries to the peer at peerAddr, in chunks of at most 1024
+// entries per RPC, each bounded by Config.HandoffDeadline and ctx. It
+// returns the first error; chunks before it were stored by the peer.
+func (p *Pool) Handoff(ctx context.Context, peerAddr string, entries []HandoffEntry) error {
+	pr, err := p.peer(peerAddr)
+	if err != nil {
+		return err
+	}
+	for len(entries) > 0 {
+		chunk := entries[:min(len(entries), handoffChunk)]
+		entries = entries[len(chunk):]
+		cctx, cancel := context.WithTimeout(ctx, p.cfg.HandoffDeadline)
+		_, err := pr.client.Handoff(cctx, &peerpb.HandoffRequest{From: p.cfg.Self, Entries: encodeEntries(chunk)})
+		cancel()
+		if err != nil {
+			return fmt.Errorf("transport: handoff to %s: %w", peerAddr, err)
+		}
+	}
+	return nil
+}
+
+// Drop closes the connection to peerAddr, for a member that left. Forwards
+// still queued fail with ErrDropped and those in flight fail at once; the
+// next Do to that address opens a new connection. Dropping an unknown
+// address does nothing.
+func (p *Pool) Drop(peerAddr string) {
+	p.mu.Lock()
+	pr := p.peers[peerAddr]
+	delete(p.peers, peerAddr)
+	p.mu.Unlock()
+	if pr != nil {
+		pr.close(ErrDropped)
+	}
+}
+
+// Close closes every connection, fails forwards still queued with
+// ErrClosed, and waits for the Pool's goroutines to end. Later calls fail
+// with ErrClosed. Close is idempotent.
+func (p *Pool) Close() error {
+	p.mu.Lock()
+	peers := p.peers
+	p.peers = nil
+	p.closed = true
+	p.mu.Unlock()
+	var errs []error
+	for _, pr := range peers {
+		errs = append(errs, pr.close(ErrClosed))
+	}
+	return errors.Join(errs...)
+}
+
+// peer returns the peer for addr, creating it (without dialing) on first use.
+func (p *Pool) peer(addr string) (*peer, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, ErrClosed
+	}
+	if pr := p.peers[addr]; pr != nil {
+		return pr, nil
+	}
+	opts := []grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{
+			Time: clientPingEvery, Timeout: clientPingTimeout, PermitWithoutStream: true,
+		}),
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: maxReconnectDelay},
+			MinConnectTimeout: minConnectTimeout,
+		}),
+	}
+	if len(p.cfg.Token) > 0 {
+		opts = append(opts, grpc.WithPerRPCCredentials(p.creds))
+	}
+	if p.cfg.Dialer != nil {
+		opts = append(opts, grpc.WithContextDialer(p.cfg.Dialer))
+	}
+	// passthrough hands addr to the dialer unresolved, so a simulated
+	// network's names work and DNS is the dialer's business.
+	conn, err := grpc.NewClient("passthrough:///"+addr, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("transport: peer %s: %w", addr, err)
+	}
+	pr := &peer{
+		addr:   addr,
+		self:   p.cfg.Self,
+		obs:    p.cfg.Observer,
+		conn:   conn,
+		client: peerpb.NewPeerClient(conn),
+		batch:  NewBatcher[*call](p.cfg.Window, p.cfg.MaxBatch),
+	}
+	pr.timer = time.AfterFunc(time.Hour, pr.fire)
+	pr.timer.Stop()
+	p.peers[addr] = pr
+	return pr, nil
+}
+
+// call is one forward waiting for its reply.
+type call struct {
+	req      Request
+	ctx      context.Context // Do's context; done means the caller gave up
+	deadline time.Time       // Do's forward deadline
+	done     chan outcome    // buffered 1: the sender never blocks
+}
+
+type outcome struct {
+	rep Reply
+	err error
+}
+
+// peer is the shell around one peer's Batcher: it takes the lock, reads
+// the clock, arms the timer and sends the batches the Batcher releases. A
+// batch released by Add or Tick gets its own goroutine, so a slow batch
+// never holds up one whose window has passed; the goroutine then carries on
+// with the batches that its completion releases.
+type peer struct {
+	addr   string
+	self   string
+	obs    Observer
+	conn   *grpc.ClientConn
+	client peerpb.PeerClient
+
+	mu       sync.Mutex // guards batch, armed, closeErr and timer resets
+	batch    *Batcher[*call]
+	timer    *time.Timer // runs fire; armed while a run is pending
+	armed    bool
+	closeErr error // ErrDropped or ErrClosed once closed; nil while open
+
+	wg sync.WaitGroup // one count per send goroutine and per armed timer
+}
+
+// enqueue adds c at time now, sending a batch if that makes one ready.
+func (pr *peer) enqueue(c *call, now time.Time) error {
+	pr.mu.Lock()
+	if err := pr.closeErr; err != nil {
+		pr.mu.Unlock()
+		return err
+	}
+	if c.req.Wait > 0 {
+		// Outside the batcher: it may be held at the owner, so it must not
+		// count as the in-flight batch that others wait behind.
+		pr.wg.Add(1)
+		pr.mu.Unlock()
+		go func() {
+			defer pr.wg.Done()
+			pr.send([]*call{c})
+		}()
+		return nil
+	}
+	flush, next := pr.batch.Add(c, now)
+	if flush == nil && !pr.armed {
+		pr.armed = true
+		pr.wg.Add(1)
+		pr.timer.Reset(next.Sub(now))
+	}
+	if flush != nil {
+		pr.wg.Add(1)
+	}
+	pr.mu.Unlock()
+	if flush != nil {
+		go pr.run(flush)
+	}
+	return nil
+}
+
+// fire is the timer's function: it sends the open batch if due and re-arms
+// the timer while a batch is open. A run that finds nothing due (its batch
+// left early, by size or Done) only re-arms.
+func (pr *peer) fire() {
+	pr.mu.Lock()
+	pr.armed = false
+	var flush []*call
+	if pr.closeErr == nil {
+		now := time.Now()
+		flush = pr.batch.Tick(now)
+		if pr.batch.Len() > 0 {
+			pr.armed = true
+			pr.wg.Add(1)
+			pr.timer.Reset(pr.batch.Next().Sub(now))
+		}
+		if flush != nil {
+			pr.wg.Add(1)
+		}
+	}
+	pr.mu.Unlock()
+	if flush != nil {
+		pr.run(flush)
+	}
+	pr.wg.Done()
+}
+
+// run sends batch, then tells the batcher it is done and sends whatever
+// batch that releases, until none is. It owns one wg count.
+func (pr *peer) run(batch []*call) {
+	defer pr.wg.Done()
+	for batch != nil {
+		pr.send(batch)
+		pr.mu.Lock()
+		batch = nil
+		if pr.closeErr == nil {
+			batch = pr.batch.Done()
+		}
+		pr.mu.Unlock()
+	}
+}
+
+// send performs one Batch RPC for the calls whose callers still wait, with
+// the latest of their deadlines, and hands each caller its own reply.
+func (pr *peer) send(batch []*call) {
+	live := batch[:0]
+	var deadline time.Time
+	for _, c := range batch {
+		if c.ctx.Err() != nil {
+			continue // the caller gave up; do not spend at the owner
+		}
+		live = append(live, c)
+		if c.deadline.After(deadline) {
+			deadline = c.deadline
+		}
+	}
+	if len(live) == 0 {
+		return
+	}
+	reqs := make([]Request, len(live))
+	for i, c := range live {
+		reqs[i] = c.req
+	}
+	if pr.obs != nil {
+		pr.obs.BatchSent(pr.addr, len(live))
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	out, err := pr.client.Batch(ctx, &peerpb.BatchRequest{From: pr.self, Requests: encodeRequests(reqs)})
+	cancel()
+	if err == nil && len(out.GetReplies()) != len(live) {
+		err = fmt.Errorf("transport: %d replies to %d requests", len(out.GetReplies()), len(live))
+	}
+	if err != nil {
+		err = fmt.Errorf("transport: forward to %s: %w", pr.addr, err)
+		for _, c := range live {
+			c.done <- outcome{err: err}
+		}
+		return
+	}
+	for i, c := range live {
+		c.done <- outcome{rep: decodeReply(out.Replies[i])}
+	}
+}
+
+// close fails the queued calls with err, closes the connection (which
+// fails the calls in flight) and waits for the peer's goroutines.
+func (pr *peer) close(err error) error {
+	pr.mu.Lock()
+	if pr.closeErr != nil {
+		pr.mu.Unlock()
+		return nil
+	}
+	pr.closeErr = err
+	if pr.armed && pr.timer.Stop() {
+		pr.armed = false
+		pr.wg.Done()
+	}
+	pending := pr.batch.Drain()
+	pr.mu.Unlock()
+	for _, c := range pending {
+		c.done <- outcome{err: err}
+	}
+	cerr := pr.conn.Close()
+	pr.wg.Wait()
+	return cerr
+}

@@ -1,0 +1,602 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/weir-rl/weir/transport/peerpb"
+)
+
+// recorder is a Handler that records what it is asked and echoes each
+// request back: ErrDetail = LeaseID, Lease.ID = Holder, and one Result per
+// check with Remaining = Cost. With block set, Serve first waits for it to
+// be closed (ignoring its context, like a stuck owner) and signals entered.
+type recorder struct {
+	block   chan struct{}
+	entered chan struct{} // receives once per blocked Serve, if non-nil
+
+	mu       sync.Mutex
+	batches  []int
+	from     []string
+	handoffs [][]HandoffEntry
+	calls    atomic.Int64
+
+	handoffErr error
+	short      bool // answer one reply too few
+}
+
+func (r *recorder) Serve(_ context.Context, from string, reqs []Request) []Reply {
+	r.calls.Add(1)
+	r.mu.Lock()
+	r.batches = append(r.batches, len(reqs))
+	r.from = append(r.from, from)
+	r.mu.Unlock()
+	if r.block != nil {
+		if r.entered != nil {
+			r.entered <- struct{}{}
+		}
+		<-r.block
+	}
+	reps := make([]Reply, len(reqs))
+	for i, q := range reqs {
+		reps[i] = Reply{ErrDetail: q.LeaseID, Lease: Grant{ID: q.Holder}, Epoch: q.Epoch}
+		for _, c := range q.Checks {
+			reps[i].Results = append(reps[i].Results, Result{Allowed: true, Remaining: c.Cost})
+		}
+	}
+	if r.short {
+		reps = reps[1:]
+	}
+	return reps
+}
+
+func (r *recorder) Handoff(_ context.Context, from string, entries []HandoffEntry) error {
+	r.calls.Add(1)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.from = append(r.from, from)
+	r.handoffs = append(r.handoffs, entries)
+	return r.handoffErr
+}
+
+func (r *recorder) batchSizes() []int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]int(nil), r.batches...)
+}
+
+// startServer serves h on a loopback port and returns its address. The
+// server is stopped, and its Serve has returned, when the test ends.
+func startServer(tb testing.TB, h Handler, token []byte) string {
+	tb.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	srv := NewServer(h, token)
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(lis) }()
+	tb.Cleanup(func() {
+		srv.Stop()
+		if err := <-done; err != nil {
+			tb.Errorf("Serve: %v", err)
+		}
+	})
+	return lis.Addr().String()
+}
+
+func newTestPool(tb testing.TB, cfg Config) *Pool {
+	tb.Helper()
+	p := NewPool(cfg)
+	tb.Cleanup(func() { p.Close() })
+	return p
+}
+
+// countObserver counts Observer events.
+type countObserver struct {
+	batches, batched, forwards, errs atomic.Int64
+}
+
+func (o *countObserver) BatchSent(_ string, size int) {
+	o.batches.Add(1)
+	o.batched.Add(int64(size))
+}
+
+func (o *countObserver) Forwarded(_ string, d time.Duration, err error) {
+	o.forwards.Add(1)
+	if err != nil {
+		o.errs.Add(1)
+	}
+}
+
+func testToken(s string) []byte {
+	_, tok := DeriveKeys([]byte(s))
+	return tok
+}
+
+func take(i int) Request {
+	return Request{
+		Op:      OpTake,
+		Checks:  []Check{{Limit: "l", Key: fmt.Sprint("k", i), Cost: int64(i + 1)}},
+		Epoch:   uint64(i),
+		LeaseID: fmt.Sprint("id-", i),
+		Holder:  fmt.Sprint("h-", i),
+	}
+}
+
+func checkEcho(t *testing.T, i int, rep Reply) {
+	t.Helper()
+	if rep.ErrDetail != fmt.Sprint("id-", i) || rep.Lease.ID != fmt.Sprint("h-", i) || rep.Epoch != uint64(i) ||
+		len(rep.Results) != 1 || rep.Results[0].Remaining != int64(i+1) {
+		t.Errorf("caller %d got someone else's reply: %+v", i, rep)
+	}
+}
+
+func TestConcurrentForwardsAreBatched(t *testing.T) {
+	rec := &recorder{}
+	tok := testToken("s")
+	addr := startServer(t, rec, tok)
+	obs := &countObserver{}
+	cfg := LocalConfig()
+	cfg.Self = "n1"
+	cfg.Token = tok
+	cfg.Window = 20 * time.Millisecond // wide, so a loaded CPU still batches
+	cfg.Observer = obs
+	p := newTestPool(t, cfg)
+
+	const calls = 64
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range calls {
+		wg.Go(func() {
+			<-start
+			rep, err := p.Do(context.Background(), addr, take(i))
+			if err != nil {
+				t.Errorf("caller %d: %v", i, err)
+				return
+			}
+			checkEcho(t, i, rep)
+		})
+	}
+	close(start)
+	wg.Wait()
+
+	sizes := rec.batchSizes()
+	total := 0
+	for _, s := range sizes {
+		total += s
+	}
+	if total != calls {
+		t.Fatalf("owner served %d requests, want %d", total, calls)
+	}
+	if len(sizes) >= calls {
+		t.Fatalf("%d calls arrived in %d batches: not batched", calls, len(sizes))
+	}
+	t.Logf("%d calls in %d batches %v", calls, len(sizes), sizes)
+	if obs.batches.Load() != int64(len(sizes)) || obs.batched.Load() != calls || obs.forwards.Load() != calls || obs.errs.Load() != 0 {
+		t.Errorf("observer: %d batches of %d requests, %d forwards, %d errors",
+			obs.batches.Load(), obs.batched.Load(), obs.forwards.Load(), obs.errs.Load())
+	}
+	for _, f := range rec.from {
+		if f != "n1" {
+			t.Errorf("from = %q, want n1", f)
+		}
+	}
+}
+
+func TestIdlePeerPaysNoWindow(t *testing.T) {
+	rec := &recorder{}
+	addr := startServer(t, rec, nil)
+	cfg := LocalConfig()
+	cfg.Window = 100 * time.Millisecond
+	p := newTestPool(t, cfg)
+	for i := range 5 {
+		begin := time.Now()
+		rep, err := p.Do(context.Background(), addr, take(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if elapsed := time.Since(begin); elapsed >= cfg.Window {
+			t.Errorf("serial forward %d took %v: it waited for the window", i, elapsed)
+		}
+		checkEcho(t, i, rep)
+	}
+	if got := rec.batchSizes(); len(got) != 5 {
+		t.Fatalf("5 serial calls in batches %v, want 5 batches of 1", got)
+	}
+}
+
+func TestWindowSendsBehindStuckBatch(t *testing.T) {
+	rec := &recorder{block: make(chan struct{}), entered: make(chan struct{}, 2)}
+	addr := startServer(t, rec, nil)
+	cfg := LocalConfig()
+	cfg.Window = 20 * time.Millisecond
+	cfg.Deadline = 10 * time.Second
+	p := newTestPool(t, cfg)
+
+	errs := make(chan error, 2)
+	do := func(i int) {
+		rep, err := p.Do(context.Background(), addr, take(i))
+		if err == nil {
+			checkEcho(t, i, rep)
+		}
+		errs <- err
+	}
+	go do(0)
+	<-rec.entered // the first batch is held at the owner
+	go do(1)
+	<-rec.entered // the second left by its window, the first still held
+	close(rec.block)
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := rec.batchSizes(); len(got) != 2 || got[0] != 1 || got[1] != 1 {
+		t.Fatalf("batches %v, want [1 1]", got)
+	}
+}
+
+func TestBlockedOwnerHitsDeadline(t *testing.T) {
+	rec := &recorder{block: make(chan struct{})}
+	addr := startServer(t, rec, nil)
+	t.Cleanup(func() { close(rec.block) }) // runs before the server stops
+	cfg := LocalConfig()
+	cfg.Deadline = 100 * time.Millisecond
+	p := newTestPool(t, cfg)
+	const slack = 500 * time.Millisecond // scheduling under -race on a shared CPU
+
+	begin := time.Now()
+	_, err := p.Do(context.Background(), addr, take(0))
+	elapsed := time.Since(begin)
+	if err == nil {
+		t.Fatal("Do returned no error from a blocked owner")
+	}
+	if !errors.Is(err, context.DeadlineExceeded) && status.Code(err) != codes.DeadlineExceeded {
+		t.Errorf("err = %v, want a deadline error", err)
+	}
+	if elapsed < cfg.Deadline || elapsed > cfg.Deadline+slack {
+		t.Errorf("Do returned after %v, want within [%v, %v]", elapsed, cfg.Deadline, cfg.Deadline+slack)
+	}
+
+	// A sooner context deadline wins over Config.Deadline.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	begin = time.Now()
+	if _, err := p.Do(ctx, addr, take(1)); err == nil {
+		t.Fatal("Do returned no error")
+	}
+	if elapsed := time.Since(begin); elapsed > 20*time.Millisecond+slack {
+		t.Errorf("ctx deadline 20ms: Do returned after %v", elapsed)
+	}
+}
+
+func TestWrongTokenIsUnauthenticated(t *testing.T) {
+	rec := &recorder{}
+	addr := startServer(t, rec, testToken("right"))
+	for name, tok := range map[string][]byte{"wrong": testToken("wrong"), "none": nil} {
+		cfg := LocalConfig()
+		cfg.Token = tok
+		p := newTestPool(t, cfg)
+		_, err := p.Do(context.Background(), addr, take(0))
+		if status.Code(err) != codes.Unauthenticated {
+			t.Errorf("%s token: Do err = %v, want Unauthenticated", name, err)
+		}
+		err = p.Handoff(context.Background(), addr, []HandoffEntry{{Kind: HandoffBucket}})
+		if status.Code(err) != codes.Unauthenticated {
+			t.Errorf("%s token: Handoff err = %v, want Unauthenticated", name, err)
+		}
+	}
+	if n := rec.calls.Load(); n != 0 {
+		t.Fatalf("handler called %d times without the token", n)
+	}
+	// The right token gets through the same server.
+	cfg := LocalConfig()
+	cfg.Token = testToken("right")
+	if _, err := newTestPool(t, cfg).Do(context.Background(), addr, take(0)); err != nil {
+		t.Fatalf("right token: %v", err)
+	}
+}
+
+func TestPeerDownFailsFast(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	lis.Close()
+	cfg := LocalConfig()
+	cfg.Deadline = 10 * time.Second
+	p := newTestPool(t, cfg)
+	begin := time.Now()
+	_, err = p.Do(context.Background(), addr, take(0))
+	elapsed := time.Since(begin)
+	// Unavailable, not DeadlineExceeded: the refused connection failed the
+	// call at once instead of leaving it to wait out the deadline.
+	if status.Code(err) != codes.Unavailable {
+		t.Fatalf("err = %v, want Unavailable", err)
+	}
+	if elapsed > cfg.Deadline/2 {
+		t.Fatalf("took %v to notice a closed port", elapsed)
+	}
+	t.Logf("closed port noticed after %v", elapsed)
+}
+
+func TestHandoffRoundTrip(t *testing.T) {
+	rec := &recorder{}
+	tok := testToken("s")
+	addr := startServer(t, rec, tok)
+	cfg := LocalConfig()
+	cfg.Token = tok
+	cfg.Self = "old-owner"
+	p := newTestPool(t, cfg)
+
+	entries := make([]HandoffEntry, 2*handoffChunk+5)
+	for i := range entries {
+		entries[i] = HandoffEntry{Kind: HandoffBucket, Limit: "l", Key: fmt.Sprint(i), Fields: []int64{int64(i), -1}}
+	}
+	entries[3] = HandoffEntry{Kind: HandoffLease, Limit: "db", Key: "k", Data: []byte("lease"), Fields: []int64{17, int64(time.Second)}}
+	if err := p.Handoff(context.Background(), addr, entries); err != nil {
+		t.Fatal(err)
+	}
+	rec.mu.Lock()
+	var got []HandoffEntry
+	var sizes []int
+	for _, h := range rec.handoffs {
+		got = append(got, h...)
+		sizes = append(sizes, len(h))
+	}
+	from := rec.from
+	rec.handoffs = nil
+	rec.mu.Unlock()
+	if len(sizes) != 3 || sizes[0] != handoffChunk || sizes[2] != 5 {
+		t.Errorf("chunks %v, want [%d %d 5]", sizes, handoffChunk, handoffChunk)
+	}
+	if len(got) != len(entries) {
+		t.Fatalf("received %d entries, want %d", len(got), len(entries))
+	}
+	for i := range entries {
+		e, g := entries[i], got[i]
+		if e.Kind != g.Kind || e.Limit != g.Limit || e.Key != g.Key || fmt.Sprint(e.Fields) != fmt.Sprint(g.Fields) || string(e.Data) != string(g.Data) {
+			t.Fatalf("entry %d: got %+v, want %+v", i, g, e)
+		}
+	}
+	if from[0] != "old-owner" {
+		t.Errorf("from = %q", from[0])
+	}
+
+	rec.mu.Lock()
+	rec.handoffErr = errors.New("store full")
+	rec.mu.Unlock()
+	err := p.Handoff(context.Background(), addr, entries[:1])
+	if status.Code(err) != codes.Aborted {
+		t.Fatalf("failing handler: err = %v, want Aborted", err)
+	}
+}
+
+func TestDropFailsInFlightAndReconnects(t *testing.T) {
+	rec := &recorder{block: make(chan struct{}), entered: make(chan struct{}, 1)}
+	addr := startServer(t, rec, nil)
+	t.Cleanup(func() { close(rec.block) })
+	cfg := LocalConfig()
+	cfg.Deadline = 10 * time.Second
+	p := newTestPool(t, cfg)
+
+	errc := make(chan error, 1)
+	begin := time.Now()
+	go func() {
+		_, err := p.Do(context.Background(), addr, take(0))
+		errc <- err
+	}()
+	<-rec.entered // the request is at the owner, which holds it
+	p.Drop(addr)
+	if err := <-errc; err == nil {
+		t.Fatal("in-flight Do survived Drop")
+	}
+	if elapsed := time.Since(begin); elapsed > cfg.Deadline/2 {
+		t.Fatalf("in-flight Do waited %v after Drop", elapsed)
+	}
+	p.Drop(addr) // unknown now: no-op
+
+	// A fresh connection works (with a second server that does not block).
+	addr2 := startServer(t, &recorder{}, nil)
+	rep, err := p.Do(context.Background(), addr2, take(4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkEcho(t, 4, rep)
+}
+
+func TestDropReconnectsThroughDialer(t *testing.T) {
+	addr := startServer(t, &recorder{}, nil)
+	var dials atomic.Int64
+	cfg := LocalConfig()
+	// The pool hands the peer name to the dialer unresolved, as a
+	// simulated network needs.
+	cfg.Dialer = func(ctx context.Context, name string) (net.Conn, error) {
+		if name != "peer-a" {
+			return nil, fmt.Errorf("unknown peer %q", name)
+		}
+		dials.Add(1)
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", addr)
+	}
+	p := newTestPool(t, cfg)
+	for i := range 3 {
+		rep, err := p.Do(context.Background(), "peer-a", take(i))
+		if err != nil {
+			t.Fatalf("round %d: %v", i, err)
+		}
+		checkEcho(t, i, rep)
+		p.Drop("peer-a")
+	}
+	if n := dials.Load(); n != 3 {
+		t.Fatalf("%d dials for 3 rounds with Drop between", n)
+	}
+}
+
+func TestCloseFailsQueuedAndLaterCalls(t *testing.T) {
+	rec := &recorder{block: make(chan struct{}), entered: make(chan struct{}, 1)}
+	addr := startServer(t, rec, nil)
+	t.Cleanup(func() { close(rec.block) })
+	cfg := LocalConfig()
+	cfg.Window = 100 * time.Millisecond
+	cfg.Deadline = 10 * time.Second
+	p := NewPool(cfg)
+
+	// The first forward goes out at once and is held by the owner.
+	first := make(chan error, 1)
+	go func() {
+		_, err := p.Do(context.Background(), addr, take(0))
+		first <- err
+	}()
+	<-rec.entered
+	// Queue a second call the way Do does, without a goroutine, so that it
+	// is certainly waiting in the open batch behind the first when Close comes.
+	pr, err := p.peer(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &call{req: take(1), ctx: context.Background(), deadline: time.Now().Add(cfg.Deadline), done: make(chan outcome, 1)}
+	if err := pr.enqueue(c, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	pr.mu.Lock()
+	queued := pr.batch.Len()
+	pr.mu.Unlock()
+	if queued != 1 {
+		t.Fatalf("second call not queued: Len %d", queued)
+	}
+	begin := time.Now()
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if o := <-c.done; !errors.Is(o.err, ErrClosed) {
+		t.Fatalf("queued call: err = %v, want ErrClosed", o.err)
+	}
+	if err := <-first; err == nil {
+		t.Fatal("in-flight call survived Close")
+	}
+	if elapsed := time.Since(begin); elapsed > cfg.Deadline/2 {
+		t.Fatalf("Close took %v with a call held at the owner", elapsed)
+	}
+	if err := pr.enqueue(c, time.Now()); !errors.Is(err, ErrClosed) {
+		t.Fatalf("enqueue on a closed peer: err = %v, want ErrClosed", err)
+	}
+	if _, err := p.Do(context.Background(), addr, take(2)); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Do after Close: err = %v, want ErrClosed", err)
+	}
+	if err := p.Handoff(context.Background(), addr, nil); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Handoff after Close: err = %v, want ErrClosed", err)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if n := rec.calls.Load(); n != 1 {
+		t.Fatalf("owner served %d batches, want only the first", n)
+	}
+}
+
+func TestWaitingAcquireIsSentAlone(t *testing.T) {
+	rec := &recorder{}
+	addr := startServer(t, rec, nil)
+	cfg := LocalConfig()
+	cfg.Window = 50 * time.Millisecond
+	p := newTestPool(t, cfg)
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Go(func() {
+			req := take(i)
+			req.Op = OpAcquire
+			req.Wait = time.Second
+			rep, err := p.Do(context.Background(), addr, req)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			checkEcho(t, i, rep)
+		})
+	}
+	wg.Wait()
+	for _, s := range rec.batchSizes() {
+		if s != 1 {
+			t.Fatalf("waiting acquires batched: %v", rec.batchSizes())
+		}
+	}
+}
+
+func TestInvalidOps(t *testing.T) {
+	rec := &recorder{}
+	addr := startServer(t, rec, nil)
+	p := newTestPool(t, LocalConfig())
+	if _, err := p.Do(context.Background(), addr, Request{Op: 0}); !errors.Is(err, ErrInvalidOp) {
+		t.Fatalf("Do with op 0: %v", err)
+	}
+	// A peer that sends an undefined op on the wire is refused before the handler.
+	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	c := peerpb.NewPeerClient(conn)
+	for _, op := range []peerpb.Op{0, 6, 257} {
+		_, err := c.Batch(context.Background(), &peerpb.BatchRequest{Requests: []*peerpb.Request{{Op: peerpb.Op_OP_TAKE}, {Op: op}}})
+		if status.Code(err) != codes.InvalidArgument {
+			t.Errorf("op %d: err = %v, want InvalidArgument", op, err)
+		}
+	}
+	if n := rec.calls.Load(); n != 0 {
+		t.Fatalf("handler called %d times with invalid ops", n)
+	}
+}
+
+func TestHandlerReplyCountMismatch(t *testing.T) {
+	addr := startServer(t, &recorder{short: true}, nil)
+	p := newTestPool(t, LocalConfig())
+	_, err := p.Do(context.Background(), addr, take(0))
+	if status.Code(err) != codes.Internal {
+		t.Fatalf("err = %v, want Internal", err)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	if err := DefaultConfig().Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if err := LocalConfig().Validate(); err != nil {
+		t.Fatal(err)
+	}
+	bad := []func(*Config){
+		func(c *Config) { c.Window = -1 },
+		func(c *Config) { c.Window = time.Second },
+		func(c *Config) { c.MaxBatch = 0 },
+		func(c *Config) { c.MaxBatch = 1 << 20 },
+		func(c *Config) { c.Deadline = 0 },
+		func(c *Config) { c.Deadline = time.Hour },
+		func(c *Config) { c.HandoffDeadline = 0 },
+	}
+	for i, mutate := range bad {
+		c := DefaultConfig()
+		mutate(&c)
+		if c.Validate() == nil {
+			t.Errorf("case %d: %+v accepted", i, c)
+		}
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("NewPool accepted an invalid config")
+		}
+	}()
+	NewPool(Config{})
+}

@@ -1,0 +1,142 @@
+package transport
+
+import (
+	"context"
+	"time"
+)
+
+// Op is the atomic step a Request asks of the owner. The zero Op is invalid.
+type Op uint8
+
+const (
+	// OpTake spends every check of the request or none of them.
+	OpTake Op = iota + 1
+	// OpRefund gives back cost that an earlier take spent (the undo of a
+	// multi-owner take whose other checks were denied).
+	OpRefund
+	// OpAcquire asks for one concurrency permit for Checks[0].
+	OpAcquire
+	// OpRenew extends the lease named by LeaseID.
+	OpRenew
+	// OpRelease gives back the lease named by LeaseID.
+	OpRelease
+)
+
+var opNames = [...]string{"invalid", "take", "refund", "acquire", "renew", "release"}
+
+// String returns the lower-case name of the op ("take", "refund", ...).
+func (o Op) String() string {
+	if !o.Valid() {
+		return opNames[0]
+	}
+	return opNames[o]
+}
+
+// Valid reports whether o is one of the defined ops.
+func (o Op) Valid() bool { return o >= OpTake && o <= OpRelease }
+
+// Check names one bucket, (Limit, Key), and the Cost to spend or refund.
+type Check struct {
+	Limit string
+	Key   string
+	Cost  int64
+}
+
+// Request is one atomic step at the owner. Which fields matter depends on
+// Op: Checks for take and refund (all in one owner's keyspace), Checks[0]
+// (limit and key) plus Holder, TTL and Wait for acquire, LeaseID and TTL for
+// renew, LeaseID for release. Epoch is the sender's ring epoch, so the owner
+// can tell a stale view from a current one.
+//
+// TTL and Wait are relative durations; a zero TTL means the limit's
+// lease_ttl and a zero Wait means "do not queue". A request with Wait > 0
+// is never batched with others (see Pool.Do).
+type Request struct {
+	Op      Op
+	Checks  []Check
+	Epoch   uint64
+	LeaseID string
+	Holder  string
+	TTL     time.Duration
+	Wait    time.Duration
+}
+
+// Result is the owner's decision for one check. All durations were
+// computed by the owner from one reading of its own clock.
+type Result struct {
+	Allowed    bool
+	Remaining  int64
+	Capacity   int64
+	RetryAfter time.Duration // zero when allowed
+	ResetAfter time.Duration // until the bucket is full again
+	Window     time.Duration // the policy window (RateLimit-Policy w=)
+}
+
+// Grant is the lease part of a Reply, set for acquire and renew.
+type Grant struct {
+	Granted    bool
+	ID         string
+	Fencing    uint64 // strictly increases per (limit, key)
+	TTL        time.Duration
+	RetryAfter time.Duration // for a refusal: a hint of when a permit may free
+	Permits    int64         // the limit's permit count
+}
+
+// Reply is the owner's answer to one Request.
+//
+// ErrCode and ErrDetail carry a semantic error of the owner (an unknown
+// limit, an unknown lease, ...) back to the caller unchanged; transport does
+// not interpret them, 0 meaning none. NotOwner says the owner's ring does not
+// assign the key to it: the caller should fall back or retry after its ring
+// catches up; Epoch is then the owner's ring epoch.
+type Reply struct {
+	Results      []Result // one per check, in request order (take, refund)
+	ErrCode      uint8
+	ErrDetail    string
+	NotOwner     bool
+	Epoch        uint64
+	RulesVersion int64
+	Lease        Grant
+}
+
+// HandoffKind says what a HandoffEntry holds.
+type HandoffKind uint8
+
+const (
+	// HandoffBucket is the state of one rate-limit bucket.
+	HandoffBucket HandoffKind = iota + 1
+	// HandoffLease is the state of one concurrency lease (or lease table).
+	HandoffLease
+)
+
+// HandoffEntry is the state of one bucket or lease moving to a new owner.
+// Fields and Data are an opaque payload that the node encodes and decodes;
+// transport only carries them. They must hold relative quantities (tokens as
+// of now, time until full, remaining lease time), never the sender's
+// absolute timestamps, so that clock skew between nodes cannot mint tokens.
+type HandoffEntry struct {
+	Kind   HandoffKind
+	Limit  string
+	Key    string
+	Fields []int64
+	Data   []byte
+}
+
+// Handler is what the peer Server needs from the node that owns buckets.
+// It is implemented by package node; transport never imports node.
+//
+// Both methods are called concurrently from many gRPC goroutines. from is
+// the sending node's name as it announced itself (authenticated only in
+// that the sender holds the cluster secret).
+type Handler interface {
+	// Serve performs each request as one atomic step at this node and
+	// returns exactly one Reply per Request, in the same order. Requests
+	// in one call are independent of each other; Serve must not block on
+	// one request for long, since the replies for the whole batch are
+	// sent together (requests with Wait > 0 arrive alone). ctx carries the
+	// forward deadline of the batch.
+	Serve(ctx context.Context, from string, reqs []Request) []Reply
+	// Handoff stores the entries, which describe keys this node now owns.
+	// An error is returned to the sender as a failed handoff.
+	Handoff(ctx context.Context, from string, entries []HandoffEntry) error
+}
