@@ -29,6 +29,7 @@ func encodeRequests(reqs []Request) []*peerpb.Request {
 		m.Holder = r.Holder
 		m.TtlNs = int64(r.TTL)
 		m.WaitNs = int64(r.Wait)
+		m.Proxied = r.Proxied
 		if len(r.Checks) > 0 {
 			cp := checkPtrs[:len(r.Checks):len(r.Checks)]
 			checkPtrs = checkPtrs[len(r.Checks):]
@@ -61,6 +62,7 @@ func decodeRequests(msgs []*peerpb.Request) []Request {
 		r.Holder = m.GetHolder()
 		r.TTL = time.Duration(m.GetTtlNs())
 		r.Wait = time.Duration(m.GetWaitNs())
+		r.Proxied = m.GetProxied()
 		if mc := m.GetChecks(); len(mc) > 0 {
 			cs := checks[:len(mc):len(mc)]
 			checks = checks[len(mc):]
@@ -95,6 +97,9 @@ func encodeReplies(reps []Reply) []*peerpb.Reply {
 		m.NotOwner = r.NotOwner
 		m.Epoch = r.Epoch
 		m.RulesVersion = r.RulesVersion
+		if len(r.Entries) > 0 {
+			m.Entries = encodeEntries(r.Entries)
+		}
 		if len(r.Results) > 0 {
 			rp := resultPtrs[:len(r.Results):len(r.Results)]
 			resultPtrs = resultPtrs[len(r.Results):]
@@ -136,6 +141,9 @@ func decodeReply(m *peerpb.Reply) Reply {
 		NotOwner:     m.GetNotOwner(),
 		Epoch:        m.GetEpoch(),
 		RulesVersion: m.GetRulesVersion(),
+	}
+	if me := m.GetEntries(); len(me) > 0 {
+		r.Entries = decodeEntries(me)
 	}
 	if mr := m.GetResults(); len(mr) > 0 {
 		r.Results = make([]Result, len(mr))

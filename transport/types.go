@@ -20,9 +20,14 @@ const (
 	OpRenew
 	// OpRelease gives back the lease named by LeaseID.
 	OpRelease
+	// OpPull asks the receiver to hand over its state for Checks (limit and
+	// key; Cost is ignored) at once, in Reply.Entries, and to stop deciding
+	// those keys. A new owner sends it on its first miss after a ring
+	// change, so it never starts a moved bucket from full.
+	OpPull
 )
 
-var opNames = [...]string{"invalid", "take", "refund", "acquire", "renew", "release"}
+var opNames = [...]string{"invalid", "take", "refund", "acquire", "renew", "release", "pull"}
 
 // String returns the lower-case name of the op ("take", "refund", ...).
 func (o Op) String() string {
@@ -33,7 +38,7 @@ func (o Op) String() string {
 }
 
 // Valid reports whether o is one of the defined ops.
-func (o Op) Valid() bool { return o >= OpTake && o <= OpRelease }
+func (o Op) Valid() bool { return o >= OpTake && o <= OpPull }
 
 // Check names one bucket, (Limit, Key), and the Cost to spend or refund.
 type Check struct {
@@ -59,6 +64,10 @@ type Request struct {
 	Holder  string
 	TTL     time.Duration
 	Wait    time.Duration
+	// Proxied marks a request that a non-owner already passed on once to
+	// the owner in its view; the receiver must not pass it on again, so a
+	// request crosses at most two hops while views disagree.
+	Proxied bool
 }
 
 // Result is the owner's decision for one check. All durations were
@@ -97,6 +106,7 @@ type Reply struct {
 	Epoch        uint64
 	RulesVersion int64
 	Lease        Grant
+	Entries      []HandoffEntry // pull: the state handed over
 }
 
 // HandoffKind says what a HandoffEntry holds.

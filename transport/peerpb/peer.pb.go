@@ -41,6 +41,7 @@ const (
 	Op_OP_ACQUIRE     Op = 3
 	Op_OP_RENEW       Op = 4
 	Op_OP_RELEASE     Op = 5
+	Op_OP_PULL        Op = 6 // hand over the named buckets now (a new owner's first miss)
 )
 
 // Enum value maps for Op.
@@ -52,6 +53,7 @@ var (
 		3: "OP_ACQUIRE",
 		4: "OP_RENEW",
 		5: "OP_RELEASE",
+		6: "OP_PULL",
 	}
 	Op_value = map[string]int32{
 		"OP_UNSPECIFIED": 0,
@@ -60,6 +62,7 @@ var (
 		"OP_ACQUIRE":     3,
 		"OP_RENEW":       4,
 		"OP_RELEASE":     5,
+		"OP_PULL":        6,
 	}
 )
 
@@ -161,6 +164,7 @@ type Request struct {
 	Holder        string                 `protobuf:"bytes,5,opt,name=holder,proto3" json:"holder,omitempty"`                  // acquire
 	TtlNs         int64                  `protobuf:"varint,6,opt,name=ttl_ns,json=ttlNs,proto3" json:"ttl_ns,omitempty"`      // acquire, renew; 0 = the limit's lease_ttl
 	WaitNs        int64                  `protobuf:"varint,7,opt,name=wait_ns,json=waitNs,proto3" json:"wait_ns,omitempty"`   // acquire; 0 = do not queue
+	Proxied       bool                   `protobuf:"varint,8,opt,name=proxied,proto3" json:"proxied,omitempty"`               // already passed on once by a non-owner: never pass it on again
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -242,6 +246,13 @@ func (x *Request) GetWaitNs() int64 {
 		return x.WaitNs
 	}
 	return 0
+}
+
+func (x *Request) GetProxied() bool {
+	if x != nil {
+		return x.Proxied
+	}
+	return false
 }
 
 // BatchRequest is a batch of requests from one sender.
@@ -476,7 +487,8 @@ type Reply struct {
 	NotOwner      bool                   `protobuf:"varint,4,opt,name=not_owner,json=notOwner,proto3" json:"not_owner,omitempty"` // the owner's ring disagrees: fall back or retry
 	RulesVersion  int64                  `protobuf:"varint,5,opt,name=rules_version,json=rulesVersion,proto3" json:"rules_version,omitempty"`
 	Lease         *Grant                 `protobuf:"bytes,6,opt,name=lease,proto3" json:"lease,omitempty"`
-	Epoch         uint64                 `protobuf:"varint,7,opt,name=epoch,proto3" json:"epoch,omitempty"` // the owner's ring epoch
+	Epoch         uint64                 `protobuf:"varint,7,opt,name=epoch,proto3" json:"epoch,omitempty"`    // the owner's ring epoch
+	Entries       []*HandoffEntry        `protobuf:"bytes,8,rep,name=entries,proto3" json:"entries,omitempty"` // pull: the state handed over
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -558,6 +570,13 @@ func (x *Reply) GetEpoch() uint64 {
 		return x.Epoch
 	}
 	return 0
+}
+
+func (x *Reply) GetEntries() []*HandoffEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
 }
 
 // BatchReply holds one Reply per Request, in request order.
@@ -781,7 +800,7 @@ const file_peer_proto_rawDesc = "" +
 	"\x05Check\x12\x14\n" +
 	"\x05limit\x18\x01 \x01(\tR\x05limit\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x12\n" +
-	"\x04cost\x18\x03 \x01(\x03R\x04cost\"\xd1\x01\n" +
+	"\x04cost\x18\x03 \x01(\x03R\x04cost\"\xeb\x01\n" +
 	"\aRequest\x12 \n" +
 	"\x02op\x18\x01 \x01(\x0e2\x10.weir.peer.v1.OpR\x02op\x12+\n" +
 	"\x06checks\x18\x02 \x03(\v2\x13.weir.peer.v1.CheckR\x06checks\x12\x14\n" +
@@ -789,7 +808,8 @@ const file_peer_proto_rawDesc = "" +
 	"\blease_id\x18\x04 \x01(\tR\aleaseId\x12\x16\n" +
 	"\x06holder\x18\x05 \x01(\tR\x06holder\x12\x15\n" +
 	"\x06ttl_ns\x18\x06 \x01(\x03R\x05ttlNs\x12\x17\n" +
-	"\await_ns\x18\a \x01(\x03R\x06waitNs\"U\n" +
+	"\await_ns\x18\a \x01(\x03R\x06waitNs\x12\x18\n" +
+	"\aproxied\x18\b \x01(\bR\aproxied\"U\n" +
 	"\fBatchRequest\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x121\n" +
 	"\brequests\x18\x02 \x03(\v2\x15.weir.peer.v1.RequestR\brequests\"\xc5\x01\n" +
@@ -806,7 +826,7 @@ const file_peer_proto_rawDesc = "" +
 	"\afencing\x18\x03 \x01(\x04R\afencing\x12\x15\n" +
 	"\x06ttl_ns\x18\x04 \x01(\x03R\x05ttlNs\x12$\n" +
 	"\x0eretry_after_ns\x18\x05 \x01(\x03R\fretryAfterNs\x12\x18\n" +
-	"\apermits\x18\x06 \x01(\x03R\apermits\"\xf4\x01\n" +
+	"\apermits\x18\x06 \x01(\x03R\apermits\"\xaa\x02\n" +
 	"\x05Reply\x12.\n" +
 	"\aresults\x18\x01 \x03(\v2\x14.weir.peer.v1.ResultR\aresults\x12\x19\n" +
 	"\berr_code\x18\x02 \x01(\rR\aerrCode\x12\x1d\n" +
@@ -815,7 +835,8 @@ const file_peer_proto_rawDesc = "" +
 	"\tnot_owner\x18\x04 \x01(\bR\bnotOwner\x12#\n" +
 	"\rrules_version\x18\x05 \x01(\x03R\frulesVersion\x12)\n" +
 	"\x05lease\x18\x06 \x01(\v2\x13.weir.peer.v1.GrantR\x05lease\x12\x14\n" +
-	"\x05epoch\x18\a \x01(\x04R\x05epoch\";\n" +
+	"\x05epoch\x18\a \x01(\x04R\x05epoch\x124\n" +
+	"\aentries\x18\b \x03(\v2\x1a.weir.peer.v1.HandoffEntryR\aentries\";\n" +
 	"\n" +
 	"BatchReply\x12-\n" +
 	"\areplies\x18\x01 \x03(\v2\x13.weir.peer.v1.ReplyR\areplies\"v\n" +
@@ -828,7 +849,7 @@ const file_peer_proto_rawDesc = "" +
 	"\x0eHandoffRequest\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x124\n" +
 	"\aentries\x18\x02 \x03(\v2\x1a.weir.peer.v1.HandoffEntryR\aentries\"\x0e\n" +
-	"\fHandoffReply*b\n" +
+	"\fHandoffReply*o\n" +
 	"\x02Op\x12\x12\n" +
 	"\x0eOP_UNSPECIFIED\x10\x00\x12\v\n" +
 	"\aOP_TAKE\x10\x01\x12\r\n" +
@@ -837,7 +858,8 @@ const file_peer_proto_rawDesc = "" +
 	"OP_ACQUIRE\x10\x03\x12\f\n" +
 	"\bOP_RENEW\x10\x04\x12\x0e\n" +
 	"\n" +
-	"OP_RELEASE\x10\x052\x8a\x01\n" +
+	"OP_RELEASE\x10\x05\x12\v\n" +
+	"\aOP_PULL\x10\x062\x8a\x01\n" +
 	"\x04Peer\x12=\n" +
 	"\x05Batch\x12\x1a.weir.peer.v1.BatchRequest\x1a\x18.weir.peer.v1.BatchReply\x12C\n" +
 	"\aHandoff\x12\x1c.weir.peer.v1.HandoffRequest\x1a\x1a.weir.peer.v1.HandoffReplyB*Z(github.com/weir-rl/weir/transport/peerpbb\x06proto3"
@@ -875,17 +897,18 @@ var file_peer_proto_depIdxs = []int32{
 	2,  // 2: weir.peer.v1.BatchRequest.requests:type_name -> weir.peer.v1.Request
 	4,  // 3: weir.peer.v1.Reply.results:type_name -> weir.peer.v1.Result
 	5,  // 4: weir.peer.v1.Reply.lease:type_name -> weir.peer.v1.Grant
-	6,  // 5: weir.peer.v1.BatchReply.replies:type_name -> weir.peer.v1.Reply
-	8,  // 6: weir.peer.v1.HandoffRequest.entries:type_name -> weir.peer.v1.HandoffEntry
-	3,  // 7: weir.peer.v1.Peer.Batch:input_type -> weir.peer.v1.BatchRequest
-	9,  // 8: weir.peer.v1.Peer.Handoff:input_type -> weir.peer.v1.HandoffRequest
-	7,  // 9: weir.peer.v1.Peer.Batch:output_type -> weir.peer.v1.BatchReply
-	10, // 10: weir.peer.v1.Peer.Handoff:output_type -> weir.peer.v1.HandoffReply
-	9,  // [9:11] is the sub-list for method output_type
-	7,  // [7:9] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	8,  // 5: weir.peer.v1.Reply.entries:type_name -> weir.peer.v1.HandoffEntry
+	6,  // 6: weir.peer.v1.BatchReply.replies:type_name -> weir.peer.v1.Reply
+	8,  // 7: weir.peer.v1.HandoffRequest.entries:type_name -> weir.peer.v1.HandoffEntry
+	3,  // 8: weir.peer.v1.Peer.Batch:input_type -> weir.peer.v1.BatchRequest
+	9,  // 9: weir.peer.v1.Peer.Handoff:input_type -> weir.peer.v1.HandoffRequest
+	7,  // 10: weir.peer.v1.Peer.Batch:output_type -> weir.peer.v1.BatchReply
+	10, // 11: weir.peer.v1.Peer.Handoff:output_type -> weir.peer.v1.HandoffReply
+	10, // [10:12] is the sub-list for method output_type
+	8,  // [8:10] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_peer_proto_init() }
