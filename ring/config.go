@@ -1,0 +1,304 @@
+package ring
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// Timing holds the failure-detection and gossip timings handed to
+// memberlist. Durations are wall-clock; multipliers are plain counts. Use
+// LANTiming or LocalTiming and adjust; Validate reports bad values.
+//
+// Failure detection (SWIM with Lifeguard, as memberlist implements it): each
+// member probes one other member every ProbeInterval; a probe unanswered
+// within ProbeTimeout, and by IndirectChecks helpers until the end of the
+// interval, marks the target suspect; a suspect not refuted within
+// SuspicionMult × max(1, log10(n)) × ProbeInterval (n = cluster size; up to
+// SuspicionMaxTimeoutMult times that while confirmations are missing, which
+// memberlist skips in clusters of fewer than SuspicionMult members) is
+// declared dead. Lifeguard stretches probe intervals and timeouts up to 8×
+// on a member that sees itself missing acks (an overloaded prober), so a slow
+// node detects later rather than falsely.
+type Timing struct {
+	// ProbeInterval is the time between failure probes. LAN 1s, local 200ms.
+	ProbeInterval time.Duration
+	// ProbeTimeout is how long a direct probe waits for its ack; it should
+	// exceed the p99 round trip including scheduling delay. LAN 500ms,
+	// local 150ms. Must be in (0, ProbeInterval].
+	ProbeTimeout time.Duration
+	// SuspicionMult scales the suspicion timeout (see the type comment).
+	// LAN 4, local 3. At least 1.
+	SuspicionMult int
+	// SuspicionMaxTimeoutMult caps the suspicion timeout as a multiple of
+	// its minimum. LAN 6, local 4. At least 1.
+	SuspicionMaxTimeoutMult int
+	// IndirectChecks is how many members are asked to probe a target that
+	// missed a direct probe. LAN 3, local 2.
+	IndirectChecks int
+	// RetransmitMult scales how many times a gossip message is retransmitted
+	// (RetransmitMult × log(n+1)). LAN 4, local 3. At least 1.
+	RetransmitMult int
+	// GossipInterval is the time between gossip rounds (UDP, to GossipNodes
+	// random members). LAN 200ms, local 50ms.
+	GossipInterval time.Duration
+	// GossipNodes is how many members each gossip round reaches. LAN 3,
+	// local 3. At least 1.
+	GossipNodes int
+	// GossipToTheDeadTime is how long memberlist keeps gossiping to (and
+	// remembering) a dead member; after it, memberlist forgets the member and
+	// never contacts it again, which is why Ring keeps its own list and
+	// rejoins. LAN 30s, local 2s.
+	GossipToTheDeadTime time.Duration
+	// PushPullInterval is the time between full state syncs over TCP with
+	// one random live member; 0 disables them. LAN 30s, local 1s.
+	PushPullInterval time.Duration
+	// TCPTimeout bounds a stream dial and exchange (push/pull, join, TCP
+	// fallback probe). LAN 10s, local 500ms.
+	TCPTimeout time.Duration
+	// DeadNodeReclaimTime lets a member come back under the same name from a
+	// new address once its old entry has been dead this long (a container
+	// restarted with a new IP); 0 never allows it. LAN 10s, local 1s.
+	DeadNodeReclaimTime time.Duration
+}
+
+// LANTiming returns memberlist's LAN profile (DefaultLANConfig) plus
+// DeadNodeReclaimTime 10s.
+//
+// Failure detection (computed from memberlist's rules, clusters of 3–9): on
+// the side that still holds a majority, a silent member is suspected within
+// about one ProbeInterval plus ProbeTimeout (≤ 1.5 s) and, with the other
+// members confirming, declared dead after the minimum suspicion timeout of
+// 4 s: ≈ 5–6.5 s, plus Config.RebuildDebounce before the ring moves. A
+// member cut off alone gets no confirmations, so in clusters of 4 or more
+// its suspicion timer starts at SuspicionMaxTimeoutMult × 4 s = 24 s (and
+// Lifeguard slows its probes): it may show its peers alive for up to ≈ 25 s,
+// which changes no ownership, since a minority keeps the known ring anyway.
+//
+// Healing (with DefaultConfig's RejoinInterval 10s): once a partition ends,
+// the next rejoin round (at most 1.25 × RejoinInterval away, or a quarter of
+// that on a member that is alone) does a push/pull with a failed member or
+// seed and the two sides merge, refuting dead verdicts within a few gossip
+// rounds: ≤ about 15 s to one view, whether or not memberlist has already
+// forgotten the other side (GossipToTheDeadTime 30 s).
+func LANTiming() Timing {
+	return Timing{
+		ProbeInterval:           time.Second,
+		ProbeTimeout:            500 * time.Millisecond,
+		SuspicionMult:           4,
+		SuspicionMaxTimeoutMult: 6,
+		IndirectChecks:          3,
+		RetransmitMult:          4,
+		GossipInterval:          200 * time.Millisecond,
+		GossipNodes:             3,
+		GossipToTheDeadTime:     30 * time.Second,
+		PushPullInterval:        30 * time.Second,
+		TCPTimeout:              10 * time.Second,
+		DeadNodeReclaimTime:     10 * time.Second,
+	}
+}
+
+// LocalTiming returns a fast profile for tests in one process or on one
+// host (simnet or loopback); it is too eager for a real network.
+//
+// Failure detection, measured by the ring tests over simnet with -race on a
+// loaded 2-core machine (LocalConfig, so RebuildDebounce 50ms included): the
+// majority side of a partition shows the lost members dead and takes over
+// their keys in ≈ 0.9–1.6 s; the minority side, which gets no suspicion
+// confirmations and is slowed by Lifeguard, shows it in ≈ 2–4 s (its
+// ownership does not change). The tests allow 10 s.
+//
+// Healing (LocalConfig's RejoinInterval 500ms): one view again ≈ 0.06–0.6 s
+// after the end of a partition that outlived GossipToTheDeadTime (2 s), i.e.
+// after memberlist had forgotten the other side; the bound is one rejoin
+// interval (≤ 0.625 s) plus a push/pull and the debounce, ≈ 1 s. The tests
+// allow 10 s.
+func LocalTiming() Timing {
+	return Timing{
+		ProbeInterval:           200 * time.Millisecond,
+		ProbeTimeout:            150 * time.Millisecond,
+		SuspicionMult:           3,
+		SuspicionMaxTimeoutMult: 4,
+		IndirectChecks:          2,
+		RetransmitMult:          3,
+		GossipInterval:          50 * time.Millisecond,
+		GossipNodes:             3,
+		GossipToTheDeadTime:     2 * time.Second,
+		PushPullInterval:        time.Second,
+		TCPTimeout:              500 * time.Millisecond,
+		DeadNodeReclaimTime:     time.Second,
+	}
+}
+
+// Validate reports the first bad field; it changes nothing.
+func (t Timing) Validate() error {
+	switch {
+	case t.ProbeInterval <= 0:
+		return errors.New("ring: Timing.ProbeInterval must be positive")
+	case t.ProbeTimeout <= 0 || t.ProbeTimeout > t.ProbeInterval:
+		return errors.New("ring: Timing.ProbeTimeout must be in (0, ProbeInterval]")
+	case t.SuspicionMult < 1:
+		return errors.New("ring: Timing.SuspicionMult must be at least 1")
+	case t.SuspicionMaxTimeoutMult < 1:
+		return errors.New("ring: Timing.SuspicionMaxTimeoutMult must be at least 1")
+	case t.IndirectChecks < 0:
+		return errors.New("ring: Timing.IndirectChecks must not be negative")
+	case t.RetransmitMult < 1:
+		return errors.New("ring: Timing.RetransmitMult must be at least 1")
+	case t.GossipInterval <= 0:
+		return errors.New("ring: Timing.GossipInterval must be positive")
+	case t.GossipNodes < 1:
+		return errors.New("ring: Timing.GossipNodes must be at least 1")
+	case t.GossipToTheDeadTime < 0:
+		return errors.New("ring: Timing.GossipToTheDeadTime must not be negative")
+	case t.PushPullInterval < 0:
+		return errors.New("ring: Timing.PushPullInterval must not be negative")
+	case t.TCPTimeout <= 0:
+		return errors.New("ring: Timing.TCPTimeout must be positive")
+	case t.DeadNodeReclaimTime < 0:
+		return errors.New("ring: Timing.DeadNodeReclaimTime must not be negative")
+	}
+	return nil
+}
+
+// Config configures a Ring. Start from DefaultConfig or LocalConfig, set
+// Name (and usually Join), and call Validate.
+type Config struct {
+	// Name is this member's unique name in the cluster. Required.
+	Name string
+	// BindAddr is the IP address gossip listens on (UDP and TCP). Default
+	// "0.0.0.0". Ignored when Transport is set.
+	BindAddr string
+	// BindPort is the gossip port; 0 picks a free one (tests). Default 7946.
+	// Ignored when Transport is set; also the port assumed for a Join entry
+	// without one.
+	BindPort int
+	// AdvertiseAddr is the IP address other members use to reach this one;
+	// "" lets memberlist pick (BindAddr, or a private address when binding
+	// 0.0.0.0). Default "".
+	AdvertiseAddr string
+	// AdvertisePort is the advertised gossip port; 0 means BindPort.
+	AdvertisePort int
+	// Join lists seeds: "host:port", "host" (BindPort) or a DNS name that
+	// resolves to several members. Names are re-resolved on every rejoin
+	// attempt. Empty: a cluster of one until someone joins this member.
+	Join []string
+	// GossipKey encrypts and authenticates gossip (AES-GCM, memberlist's
+	// keyring). The caller derives it from the cluster secret: 32 bytes
+	// (16 and 24 are accepted). nil: plaintext. Members with different keys
+	// cannot join each other.
+	GossipKey []byte
+	// Timing holds memberlist's failure-detection timings.
+	Timing Timing
+	// ForgetAfter is how long a failed (dead) member stays known, and so
+	// keeps its share of the ring on a minority side and its weight in the
+	// majority rule, before it is forgotten. Default 10m. Must be positive.
+	ForgetAfter time.Duration
+	// RebuildDebounce is the quiet period after a membership event before
+	// the ring is rebuilt, so a burst of events (a flapping member, a
+	// merge) moves ownership once; a steady stream of events delays a
+	// rebuild by at most 4 × RebuildDebounce. 0 rebuilds on every event.
+	// Default 250ms, local 50ms.
+	RebuildDebounce time.Duration
+	// RejoinInterval is the mean time between rejoin rounds (jittered
+	// ±25%; a quarter of it while this member is alone or not yet joined).
+	// Each round joins the seeds that are not live members and the known
+	// failed members, which heals partitions that outlive
+	// Timing.GossipToTheDeadTime. Default 10s, local 500ms.
+	RejoinInterval time.Duration
+	// Transport carries gossip; nil uses memberlist's UDP/TCP transport on
+	// BindAddr:BindPort. Tests pass a simnet transport.
+	Transport memberlist.Transport
+	// Logger receives ring and memberlist logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns the production defaults: gossip on 0.0.0.0:7946
+// with LANTiming, ForgetAfter 10m, RebuildDebounce 250ms, RejoinInterval
+// 10s. Name must still be set.
+func DefaultConfig() Config {
+	return Config{
+		BindAddr:        "0.0.0.0",
+		BindPort:        7946,
+		Timing:          LANTiming(),
+		ForgetAfter:     10 * time.Minute,
+		RebuildDebounce: 250 * time.Millisecond,
+		RejoinInterval:  10 * time.Second,
+	}
+}
+
+// LocalConfig returns a fast profile for tests: gossip on 127.0.0.1 with a
+// free port, LocalTiming, ForgetAfter 10m, RebuildDebounce 50ms,
+// RejoinInterval 500ms. Name must still be set.
+func LocalConfig() Config {
+	return Config{
+		BindAddr:        "127.0.0.1",
+		BindPort:        0,
+		Timing:          LocalTiming(),
+		ForgetAfter:     10 * time.Minute,
+		RebuildDebounce: 50 * time.Millisecond,
+		RejoinInterval:  500 * time.Millisecond,
+	}
+}
+
+// Validate reports the first bad field; it changes nothing.
+func (c Config) Validate() error {
+	switch {
+	case c.Name == "":
+		return errors.New("ring: Config.Name is required")
+	case c.BindPort < 0 || c.BindPort > 65535:
+		return fmt.Errorf("ring: Config.BindPort %d out of range", c.BindPort)
+	case c.AdvertisePort < 0 || c.AdvertisePort > 65535:
+		return fmt.Errorf("ring: Config.AdvertisePort %d out of range", c.AdvertisePort)
+	case c.Transport == nil && c.BindAddr == "":
+		return errors.New("ring: Config.BindAddr is required without a Transport")
+	case len(c.GossipKey) != 0 && len(c.GossipKey) != 16 && len(c.GossipKey) != 24 && len(c.GossipKey) != 32:
+		return fmt.Errorf("ring: Config.GossipKey must be 32 bytes (or 16 or 24), not %d", len(c.GossipKey))
+	case c.ForgetAfter <= 0:
+		return errors.New("ring: Config.ForgetAfter must be positive")
+	case c.RebuildDebounce < 0:
+		return errors.New("ring: Config.RebuildDebounce must not be negative")
+	case c.RejoinInterval <= 0:
+		return errors.New("ring: Config.RejoinInterval must be positive")
+	}
+	for _, j := range c.Join {
+		if j == "" {
+			return errors.New("ring: Config.Join has an empty entry")
+		}
+	}
+	return c.Timing.Validate()
+}
+
+// memberlistConfig translates c for memberlist.Create.
+func (c Config) memberlistConfig() *memberlist.Config {
+	mc := memberlist.DefaultLANConfig()
+	mc.Name = c.Name
+	mc.BindAddr = c.BindAddr
+	mc.BindPort = c.BindPort
+	mc.AdvertiseAddr = c.AdvertiseAddr
+	mc.AdvertisePort = c.AdvertisePort
+	if mc.AdvertisePort == 0 {
+		mc.AdvertisePort = c.BindPort
+	}
+	t := c.Timing
+	mc.ProbeInterval = t.ProbeInterval
+	mc.ProbeTimeout = t.ProbeTimeout
+	mc.SuspicionMult = t.SuspicionMult
+	mc.SuspicionMaxTimeoutMult = t.SuspicionMaxTimeoutMult
+	mc.IndirectChecks = t.IndirectChecks
+	mc.RetransmitMult = t.RetransmitMult
+	mc.GossipInterval = t.GossipInterval
+	mc.GossipNodes = t.GossipNodes
+	mc.GossipToTheDeadTime = t.GossipToTheDeadTime
+	mc.PushPullInterval = t.PushPullInterval
+	mc.TCPTimeout = t.TCPTimeout
+	mc.DeadNodeReclaimTime = t.DeadNodeReclaimTime
+	if len(c.GossipKey) > 0 {
+		mc.SecretKey = append([]byte(nil), c.GossipKey...)
+	}
+	mc.Transport = c.Transport
+	return mc
+}

@@ -1,0 +1,152 @@
+package ring
+
+import (
+	"context"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// maxJoinsInFlight bounds the concurrent joins of one rejoin round. Joins
+// run in parallel so that unreachable targets (each hanging up to
+// Timing.TCPTimeout) do not delay the reachable ones.
+const maxJoinsInFlight = 8
+
+// rejoinLoop heals partitions that memberlist does not heal itself: it
+// forgets dead members after GossipToTheDeadTime and never contacts them
+// again (memberlist issue 222, metallb 589). Every round it joins the known
+// failed members and the seeds that are not live members (seeds re-resolved
+// each time), then sleeps a jittered RejoinInterval, or a quarter of it while
+// this member is alone or has not joined yet. It stops after Leave.
+func (r *Ring) rejoinLoop(ctx context.Context, ml *memberlist.Memberlist) {
+	defer r.wg.Done()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	first := true
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		}
+		if !r.left.Load() {
+			r.rejoinRound(ctx, ml)
+		}
+		r.rounds.Add(1)
+		if first {
+			first = false
+			close(r.firstCh)
+		}
+		timer.Reset(r.nextRejoin())
+	}
+}
+
+// nextRejoin returns the jittered delay before the next round.
+func (r *Ring) nextRejoin() time.Duration {
+	d := r.cfg.RejoinInterval
+	r.mu.Lock()
+	alone := r.tbl.liveCount() <= 1 && (len(r.cfg.Join) > 0 || len(r.tbl.members) > 1)
+	r.mu.Unlock()
+	if alone || !r.joined.Load() {
+		d /= 4
+	}
+	return time.Duration(float64(d) * (0.75 + 0.5*rand.Float64()))
+}
+
+// rejoinRound runs one round of joins and records success in joined.
+func (r *Ring) rejoinRound(ctx context.Context, ml *memberlist.Memberlist) {
+	seeds, resolvedAll := r.resolveSeeds(ctx)
+	r.mu.Lock()
+	self := r.tbl.selfAddr()
+	targets := r.tbl.rejoinTargets(seeds)
+	r.mu.Unlock()
+	others := 0
+	for _, s := range seeds {
+		if s != self {
+			others++
+		}
+	}
+	if resolvedAll && others == 0 {
+		r.joined.Store(true) // the only seeds are this member: nothing to reach
+	}
+	if len(targets) == 0 {
+		return
+	}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, maxJoinsInFlight)
+	for _, t := range targets {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			wg.Wait()
+			return
+		}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if ctx.Err() != nil {
+				return
+			}
+			n, err := ml.Join([]string{t})
+			if n > 0 {
+				r.joined.Store(true)
+				r.log.Debug("ring: rejoined", "target", t)
+			} else {
+				r.log.Debug("ring: rejoin failed", "target", t, "err", err)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// resolveSeeds returns the seeds as host:port addresses, resolving DNS
+// names now (so a name that tracks the cluster is followed). resolvedAll is
+// false if some name failed to resolve.
+func (r *Ring) resolveSeeds(ctx context.Context) (addrs []string, resolvedAll bool) {
+	resolvedAll = true
+	for _, s := range r.cfg.Join {
+		host, port, err := splitSeed(s, r.cfg.BindPort)
+		if err != nil {
+			r.log.Warn("ring: bad seed", "seed", s, "err", err)
+			resolvedAll = false
+			continue
+		}
+		if ip, err := netip.ParseAddr(host); err == nil {
+			addrs = append(addrs, net.JoinHostPort(ip.Unmap().String(), port))
+			continue
+		}
+		lctx, cancel := context.WithTimeout(ctx, r.cfg.Timing.TCPTimeout)
+		ips, err := net.DefaultResolver.LookupHost(lctx, host)
+		cancel()
+		if err != nil {
+			r.log.Debug("ring: seed lookup failed", "seed", s, "err", err)
+			resolvedAll = false
+			continue
+		}
+		for _, ip := range ips {
+			if a, err := netip.ParseAddr(ip); err == nil {
+				ip = a.Unmap().String()
+			}
+			addrs = append(addrs, net.JoinHostPort(ip, port))
+		}
+	}
+	return addrs, resolvedAll
+}
+
+// splitSeed splits "host:port" or "host" (defaultPort).
+func splitSeed(s string, defaultPort int) (host, port string, err error) {
+	if h, p, err := net.SplitHostPort(s); err == nil {
+		return h, p, nil
+	}
+	if _, err := netip.ParseAddr(s); err == nil || !strings.Contains(s, ":") {
+		return s, strconv.Itoa(defaultPort), nil
+	}
+	_, _, err = net.SplitHostPort(s)
+	return "", "", err
+}

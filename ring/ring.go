@@ -1,0 +1,352 @@
+package ring
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// Errors returned by Ring's lifecycle methods.
+var (
+	ErrStarted    = errors.New("ring: already started")
+	ErrNotStarted = errors.New("ring: not started")
+	ErrClosed     = errors.New("ring: closed")
+)
+
+// maxDebounceFactor bounds how long a stream of events can delay a rebuild:
+// at most maxDebounceFactor × RebuildDebounce after the first.
+const maxDebounceFactor = 4
+
+// Ring is one member's view of the cluster: memberlist membership, the
+// members it has ever seen (until forgotten), and the ownership ring built
+// from them. New starts nothing; Start runs memberlist and three owned
+// goroutines (event loop, rejoin loop and the joins of a rejoin round);
+// Close stops them all. All methods are safe for concurrent use; View never
+// locks.
+type Ring struct {
+	cfg     Config
+	log     *slog.Logger
+	q       *eventQueue
+	meta    atomic.Pointer[[]byte]
+	view    atomic.Pointer[View]
+	changes chan *View
+	joined  atomic.Bool
+	rounds  atomic.Uint64 // completed rejoin rounds (observed by tests)
+	left    atomic.Bool   // Leave was called
+
+	mu      sync.Mutex // guards tbl, epoch, closed and the changes channel
+	tbl     *table
+	epoch   uint64
+	closed  bool
+	kickCh  chan struct{} // one slot: rebuild now (Forget, SetMeta)
+	firstCh chan struct{} // closed after the first rejoin round
+
+	life    sync.Mutex // guards ml, started, cancel; held across Leave and Close
+	ml      *memberlist.Memberlist
+	started bool
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+// New validates cfg and returns a Ring whose view holds only this member.
+// It starts no goroutines and opens no sockets.
+func New(cfg Config, meta Meta) (*Ring, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := meta.Validate(); err != nil {
+		return nil, err
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	cfg.Join = append([]string(nil), cfg.Join...)
+	r := &Ring{
+		cfg:     cfg,
+		log:     logger.With("component", "ring", "node", cfg.Name),
+		q:       newEventQueue(),
+		changes: make(chan *View, 1),
+		tbl:     newTable(cfg.Name, meta, time.Now()),
+		kickCh:  make(chan struct{}, 1),
+		firstCh: make(chan struct{}),
+	}
+	b := meta.appendTo(nil)
+	r.meta.Store(&b)
+	r.mu.Lock()
+	r.publishLocked()
+	r.mu.Unlock()
+	return r, nil
+}
+
+// Start creates the memberlist, then starts the event loop and the rejoin
+// loop, whose first round joins the seeds at once. It returns when that
+// first round has finished or ctx is done, whichever is first; reaching no
+// seed is not an error (the loop keeps trying; see Joined). ctx bounds only
+// this wait; Close stops the goroutines.
+func (r *Ring) Start(ctx context.Context) error {
+	r.life.Lock()
+	if r.started {
+		r.life.Unlock()
+		return ErrStarted
+	}
+	r.mu.Lock()
+	closed := r.closed
+	r.mu.Unlock()
+	if closed {
+		r.life.Unlock()
+		return ErrClosed
+	}
+	mc := r.cfg.memberlistConfig()
+	mc.Delegate = delegate{q: r.q, meta: &r.meta}
+	mc.Events = delegate{q: r.q, meta: &r.meta}
+	mc.Logger = log.New(logWriter{r.log}, "", 0)
+	ml, err := memberlist.Create(mc)
+	if err != nil {
+		r.life.Unlock()
+		return fmt.Errorf("ring: start memberlist: %w", err)
+	}
+	// Create announced this node through NotifyJoin: apply it now, so the
+	// first rejoin round knows its own address and never joins itself.
+	r.mu.Lock()
+	for _, ev := range r.q.drain() {
+		r.tbl.apply(ev, time.Now())
+	}
+	r.publishLocked()
+	r.mu.Unlock()
+	if len(r.cfg.Join) == 0 {
+		r.joined.Store(true)
+	}
+	loopCtx, cancel := context.WithCancel(context.Background())
+	r.ml, r.started, r.cancel = ml, true, cancel
+	r.wg.Add(2)
+	go r.eventLoop(loopCtx)
+	go r.rejoinLoop(loopCtx, ml)
+	r.life.Unlock()
+	r.log.Info("ring: started", "addr", ml.LocalNode().Address(), "seeds", r.cfg.Join)
+	select {
+	case <-r.firstCh:
+	case <-ctx.Done():
+	}
+	return nil
+}
+
+// Leave broadcasts that this member leaves the cluster and waits up to
+// timeout for the broadcast to go out. Peers forget a member that left at
+// once and stop contacting it. The Ring keeps running until Close, but
+// stops rejoining and gossiping metadata.
+func (r *Ring) Leave(timeout time.Duration) error {
+	r.life.Lock()
+	defer r.life.Unlock()
+	switch {
+	case !r.started:
+		return ErrNotStarted
+	case r.ml == nil:
+		return ErrClosed
+	case r.left.Load():
+		return nil
+	}
+	r.left.Store(true)
+	// Announce the leave in metadata first and wait for that broadcast to
+	// be sent (a later dead message about us would cancel it); then
+	// memberlist's leave. See metaLeaving.
+	start := time.Now()
+	r.mu.Lock()
+	b := r.tbl.members[r.cfg.Name].m.Meta.appendFlags(nil, metaLeaving)
+	r.mu.Unlock()
+	r.meta.Store(&b)
+	if err := r.ml.UpdateNode(timeout); err != nil {
+		r.log.Warn("ring: leave announcement not confirmed", "err", err)
+	}
+	err := r.ml.Leave(max(timeout-time.Since(start), time.Millisecond))
+	r.mu.Lock()
+	if r.tbl.selfLeft(time.Now()) {
+		r.publishLocked()
+	}
+	r.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("ring: leave: %w", err)
+	}
+	return nil
+}
+
+// Close stops memberlist (without a leave broadcast: call Leave first for a
+// graceful exit) and every goroutine of the Ring, then closes the Changes
+// channel. View keeps returning the last view. Close is idempotent. With
+// memberlist's own transport, Close can wait up to Timing.TCPTimeout for a
+// join in flight to a silent address (a dial cannot be cancelled there).
+// A Ring cannot be restarted.
+func (r *Ring) Close() error {
+	r.life.Lock()
+	defer r.life.Unlock()
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	r.mu.Unlock()
+	var err error
+	if r.ml != nil {
+		r.cancel()
+		err = r.ml.Shutdown()
+		r.ml = nil
+	}
+	r.wg.Wait()
+	r.mu.Lock()
+	close(r.changes)
+	r.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("ring: close: %w", err)
+	}
+	return nil
+}
+
+// View returns the current view. It never locks and never returns nil.
+func (r *Ring) View() *View { return r.view.Load() }
+
+// Changes returns a channel that receives each new view. It holds one view:
+// if the reader falls behind, the latest view replaces the unread one, so
+// the ring never blocks. It is closed by Close.
+func (r *Ring) Changes() <-chan *View { return r.changes }
+
+// Joined reports whether this member has reached the cluster: a Join to a
+// seed succeeded, another member is live, or there are no seeds (other than
+// itself) to reach.
+func (r *Ring) Joined() bool { return r.joined.Load() }
+
+// SetMeta replaces this member's metadata and gossips it (the view changes
+// at once; peers see it within a few gossip rounds). Metadata that does not
+// fit memberlist's limit is logged and ignored. After Leave or Close it only
+// changes the local view.
+func (r *Ring) SetMeta(m Meta) {
+	if err := m.Validate(); err != nil {
+		r.log.Error("ring: SetMeta ignored", "err", err)
+		return
+	}
+	r.mu.Lock()
+	if r.tbl.setSelfMeta(m) {
+		r.publishLocked()
+	}
+	r.mu.Unlock()
+
+	r.life.Lock()
+	defer r.life.Unlock()
+	if r.left.Load() {
+		return // keep gossiping the leave flag
+	}
+	b := m.appendTo(nil)
+	r.meta.Store(&b)
+	if r.ml == nil {
+		return
+	}
+	// UpdateNode queues the alive broadcast and would wait for it to be
+	// sent; gossip carries it without our waiting, so the wait is minimal.
+	if err := r.ml.UpdateNode(time.Millisecond); err != nil {
+		r.log.Debug("ring: meta broadcast queued", "err", err)
+	}
+}
+
+// Forget removes a failed member at once (an operator's `weir forget
+// NAME`): it leaves the ring and the majority count and is no longer
+// rejoined. It returns false for an unknown or live member, or self.
+func (r *Ring) Forget(name string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.tbl.forget(name) {
+		return false
+	}
+	r.log.Info("ring: forgot member", "member", name)
+	r.publishLocked()
+	return true
+}
+
+// publishLocked builds and publishes a view if the member list changed.
+// r.mu must be held.
+func (r *Ring) publishLocked() {
+	if r.closed {
+		return
+	}
+	ms := r.tbl.list()
+	if old := r.view.Load(); old != nil && sameMembers(old.Members, ms) {
+		return
+	}
+	r.epoch++
+	v := buildView(r.epoch, r.cfg.Name, ms)
+	r.view.Store(v)
+	if v.Live > 1 {
+		r.joined.Store(true)
+	}
+	select {
+	case r.changes <- v:
+	default:
+		select { // replace the unread view with the latest one
+		case <-r.changes:
+		default:
+		}
+		r.changes <- v // the single publisher holds r.mu: the slot is free
+	}
+	r.log.Info("ring: view", "epoch", v.Epoch, "known", len(v.Members), "live", v.Live, "majority", v.Majority)
+}
+
+// eventLoop applies memberlist events, expires failed members (checked
+// every ProbeInterval), and rebuilds the view after a debounce.
+func (r *Ring) eventLoop(ctx context.Context) {
+	defer r.wg.Done()
+	tick := time.NewTicker(r.cfg.Timing.ProbeInterval)
+	defer tick.Stop()
+	debounce := time.NewTimer(time.Hour)
+	debounce.Stop()
+	defer debounce.Stop()
+	var pending bool
+	var first time.Time
+	schedule := func(now time.Time) {
+		if !pending {
+			pending, first = true, now
+		}
+		d := min(r.cfg.RebuildDebounce, first.Add(maxDebounceFactor*r.cfg.RebuildDebounce).Sub(now))
+		debounce.Reset(max(d, 0))
+	}
+	apply := func(now time.Time) bool {
+		changed := false
+		for _, ev := range r.q.drain() {
+			changed = r.tbl.apply(ev, now) || changed
+		}
+		return changed
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.q.ready:
+			now := time.Now()
+			r.mu.Lock()
+			changed := apply(now)
+			r.mu.Unlock()
+			if changed {
+				schedule(now)
+			}
+		case <-tick.C:
+			now := time.Now()
+			r.mu.Lock()
+			changed := apply(now)
+			changed = r.tbl.expire(now, r.cfg.ForgetAfter) || changed
+			r.mu.Unlock()
+			if changed {
+				schedule(now)
+			}
+		case <-debounce.C:
+			pending = false
+			r.mu.Lock()
+			r.publishLocked()
+			r.mu.Unlock()
+		}
+	}
+}

@@ -1,0 +1,190 @@
+package ring
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/buraksezer/consistent"
+	"github.com/cespare/xxhash/v2"
+)
+
+// Ring shape. Keys hash (xxhash) into partitionCount partitions; partitions
+// are placed on members by consistent hashing with bounded loads
+// (buraksezer/consistent): each member sits at replicationFactor points of
+// the hash circle, and no member takes more than ceil(load × average)
+// partitions. The bound applies to partitions, not to keys: one hot key (or
+// one hot hash tag) still lands on one member. 271 (a prime) partitions keep
+// the spread within a few percent for clusters up to a few dozen members and
+// make a rebuild cost microseconds; 40 replicas smooth the circle (the
+// library default is 20); when a member joins or leaves, about 1/n of the
+// partitions move. Clusters larger than 271 members get one partition per
+// member (the bounded-load rule needs at least one per member).
+const (
+	partitionCount    = 271
+	replicationFactor = 40
+	loadFactor        = 1.25
+)
+
+// State is a member's liveness as this member sees it.
+type State uint8
+
+// Member states. Alive and Suspect members are live: they count towards the
+// majority and own keys. Suspect would mean a probe failed and the member
+// has not yet refuted it, but memberlist v0.7.0 raises no event for
+// suspicion (and its Members list cannot be read without racing its
+// writers), so Ring currently reports a suspected member as Alive until it
+// is declared Dead; the forwarding layer detects an unreachable owner by its
+// own deadline.
+const (
+	Alive State = iota
+	Suspect
+	Dead
+	Left
+)
+
+// String returns "alive", "suspect", "dead" or "left".
+func (s State) String() string {
+	switch s {
+	case Alive:
+		return "alive"
+	case Suspect:
+		return "suspect"
+	case Dead:
+		return "dead"
+	case Left:
+		return "left"
+	}
+	return "unknown"
+}
+
+// Live reports whether s is Alive or Suspect.
+func (s State) Live() bool { return s == Alive || s == Suspect }
+
+// Member is one known member of the cluster.
+type Member struct {
+	// Name is the member's unique name.
+	Name string
+	// Addr is the member's gossip address (host:port).
+	Addr string
+	// Meta is the metadata the member last gossiped.
+	Meta Meta
+	// State is the member's liveness.
+	State State
+}
+
+// View is an immutable snapshot of membership and ownership. It is safe for
+// concurrent use; do not modify its fields or the Members slice.
+//
+// The ring is built from the live members when Majority is true, and from
+// all known members (live and failed) when it is false, so that on a
+// minority side keys of unreachable members still map to them (and the
+// caller falls back to local ceilings) instead of being taken over.
+type View struct {
+	// Epoch counts the views this member has published: it increases on
+	// every change of members, states, addresses, metadata or ownership.
+	// Epochs of different members are unrelated.
+	Epoch uint64
+	// Self is this member's name; it is always in Members.
+	Self string
+	// Members holds the known members (alive or failed, never left or
+	// forgotten), sorted by name.
+	Members []Member
+	// Live counts the live (alive or suspect) members, including self.
+	Live int
+	// Majority reports whether Live is more than half of len(Members).
+	Majority bool
+
+	owners []int32 // partition → index into Members
+}
+
+// Owner returns the member that owns hashKey (see HashKey). It takes no lock
+// and does not allocate. ok is false only for a View with no ring (the zero
+// View).
+func (v *View) Owner(hashKey string) (Member, bool) {
+	if len(v.owners) == 0 {
+		return Member{}, false
+	}
+	p := xxhash.Sum64String(hashKey) % uint64(len(v.owners))
+	return v.Members[v.owners[p]], true
+}
+
+// Member returns the known member with this name.
+func (v *View) Member(name string) (Member, bool) {
+	i, ok := slices.BinarySearchFunc(v.Members, name, func(m Member, n string) int {
+		return strings.Compare(m.Name, n)
+	})
+	if !ok {
+		return Member{}, false
+	}
+	return v.Members[i], true
+}
+
+// InRing reports whether the named member owns part of the ring.
+func (v *View) InRing(name string) bool {
+	m, ok := v.Member(name)
+	return ok && (!v.Majority || m.State.Live())
+}
+
+// HashKey returns the string that places the bucket (limit, key) on the
+// ring. If key holds a hash tag, a non-empty substring between the first
+// '{' and the first '}' after it (Redis Cluster's rule), only the tag is
+// hashed, so all buckets of one tag share an owner whatever their limit.
+// Otherwise the limit and the key are both hashed, separated by a NUL.
+func HashKey(limit, key string) string {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			return key[i+1 : i+1+j]
+		}
+	}
+	return limit + "\x00" + key
+}
+
+// hasher adapts xxhash to consistent.Hasher.
+type hasher struct{}
+
+func (hasher) Sum64(b []byte) uint64 { return xxhash.Sum64(b) }
+
+// ringMember adapts a member name to consistent.Member.
+type ringMember string
+
+func (m ringMember) String() string { return string(m) }
+
+// buildView computes the view of members (sorted by name, self among them).
+// It is a pure function: equal inputs give equal ownership on every member.
+func buildView(epoch uint64, self string, members []Member) *View {
+	return buildViewN(epoch, self, members, partitionCount)
+}
+
+// buildViewN is buildView with a partition count (at least one per ring
+// member is used).
+func buildViewN(epoch uint64, self string, members []Member, partitions int) *View {
+	v := &View{Epoch: epoch, Self: self, Members: members}
+	for _, m := range members {
+		if m.State.Live() {
+			v.Live++
+		}
+	}
+	v.Majority = 2*v.Live > len(members)
+	var ring []consistent.Member
+	idx := make(map[string]int32, len(members))
+	for i, m := range members {
+		idx[m.Name] = int32(i)
+		if !v.Majority || m.State.Live() {
+			ring = append(ring, ringMember(m.Name))
+		}
+	}
+	if len(ring) == 0 {
+		return v
+	}
+	c := consistent.New(ring, consistent.Config{
+		Hasher:            hasher{},
+		PartitionCount:    max(partitions, len(ring)),
+		ReplicationFactor: replicationFactor,
+		Load:              loadFactor,
+	})
+	v.owners = make([]int32, max(partitions, len(ring)))
+	for p := range v.owners {
+		v.owners[p] = idx[c.GetPartitionOwner(p).String()]
+	}
+	return v
+}
