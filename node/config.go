@@ -8,6 +8,8 @@ import (
 	"github.com/weir-rl/weir/api"
 	"github.com/weir-rl/weir/bucket"
 	"github.com/weir-rl/weir/lease"
+	"github.com/weir-rl/weir/ring"
+	"github.com/weir-rl/weir/transport"
 )
 
 // Config is everything one member needs. Only cmd reads flags and the
@@ -31,6 +33,32 @@ type Config struct {
 	HTTP api.HTTPConfig
 	// SweepInterval is how often idle, fully refilled buckets are evicted. Default 10s; 0 disables.
 	SweepInterval time.Duration
+	// Clustered turns on gossip and the peer service. Off, the node is a
+	// cluster of one with no gossip port (tests of the single-node API).
+	Clustered bool
+	// PeerAddr is the listen address of the peer gRPC service that owners
+	// are forwarded to. Default ":7947".
+	PeerAddr string
+	// PeerAdvertise is the peer address other members dial; "" uses the
+	// gossip advertise address (or the bound address) with PeerAddr's port.
+	PeerAdvertise string
+	// ClusterSecretFile holds the cluster secret: any passphrase, whitespace
+	// trimmed. Gossip encryption and peer authentication keys are derived
+	// from it. Empty: no secret (gossip in clear, peer calls unauthenticated).
+	ClusterSecretFile string
+	// Ring configures membership; Name is set from NodeName.
+	Ring ring.Config
+	// Forward configures forwarding to owners (batching window, size cap,
+	// the 50ms forward deadline).
+	Forward transport.Config
+	// HandoffWindow is how long after a view change a new owner pulls a
+	// bucket it does not hold from the key's previous owner before deciding
+	// it, and how long a node that handed a key over keeps passing its
+	// requests on. Default 5s; it must exceed the time views take to
+	// converge after a change (RebuildDebounce plus gossip).
+	HandoffWindow time.Duration
+	// LeaveTimeout bounds the graceful leave on shutdown. Default 5s.
+	LeaveTimeout time.Duration
 	// ShutdownTimeout bounds a graceful shutdown: in-flight requests get this long. Default 10s.
 	ShutdownTimeout time.Duration
 }
@@ -49,6 +77,12 @@ func DefaultConfig() Config {
 		HTTP:            api.DefaultHTTPConfig(),
 		SweepInterval:   10 * time.Second,
 		ShutdownTimeout: 10 * time.Second,
+		Clustered:       true,
+		PeerAddr:        ":7947",
+		Ring:            ring.DefaultConfig(),
+		Forward:         transport.DefaultConfig(),
+		HandoffWindow:   5 * time.Second,
+		LeaveTimeout:    5 * time.Second,
 	}
 }
 
@@ -62,6 +96,12 @@ func LocalConfig() Config {
 	c.FallbackStore.MaxBuckets = 10_000
 	c.Leases = lease.LocalConfig()
 	c.ShutdownTimeout = 2 * time.Second
+	c.Clustered = false
+	c.PeerAddr = "127.0.0.1:0"
+	c.Ring = ring.LocalConfig()
+	c.Forward = transport.DefaultConfig()
+	c.HandoffWindow = 2 * time.Second
+	c.LeaveTimeout = 2 * time.Second
 	return c
 }
 
@@ -82,6 +122,22 @@ func (c Config) Validate() error {
 	}
 	if err := c.Leases.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("node: leases: %w", err))
+	}
+	if c.Clustered {
+		r := c.Ring
+		r.Name = c.NodeName
+		if err := r.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("node: ring: %w", err))
+		}
+		if err := c.Forward.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("node: forward: %w", err))
+		}
+		if c.PeerAddr == "" {
+			errs = append(errs, errors.New("node: peer address is required in a cluster"))
+		}
+		if c.HandoffWindow <= 0 || c.LeaveTimeout <= 0 {
+			errs = append(errs, errors.New("node: handoff window and leave timeout must be positive"))
+		}
 	}
 	if c.SweepInterval < 0 || c.ShutdownTimeout < 0 {
 		errs = append(errs, errors.New("node: negative interval"))

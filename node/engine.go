@@ -16,9 +16,13 @@ const MaxKeyBytes = 512
 // router is what the engine needs of the cluster. A nil router is a cluster
 // of one: this node owns every key.
 type router interface {
-	// owner returns the peer address of the owner of hashKey, or self=true
-	// when this node owns it. ok=false means no owner can be named (no ring).
-	owner(hashKey string) (peer string, self, ok bool)
+	// owner returns the peer address of the owner of (limit, key), or
+	// self=true when this node owns it. ok=false means the owner cannot be
+	// reached or named (no ring yet, or it is suspect or dead).
+	owner(limit, key string) (peer string, self, ok bool)
+	// pull fetches the state of buckets this node owns but does not hold
+	// yet after a ring change, before it decides them.
+	pull(ctx context.Context, f *limits.File, checks []api.Check, from string)
 	// known is the number of known members (alive or failed), at least 1;
 	// local ceilings divide a limit by it.
 	known() int
@@ -133,7 +137,7 @@ func (e *engine) split(rs []resolved) []group {
 	var groups []group
 	byPeer := map[string]int{}
 	for i, r := range rs {
-		peer, self, ok := e.router.owner(hashKey(r.check.Limit, r.check.Key))
+		peer, self, ok := e.router.owner(r.check.Limit, r.check.Key)
 		if !ok {
 			peer = "\x00none" // no ring: decided from local ceilings
 		}
@@ -161,6 +165,9 @@ func (e *engine) decideGroup(ctx context.Context, f *limits.File, rs []resolved,
 	}
 	if g.self {
 		g.src = api.SourceOwner
+		if e.router != nil {
+			e.router.pull(ctx, f, checks, "")
+		}
 		out, ok, err := e.ownerTake(f, checks)
 		if err != nil {
 			return false, err
@@ -398,24 +405,4 @@ func result(l *limits.Limit, d bucket.Decision, src api.Source) api.Result {
 		Source:     src,
 		Window:     l.Bucket.PolicyWindow(),
 	}
-}
-
-// hashKey is the ring key of a bucket. A key with a non-empty hash tag
-// {tag} hashes the tag alone so all of a tenant's buckets share an owner.
-func hashKey(limit, key string) string {
-	if open := indexByte(key, '{'); open >= 0 {
-		if end := indexByte(key[open+1:], '}'); end > 0 {
-			return key[open+1 : open+1+end]
-		}
-	}
-	return limit + "\x00" + key
-}
-
-func indexByte(s string, c byte) int {
-	for i := 0; i < len(s); i++ {
-		if s[i] == c {
-			return i
-		}
-	}
-	return -1
 }

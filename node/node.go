@@ -18,6 +18,7 @@ import (
 	"github.com/weir-rl/weir/api"
 	"github.com/weir-rl/weir/bucket"
 	"github.com/weir-rl/weir/node/limits"
+	"github.com/weir-rl/weir/transport"
 )
 
 // Deps are the things a Node is handed rather than finding for itself, so
@@ -30,6 +31,9 @@ type Deps struct {
 	Registry *prometheus.Registry
 	// Clock returns the time decisions are made at. Nil is time.Now.
 	Clock func() time.Time
+	// ListenPeer opens the peer service's listener; nil is net.Listen.
+	// Tests pass a simulated network's.
+	ListenPeer func(network, addr string) (net.Listener, error)
 }
 
 // Node is one Weir member: the decision engine, the limits in force and the
@@ -42,12 +46,20 @@ type Node struct {
 	limits *limits.Reloader
 	eng    *engine
 	leases *leases
+	// fallbackLeases holds permits granted from local ceilings while a
+	// key's owner is unreachable.
+	fallbackLeases *leases
+	deps           Deps
 
 	mu       sync.Mutex // guards the fields below
 	httpLn   net.Listener
 	grpcLn   net.Listener
 	httpSrv  *http.Server
 	grpcSrv  *grpc.Server
+	cluster  *cluster // nil: a cluster of one
+	peerLn   net.Listener
+	peerSrv  *transport.Server
+	pool     *transport.Pool
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 	started  bool
@@ -82,7 +94,7 @@ func New(cfg Config, deps Deps) (*Node, error) {
 			return nil, err
 		}
 	}
-	n := &Node{cfg: cfg, log: log, reg: reg}
+	n := &Node{cfg: cfg, log: log, reg: reg, deps: deps}
 	store := bucket.NewStore(cfg.Store)
 	fallback := bucket.NewStore(cfg.FallbackStore)
 	n.m = newMetrics(reg,
@@ -99,6 +111,10 @@ func New(cfg Config, deps Deps) (*Node, error) {
 	if n.leases, err = newLeases(lc, clock, n.m); err != nil {
 		return nil, err
 	}
+	lc.IDSeed = rand.Uint64()
+	if n.fallbackLeases, err = newLeases(lc, clock, n.m); err != nil {
+		return nil, err
+	}
 	n.m.limitsVersion.Set(float64(file.Version))
 	n.limits = limits.NewReloader(cfg.LimitsPath, file, log, n.onReload)
 	n.eng = &engine{now: clock, limits: n.limits.Current, store: store, fallback: fallback, m: n.m}
@@ -113,6 +129,12 @@ func (n *Node) onReload(f *limits.File, err error) {
 	}
 	n.m.reloads.Inc()
 	n.m.limitsVersion.Set(float64(f.Version))
+	n.mu.Lock()
+	c := n.cluster
+	n.mu.Unlock()
+	if c != nil {
+		c.setLimitsVersion(f.Version)
+	}
 	n.log.Info("limits reloaded", "source", f.Source, "version", f.Version, "limits", len(f.Limits))
 }
 
@@ -146,6 +168,15 @@ func (n *Node) Start(ctx context.Context) error {
 		return fmt.Errorf("node: grpc listen: %w", err)
 	}
 	n.httpLn, n.grpcLn = httpLn, grpcLn
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	if n.cfg.Clustered {
+		if err := n.startCluster(runCtx); err != nil {
+			cancel()
+			_ = httpLn.Close()
+			_ = grpcLn.Close()
+			return err
+		}
+	}
 	metricsHandler := promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{})
 	n.httpSrv = &http.Server{
 		Handler:           api.NewHTTPHandler(n, n.cfg.HTTP, metricsHandler, n.log),
@@ -155,7 +186,6 @@ func (n *Node) Start(ctx context.Context) error {
 	n.grpcSrv = grpc.NewServer()
 	api.RegisterGRPC(n.grpcSrv, n, api.DefaultGRPCConfig())
 
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	n.cancel = cancel
 	n.started = true
 	n.goRun(func() {
@@ -176,6 +206,7 @@ func (n *Node) Start(ctx context.Context) error {
 		})
 	}
 	n.goRun(func() { n.leases.run(runCtx) })
+	n.goRun(func() { n.fallbackLeases.run(runCtx) })
 	if n.cfg.SweepInterval > 0 {
 		n.goRun(func() { n.sweep(runCtx) })
 	}
@@ -257,6 +288,11 @@ func (n *Node) Shutdown(ctx context.Context) error {
 		n.grpcSrv.Stop()
 		<-done
 	}
+	if n.cluster != nil {
+		if e := n.stopCluster(ctx); e != nil && err == nil {
+			err = e
+		}
+	}
 	n.cancel()
 	n.wg.Wait()
 	return err
@@ -272,6 +308,12 @@ func (n *Node) Take(ctx context.Context, checks []api.Check) (api.TakeResponse, 
 
 // Cluster implements api.Decider.
 func (n *Node) Cluster(_ context.Context, limit, key string) (api.ClusterInfo, error) {
+	n.mu.Lock()
+	c := n.cluster
+	n.mu.Unlock()
+	if c != nil {
+		return c.info(limit, key), nil
+	}
 	info := api.ClusterInfo{
 		Node:  n.cfg.NodeName,
 		Epoch: 1,
@@ -284,14 +326,19 @@ func (n *Node) Cluster(_ context.Context, limit, key string) (api.ClusterInfo, e
 	return info, nil
 }
 
-// Ready implements api.Decider: a cluster of one is ready once started.
+// Ready implements api.Decider: started, not shutting down, and, for a
+// node started with --join, joined to a seed (DESIGN §6).
 func (n *Node) Ready() bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.started && !n.shutdown
+	if !n.started || n.shutdown {
+		return false
+	}
+	return n.cluster == nil || !n.cluster.requireJoin || n.cluster.ring.Joined()
 }
 
-// Acquire implements api.Decider.
+// Acquire implements api.Decider: at the key's owner, forwarded there, or
+// from a local ceiling when the owner is unreachable.
 func (n *Node) Acquire(ctx context.Context, req api.AcquireRequest) (api.AcquireResponse, error) {
 	start := time.Now()
 	defer func() { n.m.latency.WithLabelValues("acquire").Observe(time.Since(start).Seconds()) }()
@@ -300,32 +347,74 @@ func (n *Node) Acquire(ctx context.Context, req api.AcquireRequest) (api.Acquire
 	if err != nil {
 		return api.AcquireResponse{}, err
 	}
-	resp, err := n.leases.acquire(ctx, l, req)
+	var resp api.AcquireResponse
+	switch peer, self, ok := n.route(l.Name, req.Key); {
+	case self:
+		resp, err = n.acquireOwned(ctx, l, req)
+	case ok:
+		resp, err = n.cluster.acquireRemote(ctx, peer, l, req)
+		var apiErr *api.Error
+		if err != nil && !errors.As(err, &apiErr) {
+			resp, err = n.acquireFallback(ctx, l, req)
+		}
+	default:
+		resp, err = n.acquireFallback(ctx, l, req)
+	}
 	resp.RulesVersion = f.Version
 	return resp, err
 }
 
-// Renew implements api.Decider.
-func (n *Node) Renew(_ context.Context, id string, ttl time.Duration) (time.Duration, error) {
+// route names the owner of (limit, key): this node in a cluster of one.
+func (n *Node) route(limit, key string) (peer string, self, ok bool) {
+	if n.cluster == nil {
+		return "", true, true
+	}
+	return n.cluster.owner(limit, key)
+}
+
+// Renew implements api.Decider. A lease granted from a local ceiling is
+// renewed where it was granted; others at the key's owner.
+func (n *Node) Renew(ctx context.Context, id string, ttl time.Duration) (time.Duration, error) {
 	if ttl < 0 {
 		return 0, api.Errorf(api.CodeInvalid, "ttl must not be negative")
 	}
-	l, _, err := leaseLimit(n.limits.Current(), id)
+	l, key, err := leaseLimit(n.limits.Current(), id)
 	if err != nil {
 		return 0, err
 	}
-	return n.leases.renew(l, id, ttl)
+	if d, err := n.fallbackLeases.renew(l, id, ttl); err == nil {
+		return d, nil
+	}
+	switch peer, self, ok := n.route(l.Name, key); {
+	case self:
+		return n.leases.renew(l, id, ttl)
+	case ok:
+		return n.cluster.leaseRemote(ctx, peer, transport.OpRenew, id, ttl)
+	default:
+		return 0, api.Errorf(api.CodeUnavailable, "lease owner unreachable")
+	}
 }
 
-// Release implements api.Decider.
-func (n *Node) Release(_ context.Context, id string) error {
-	if _, _, err := leaseLimit(n.limits.Current(), id); err != nil {
+// Release implements api.Decider. Releasing what is not held is not an
+// error; an unreachable owner is, since the permit stays held until expiry.
+func (n *Node) Release(ctx context.Context, id string) error {
+	l, key, err := leaseLimit(n.limits.Current(), id)
+	if err != nil {
 		var apiErr *api.Error
 		if errors.As(err, &apiErr) && apiErr.Code == api.CodeNotFound {
-			return nil // releasing what is not held is not an error
+			return nil
 		}
 		return err
 	}
-	n.leases.release(id)
-	return nil
+	n.fallbackLeases.release(id)
+	switch peer, self, ok := n.route(l.Name, key); {
+	case self:
+		n.leases.release(id)
+		return nil
+	case ok:
+		_, err := n.cluster.leaseRemote(ctx, peer, transport.OpRelease, id, 0)
+		return err
+	default:
+		return api.Errorf(api.CodeUnavailable, "lease owner unreachable; the lease expires by itself")
+	}
 }

@@ -4,6 +4,9 @@
 //	weir serve [flags]          run a node
 //	weir take LIMIT KEY [COST]  ask a node for a decision (exit 0 allowed, 1 denied)
 //	weir validate FILE          check a limits file (exit 1 with line-numbered errors)
+//	weir status                 a node's view of the cluster
+//	weir lease acquire|renew|release ...  concurrency permits
+//	weir healthcheck            exit 0 when the node is ready
 //	weir version                print the version
 //
 // Every flag has a WEIR_ environment variable: --http-addr is WEIR_HTTP_ADDR.
@@ -35,10 +38,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch cmd {
 	case "serve":
 		return serve(rest, stderr)
+	case "lease":
+		return leaseCmd(rest, stdout, stderr)
 	case "take":
 		return take(rest, stdout, stderr)
 	case "validate":
 		return validate(rest, stdout, stderr)
+	case "status":
+		return status(rest, stdout, stderr)
+	case "healthcheck":
+		return healthcheck(rest, stdout, stderr)
 	case "version", "--version", "-v":
 		fmt.Fprintln(stdout, versionString())
 		return 0
@@ -58,6 +67,9 @@ func usage(w io.Writer) {
 commands:
   serve      run a node (weir serve --help for flags)
   take       ask a node for a decision: weir take [--addr URL] LIMIT KEY [COST]
+  status     a node's view of the cluster: weir status [--addr URL] [--limit L --key K]
+  lease      acquire, renew or release a concurrency permit (weir lease --help)
+  healthcheck  exit 0 when the node is ready (container health checks)
   validate   check a limits file: weir validate FILE
   version    print the version
 `)

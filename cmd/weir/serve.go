@@ -6,16 +6,68 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/weir-rl/weir/node"
+	"github.com/weir-rl/weir/ring"
 )
 
+// clusterFlags are the serve flags that need parsing after flag.Parse.
+type clusterFlags struct {
+	gossipAddr string
+	join       string
+	timing     string
+}
+
+// apply copies the parsed cluster flags into cfg.
+func (cf clusterFlags) apply(cfg *node.Config) error {
+	host, port, err := net.SplitHostPort(cf.gossipAddr)
+	if err != nil {
+		return fmt.Errorf("--gossip-addr %q: %w", cf.gossipAddr, err)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p < 0 || p > 65535 {
+		return fmt.Errorf("--gossip-addr %q: bad port", cf.gossipAddr)
+	}
+	if host == "" {
+		host = "0.0.0.0"
+	}
+	cfg.Ring.BindAddr, cfg.Ring.BindPort = host, p
+	cfg.Ring.Join = nil
+	for _, j := range strings.Split(cf.join, ",") {
+		if j = strings.TrimSpace(j); j != "" {
+			cfg.Ring.Join = append(cfg.Ring.Join, j)
+		}
+	}
+	switch cf.timing {
+	case "lan":
+		cfg.Ring.Timing = ring.LANTiming()
+	case "local":
+		cfg.Ring.Timing = ring.LocalTiming()
+		cfg.Ring.RebuildDebounce = ring.LocalConfig().RebuildDebounce
+		cfg.Ring.RejoinInterval = ring.LocalConfig().RejoinInterval
+		cfg.HandoffWindow = 2 * time.Second
+	default:
+		return fmt.Errorf("--timing %q: want lan or local", cf.timing)
+	}
+	return nil
+}
+
 // serveFlags binds the flags of `weir serve` to a node.Config.
-func serveFlags(fs *flag.FlagSet, cfg *node.Config, logFormat *string) {
+func serveFlags(fs *flag.FlagSet, cfg *node.Config, cf *clusterFlags, logFormat *string) {
+	fs.StringVar(&cf.gossipAddr, "gossip-addr", ":7946", "gossip (memberlist) listen address, UDP and TCP")
+	fs.StringVar(&cfg.Ring.AdvertiseAddr, "advertise-addr", "", "IP other members reach this node at (default: picked by memberlist)")
+	fs.StringVar(&cfg.PeerAddr, "peer-addr", cfg.PeerAddr, "peer gRPC listen address (forwards and handoff between members)")
+	fs.StringVar(&cf.join, "join", "", "seeds to join: host:port,... or a DNS name (re-resolved on every retry)")
+	fs.StringVar(&cfg.ClusterSecretFile, "cluster-secret-file", "", "file holding the cluster secret (gossip encryption and peer auth)")
+	fs.StringVar(&cf.timing, "timing", "lan", "failure-detection profile: lan or local (fast, for tests on one machine)")
+	fs.BoolVar(&cfg.Clustered, "cluster", cfg.Clustered, "run gossip and the peer service (false: a cluster of one with no gossip port)")
 	fs.StringVar(&cfg.NodeName, "node-name", cfg.NodeName, "name of this member in the cluster")
 	fs.StringVar(&cfg.HTTPAddr, "http-addr", cfg.HTTPAddr, "public HTTP listen address")
 	fs.StringVar(&cfg.GRPCAddr, "grpc-addr", cfg.GRPCAddr, "public gRPC listen address")
@@ -33,9 +85,14 @@ func serve(args []string, stderr io.Writer) int {
 		cfg.NodeName = h
 	}
 	logFormat := "text"
+	var cf clusterFlags
 	fs := newFlagSet("serve", stderr)
-	serveFlags(fs, &cfg, &logFormat)
+	serveFlags(fs, &cfg, &cf, &logFormat)
 	if err := parseWithEnv(fs, args, os.Getenv); err != nil {
+		return 2
+	}
+	if err := cf.apply(&cfg); err != nil {
+		fmt.Fprintf(stderr, "weir serve: %v\n", err)
 		return 2
 	}
 	var h slog.Handler = slog.NewTextHandler(stderr, nil)

@@ -1,0 +1,416 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/weir-rl/weir/api"
+	"github.com/weir-rl/weir/bucket"
+	"github.com/weir-rl/weir/node/limits"
+	"github.com/weir-rl/weir/ring"
+	"github.com/weir-rl/weir/transport"
+)
+
+// proxyLimit is how long a node waits for a pull or a proxied forward.
+const pullLimit = 50 * time.Millisecond
+
+// cluster routes checks over the ring and serves peers. It implements the
+// engine's router and transport.Handler.
+//
+// Ownership changes are handled without consensus, in three moves that
+// keep a moved bucket's debt (DESIGN §6):
+//
+//   - push: when its view changes, a node hands every bucket it no longer
+//     owns to the new owner (transport Handoff) and only then forgets it;
+//   - pull: a node that owns a key it holds no bucket for, within
+//     HandoffWindow of a view change (or when the previous owner itself
+//     forwarded the key), first pulls the bucket from the key's owner in the
+//     view without itself; the sender extracts it and from then on passes
+//     requests for that key on to the puller (a "moved" mark, kept for
+//     HandoffWindow), so the key is decided in one place;
+//   - proxy: a node asked about a key it does not own passes the request on
+//     once to the owner in its own view; a request already passed on is
+//     answered NotOwner, and its sender falls back to a local ceiling.
+//
+// Receivers merge conservatively (the fewer tokens wins), so a state
+// arriving twice, by push and by pull, never mints tokens.
+type cluster struct {
+	self   string
+	ring   *ring.Ring
+	pool   *transport.Pool
+	eng    *engine
+	node   *Node
+	log    *slog.Logger
+	now    func() time.Time
+	window time.Duration // HandoffWindow
+	// requireJoin: started with --join, so decide only from local ceilings
+	// until a seed answered (DESIGN §6).
+	requireJoin bool
+	m           *clusterMetrics
+
+	mu       sync.Mutex                 // guards the fields below
+	moved    map[movedKey]moved         // keys pulled away from this node, by (limit, key)
+	pulling  map[movedKey]chan struct{} // in-flight pulls, so one key is pulled once
+	changed  time.Time                  // when this node's view last changed
+	leaving  *ring.View                 // set while handing everything off before leaving
+	last     *ring.View                 // the previous view, to spot failures
+	failures []failure                  // recent member failures, for lease takeover windows
+}
+
+type movedKey struct{ limit, key string }
+
+type moved struct {
+	to    string // member name
+	until time.Time
+}
+
+var _ router = (*cluster)(nil)
+var _ transport.Handler = (*cluster)(nil)
+
+// view returns the view requests are routed by: the view without this node
+// while it hands off before leaving.
+func (c *cluster) view() *ring.View {
+	c.mu.Lock()
+	l := c.leaving
+	c.mu.Unlock()
+	if l != nil {
+		return l
+	}
+	return c.ring.View()
+}
+
+// addr returns a live member's peer address, or "" when it is unreachable.
+func addrOf(v *ring.View, name string) string {
+	m, ok := v.Member(name)
+	if !ok || m.State != ring.Alive {
+		return ""
+	}
+	return m.Meta.GRPCAddr
+}
+
+// owner implements router.
+func (c *cluster) owner(limit, key string) (string, bool, bool) {
+	if c.requireJoin && !c.ring.Joined() {
+		return "", false, false
+	}
+	v := c.view()
+	if to, ok := c.movedTo(limit, key); ok {
+		if to == c.self {
+			return "", true, true
+		}
+		addr := addrOf(v, to)
+		return addr, false, addr != ""
+	}
+	m, ok := v.Owner(ring.HashKey(limit, key))
+	if !ok {
+		return "", false, false
+	}
+	if m.Name != c.self {
+		if m.State != ring.Alive { // suspect or dead: unreachable (DESIGN §6)
+			return "", false, false
+		}
+		return m.Meta.GRPCAddr, false, true
+	}
+	return "", true, true
+}
+
+// movedTo reports where a key this node handed over is decided now.
+func (c *cluster) movedTo(limit, key string) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.moved) == 0 {
+		return "", false
+	}
+	mv, ok := c.moved[movedKey{limit, key}]
+	if !ok {
+		return "", false
+	}
+	if c.now().After(mv.until) {
+		delete(c.moved, movedKey{limit, key})
+		return "", false
+	}
+	return mv.to, true
+}
+
+// known implements router.
+func (c *cluster) known() int { return max(len(c.ring.View().Members), 1) }
+
+// forward implements router.
+func (c *cluster) forward(ctx context.Context, peer string, op forwardOp, checks []api.Check) ([]api.Result, bool, error) {
+	req := transport.Request{Op: transport.OpTake, Checks: toTransport(checks), Epoch: c.ring.View().Epoch}
+	if op == opRefund {
+		req.Op = transport.OpRefund
+	}
+	rep, err := c.pool.Do(ctx, peer, req)
+	if err != nil {
+		return nil, false, err
+	}
+	if rep.ErrCode != 0 {
+		return nil, false, &api.Error{Code: api.Code(rep.ErrCode), Detail: rep.ErrDetail}
+	}
+	if rep.NotOwner {
+		c.m.notOwner.Inc()
+		return nil, false, errNotOwner
+	}
+	if op == opRefund {
+		return nil, true, nil
+	}
+	if len(rep.Results) != len(checks) {
+		return nil, false, errors.New("node: owner answered the wrong number of results")
+	}
+	out := make([]api.Result, len(checks))
+	allowed := true
+	for i, r := range rep.Results {
+		out[i] = api.Result{Limit: checks[i].Limit, Allowed: r.Allowed, Remaining: r.Remaining, Capacity: r.Capacity,
+			RetryAfter: r.RetryAfter, ResetAfter: r.ResetAfter, Window: r.Window, Source: api.SourceOwner}
+		allowed = allowed && r.Allowed
+	}
+	return out, allowed, nil
+}
+
+var errNotOwner = errors.New("node: the owner's ring disagrees")
+
+func toTransport(checks []api.Check) []transport.Check {
+	out := make([]transport.Check, len(checks))
+	for i, c := range checks {
+		out[i] = transport.Check{Limit: c.Limit, Key: c.Key, Cost: c.Cost}
+	}
+	return out
+}
+
+func fromTransport(checks []transport.Check) []api.Check {
+	out := make([]api.Check, len(checks))
+	for i, c := range checks {
+		out[i] = api.Check{Limit: c.Limit, Key: c.Key, Cost: c.Cost}
+	}
+	return out
+}
+
+// pull makes sure this node holds the state of every check's bucket before
+// it decides them: a bucket it does not hold is pulled from from (when a
+// previous owner handed the request over) or, within HandoffWindow of a view
+// change, from the key's owner in the view without this node.
+func (c *cluster) pull(ctx context.Context, f *limits.File, checks []api.Check, from string) {
+	v := c.ring.View()
+	c.mu.Lock()
+	recent := c.now().Sub(c.changed) < c.window
+	c.mu.Unlock()
+	if !recent && from == "" {
+		return
+	}
+	var without *ring.View
+	for _, ch := range checks {
+		if c.eng.store.Has(ch.Limit, ch.Key) {
+			continue
+		}
+		src := from
+		if src == "" {
+			if without == nil {
+				without = v.Without(c.self)
+			}
+			m, ok := without.Owner(ring.HashKey(ch.Limit, ch.Key))
+			if !ok || m.Name == c.self {
+				continue
+			}
+			src = m.Name
+		}
+		addr := addrOf(v, src)
+		if addr == "" {
+			continue
+		}
+		c.pullOne(ctx, f, addr, ch)
+	}
+}
+
+// pullOne pulls one bucket, once even when many requests miss it together.
+func (c *cluster) pullOne(ctx context.Context, f *limits.File, addr string, ch api.Check) {
+	k := movedKey{ch.Limit, ch.Key}
+	c.mu.Lock()
+	if wait, ok := c.pulling[k]; ok {
+		c.mu.Unlock()
+		select {
+		case <-wait:
+		case <-ctx.Done():
+		}
+		return
+	}
+	done := make(chan struct{})
+	c.pulling[k] = done
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.pulling, k)
+		c.mu.Unlock()
+		close(done)
+	}()
+	pctx, cancel := context.WithTimeout(ctx, pullLimit)
+	defer cancel()
+	rep, err := c.pool.Do(pctx, addr, transport.Request{Op: transport.OpPull, Checks: []transport.Check{{Limit: ch.Limit, Key: ch.Key}}})
+	if err != nil {
+		c.m.pulls.WithLabelValues("error").Inc()
+		return
+	}
+	c.m.pulls.WithLabelValues("ok").Inc()
+	c.merge(f, rep.Entries)
+}
+
+// merge folds handed-over bucket entries into the store, conservatively.
+func (c *cluster) merge(f *limits.File, entries []transport.HandoffEntry) {
+	var bs []bucket.Entry
+	for _, e := range entries {
+		if e.Kind != transport.HandoffBucket {
+			continue
+		}
+		if s, ok := decodeSnapshot(e.Fields); ok {
+			bs = append(bs, bucket.Entry{Name: e.Limit, Key: e.Key, Snapshot: s})
+		}
+	}
+	if len(bs) == 0 {
+		return
+	}
+	c.eng.store.MergeAt(c.now(), bs, func(name string) (bucket.Limit, bool) {
+		l, ok := f.Lookup(name)
+		if !ok || l.Kind != limits.KindRate {
+			return bucket.Limit{}, false
+		}
+		return l.Bucket, true
+	})
+	c.m.handoff.WithLabelValues("in").Add(float64(len(bs)))
+}
+
+// Serve implements transport.Handler: the owner's side of forwards.
+func (c *cluster) Serve(ctx context.Context, from string, reqs []transport.Request) []transport.Reply {
+	out := make([]transport.Reply, len(reqs))
+	f := c.eng.limits()
+	for i, r := range reqs {
+		out[i] = c.serveOne(ctx, f, from, r)
+		out[i].Epoch = c.ring.View().Epoch
+		out[i].RulesVersion = f.Version
+	}
+	return out
+}
+
+func (c *cluster) serveOne(ctx context.Context, f *limits.File, from string, r transport.Request) transport.Reply {
+	switch r.Op {
+	case transport.OpPull:
+		return c.servePull(from, r)
+	case transport.OpRefund:
+		c.eng.store.RefundAt(c.now(), refundChecks(f, fromTransport(r.Checks)))
+		return transport.Reply{}
+	case transport.OpTake:
+		return c.serveTake(ctx, f, from, r)
+	default:
+		return c.serveLease(ctx, f, from, r)
+	}
+}
+
+// serveTake decides a forwarded take if this node owns every key, passes
+// it on once if another member does, and says NotOwner otherwise.
+func (c *cluster) serveTake(ctx context.Context, f *limits.File, from string, r transport.Request) transport.Reply {
+	checks := fromTransport(r.Checks)
+	v := c.view()
+	pullFrom := ""
+	target := ""
+	for _, ch := range checks {
+		name := c.self
+		if to, ok := c.movedTo(ch.Limit, ch.Key); ok {
+			name = to
+		} else if m, ok := v.Owner(ring.HashKey(ch.Limit, ch.Key)); ok {
+			name = m.Name
+		}
+		if name == from && from != c.self {
+			// The sender owns the key in our view yet sends it here: its
+			// view has moved the key to us. Take over, pulling its state.
+			name, pullFrom = c.self, from
+		}
+		if target == "" {
+			target = name
+		}
+		if name != target {
+			return transport.Reply{NotOwner: true}
+		}
+	}
+	if target != c.self {
+		addr := addrOf(v, target)
+		if r.Proxied || addr == "" {
+			return transport.Reply{NotOwner: true}
+		}
+		r.Proxied = true
+		rep, err := c.pool.Do(ctx, addr, r)
+		if err != nil {
+			return transport.Reply{NotOwner: true}
+		}
+		c.m.proxied.Inc()
+		return rep
+	}
+	c.pull(ctx, f, checks, pullFrom)
+	res, _, err := c.eng.ownerTake(f, checks)
+	if err != nil {
+		return errReply(err)
+	}
+	rep := transport.Reply{Results: make([]transport.Result, len(res))}
+	for i, x := range res {
+		rep.Results[i] = transport.Result{Allowed: x.Allowed, Remaining: x.Remaining, Capacity: x.Capacity,
+			RetryAfter: x.RetryAfter, ResetAfter: x.ResetAfter, Window: x.Window}
+	}
+	return rep
+}
+
+// servePull hands over the named buckets and marks them moved to the
+// puller, so this node stops deciding them.
+func (c *cluster) servePull(from string, r transport.Request) transport.Reply {
+	var rep transport.Reply
+	now := c.now()
+	for _, ch := range r.Checks {
+		c.markMoved(ch.Limit, ch.Key, from)
+		if e, ok := c.eng.store.ExtractAt(now, ch.Limit, ch.Key); ok {
+			rep.Entries = append(rep.Entries, transport.HandoffEntry{Kind: transport.HandoffBucket,
+				Limit: e.Name, Key: e.Key, Fields: encodeSnapshot(e.Snapshot)})
+		}
+	}
+	c.m.handoff.WithLabelValues("out").Add(float64(len(rep.Entries)))
+	return rep
+}
+
+// markMoved records that (limit, key) is now decided by member to.
+func (c *cluster) markMoved(limit, key, to string) {
+	c.mu.Lock()
+	c.moved[movedKey{limit, key}] = moved{to: to, until: c.now().Add(c.window)}
+	c.mu.Unlock()
+}
+
+func errReply(err error) transport.Reply {
+	var apiErr *api.Error
+	if errors.As(err, &apiErr) {
+		return transport.Reply{ErrCode: uint8(apiErr.Code), ErrDetail: apiErr.Detail}
+	}
+	return transport.Reply{ErrCode: uint8(api.CodeUnavailable), ErrDetail: err.Error()}
+}
+
+// Handoff implements transport.Handler: state pushed by a previous owner.
+func (c *cluster) Handoff(_ context.Context, _ string, entries []transport.HandoffEntry) error {
+	f := c.eng.limits()
+	c.merge(f, entries)
+	c.importLeases(entries)
+	return nil
+}
+
+// encodeSnapshot and decodeSnapshot carry a bucket.Snapshot as int64s.
+func encodeSnapshot(s bucket.Snapshot) []int64 {
+	full := int64(0)
+	if s.Full {
+		full = 1
+	}
+	return []int64{int64(s.Algorithm), full, s.Count, s.Frac, s.Prev, int64(s.Ahead), int64(s.Since), int64(s.Left), int64(s.UntilFull)}
+}
+
+func decodeSnapshot(f []int64) (bucket.Snapshot, bool) {
+	if len(f) != 9 || f[0] < 0 || f[0] > int64(bucket.FixedWindow) {
+		return bucket.Snapshot{}, false
+	}
+	return bucket.Snapshot{Algorithm: bucket.Algorithm(f[0]), Full: f[1] == 1, Count: f[2], Frac: f[3], Prev: f[4],
+		Ahead: time.Duration(f[5]), Since: time.Duration(f[6]), Left: time.Duration(f[7]), UntilFull: time.Duration(f[8])}, true
+}

@@ -1,0 +1,317 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	sockaddr "github.com/hashicorp/go-sockaddr"
+	"google.golang.org/grpc"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/weir-rl/weir/api"
+	"github.com/weir-rl/weir/bucket"
+	"github.com/weir-rl/weir/node/limits"
+	"github.com/weir-rl/weir/ring"
+	"github.com/weir-rl/weir/transport"
+)
+
+// clusterMetrics are the collectors of the cluster part of a node.
+type clusterMetrics struct {
+	forwardLatency *prometheus.HistogramVec // peer
+	forwardErrors  *prometheus.CounterVec   // peer
+	batchSize      prometheus.Histogram
+	handoff        *prometheus.CounterVec // direction: in|out
+	pulls          *prometheus.CounterVec // result: ok|error
+	proxied        prometheus.Counter
+	notOwner       prometheus.Counter
+	epoch          prometheus.Gauge
+	members        *prometheus.GaugeVec // state
+}
+
+func newClusterMetrics(reg prometheus.Registerer) *clusterMetrics {
+	m := &clusterMetrics{
+		forwardLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "weir_forward_duration_seconds", Help: "Forward round trips to an owner, by peer address.",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1},
+		}, []string{"peer"}),
+		forwardErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "weir_forward_errors_total", Help: "Forwards that did not reach the owner in time, by peer address.",
+		}, []string{"peer"}),
+		batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "weir_forward_batch_size", Help: "Requests per forwarded batch.",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256},
+		}),
+		handoff: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "weir_handoff_buckets_total", Help: "Buckets handed over on ownership changes, by direction (in, out).",
+		}, []string{"direction"}),
+		pulls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "weir_handoff_pulls_total", Help: "First-miss pulls of a moved bucket, by result.",
+		}, []string{"result"}),
+		proxied: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "weir_forward_proxied_total", Help: "Forwards passed on once because views disagreed.",
+		}),
+		notOwner: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "weir_forward_not_owner_total", Help: "Forwards the receiver refused because its ring disagreed.",
+		}),
+		epoch: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "weir_ring_epoch", Help: "This node's ring epoch: the number of ring changes it has seen.",
+		}),
+		members: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "weir_members", Help: "Known members by state.",
+		}, []string{"state"}),
+	}
+	reg.MustRegister(m.forwardLatency, m.forwardErrors, m.batchSize, m.handoff, m.pulls, m.proxied, m.notOwner, m.epoch, m.members)
+	return m
+}
+
+// observer feeds transport events into the metrics.
+type observer struct{ m *clusterMetrics }
+
+func (o observer) BatchSent(_ string, size int) { o.m.batchSize.Observe(float64(size)) }
+func (o observer) Forwarded(peer string, d time.Duration, err error) {
+	if err != nil {
+		o.m.forwardErrors.WithLabelValues(peer).Inc()
+		return
+	}
+	o.m.forwardLatency.WithLabelValues(peer).Observe(d.Seconds())
+}
+
+// watch follows ring changes: it records when the view changed and pushes
+// the buckets and leases this node no longer owns to their new owners.
+func (c *cluster) watch(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case v, ok := <-c.ring.Changes():
+			if !ok || v == nil {
+				return
+			}
+			c.mu.Lock()
+			c.changed = c.now()
+			prev := c.last
+			c.last = v
+			c.mu.Unlock()
+			c.noteFailures(prev, v)
+			c.observe(v)
+			if v.Majority {
+				c.pushMoved(ctx, v)
+			}
+		}
+	}
+}
+
+func (c *cluster) observe(v *ring.View) {
+	c.m.epoch.Set(float64(v.Epoch))
+	counts := map[string]int{}
+	for _, m := range v.Members {
+		counts[m.State.String()]++
+	}
+	for _, s := range []string{"alive", "suspect", "dead"} {
+		c.m.members.WithLabelValues(s).Set(float64(counts[s]))
+	}
+}
+
+// pushMoved hands every bucket and lease whose owner in v is another live
+// member to that member. A bucket leaves this node only once the new owner
+// stored it; until then a pull finds it here.
+func (c *cluster) pushMoved(ctx context.Context, v *ring.View) {
+	now := c.now()
+	pick := func(name, key string) bool {
+		m, ok := v.Owner(ring.HashKey(name, key))
+		return ok && m.Name != c.self && m.State == ring.Alive
+	}
+	byOwner := map[string][]transport.HandoffEntry{}
+	for _, e := range c.eng.store.ExportAt(now, pick, false) {
+		m, _ := v.Owner(ring.HashKey(e.Name, e.Key))
+		byOwner[m.Name] = append(byOwner[m.Name], transport.HandoffEntry{Kind: transport.HandoffBucket,
+			Limit: e.Name, Key: e.Key, Fields: encodeSnapshot(e.Snapshot)})
+	}
+	for name, entries := range c.exportLeases(v, pick) {
+		byOwner[name] = append(byOwner[name], entries...)
+	}
+	for name, entries := range byOwner {
+		addr := addrOf(v, name)
+		if addr == "" {
+			continue
+		}
+		if err := c.pool.Handoff(ctx, addr, entries); err != nil {
+			c.log.Warn("handoff failed; the new owner pulls on first miss", "to", name, "buckets", len(entries), "err", err)
+			continue
+		}
+		c.m.handoff.WithLabelValues("out").Add(float64(len(entries)))
+		c.log.Info("handed off", "to", name, "entries", len(entries))
+		for _, e := range entries {
+			if e.Kind == transport.HandoffBucket {
+				c.markMoved(e.Limit, e.Key, name)
+				c.eng.store.ExtractAt(c.now(), e.Limit, e.Key)
+			}
+		}
+	}
+}
+
+// leave hands everything to the owners in the view without this node,
+// then leaves the gossip. Requests that arrive meanwhile are routed by that
+// view, so the successors decide them (pulling from here if need be).
+func (c *cluster) leave(ctx context.Context, timeout time.Duration) error {
+	without := c.ring.View().Without(c.self)
+	c.mu.Lock()
+	c.leaving = without
+	c.mu.Unlock()
+	if without.Live > 0 {
+		c.pushMoved(ctx, without)
+	}
+	return c.ring.Leave(timeout)
+}
+
+// info reports membership for /v1/cluster and weir status.
+func (c *cluster) info(limit, key string) api.ClusterInfo {
+	v := c.ring.View()
+	info := api.ClusterInfo{Node: c.self, Epoch: v.Epoch}
+	for _, m := range v.Members {
+		info.Members = append(info.Members, api.Member{Name: m.Name, Addr: m.Addr, State: m.State.String(), LimitsVersion: m.Meta.LimitsVersion})
+	}
+	if limit != "" || key != "" {
+		if m, ok := v.Owner(ring.HashKey(limit, key)); ok {
+			info.Owner = m.Name
+		}
+	}
+	return info
+}
+
+// refundChecks builds the bucket checks of a refund from the limits file.
+func refundChecks(f *limits.File, checks []api.Check) []bucket.Check {
+	var bcs []bucket.Check
+	for _, ch := range checks {
+		if l, ok := f.Lookup(ch.Limit); ok && l.Kind == limits.KindRate && !l.Shadow {
+			bcs = append(bcs, bucket.Check{Name: l.Name, Limit: l.Bucket, Key: ch.Key, Cost: ch.Cost})
+		}
+	}
+	return bcs
+}
+
+// startCluster opens the peer service, joins the gossip and plugs the
+// cluster router into the engine. Called from Start with n.mu held.
+func (n *Node) startCluster(ctx context.Context) error {
+	cfg := n.cfg
+	var gossipKey, token []byte
+	if cfg.ClusterSecretFile != "" {
+		secret, err := transport.ReadSecretFile(cfg.ClusterSecretFile)
+		if err != nil {
+			return fmt.Errorf("node: cluster secret: %w", err)
+		}
+		gk, tok := transport.DeriveKeys(secret)
+		gossipKey, token = gk[:], tok
+	}
+	listen := n.deps.ListenPeer
+	if listen == nil {
+		listen = net.Listen
+	}
+	ln, err := listen("tcp", cfg.PeerAddr)
+	if err != nil {
+		return fmt.Errorf("node: peer listen: %w", err)
+	}
+	advertise, err := peerAdvertise(cfg, ln.Addr().String())
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	fwd := cfg.Forward
+	fwd.Self, fwd.Token = cfg.NodeName, token
+	cm := newClusterMetrics(n.reg)
+	fwd.Observer = observer{cm}
+	pool := transport.NewPool(fwd)
+	rc := cfg.Ring
+	rc.Name, rc.GossipKey = cfg.NodeName, gossipKey
+	if rc.Logger == nil {
+		rc.Logger = n.log
+	}
+	r, err := ring.New(rc, ring.Meta{GRPCAddr: advertise, LimitsVersion: n.limits.Current().Version, Incarnation: time.Now().UnixNano()})
+	if err != nil {
+		_ = ln.Close()
+		_ = pool.Close()
+		return err
+	}
+	c := &cluster{self: cfg.NodeName, ring: r, pool: pool, eng: n.eng, node: n, log: n.log, now: n.eng.now,
+		window: cfg.HandoffWindow, requireJoin: len(rc.Join) > 0, m: cm,
+		moved: map[movedKey]moved{}, pulling: map[movedKey]chan struct{}{}}
+	srv := transport.NewServer(c, token)
+	if err := r.Start(ctx); err != nil {
+		_ = ln.Close()
+		_ = pool.Close()
+		return fmt.Errorf("node: gossip: %w", err)
+	}
+	n.cluster, n.peerLn, n.peerSrv, n.pool = c, ln, srv, pool
+	n.eng.router = c
+	n.goRun(func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, grpc.ErrServerStopped) && !errors.Is(err, net.ErrClosed) {
+			n.log.Error("peer server stopped", "err", err)
+		}
+	})
+	n.goRun(func() { c.watch(ctx) })
+	n.log.Info("cluster started", "gossip", rc.BindAddr, "peer", advertise, "join", rc.Join, "secret", len(token) > 0)
+	return nil
+}
+
+// peerAdvertise picks the peer address other members dial.
+func peerAdvertise(cfg Config, bound string) (string, error) {
+	if cfg.PeerAdvertise != "" {
+		return cfg.PeerAdvertise, nil
+	}
+	host, port, err := net.SplitHostPort(bound)
+	if err != nil {
+		return "", fmt.Errorf("node: peer address %q: %w", bound, err)
+	}
+	if cfg.Ring.AdvertiseAddr != "" {
+		return net.JoinHostPort(cfg.Ring.AdvertiseAddr, port), nil
+	}
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		priv, err := sockaddr.GetPrivateIP()
+		if err != nil || priv == "" {
+			return "", errors.New("node: cannot pick a peer address to advertise: set --advertise-addr")
+		}
+		return net.JoinHostPort(priv, port), nil
+	}
+	return bound, nil
+}
+
+// stopCluster hands this node's state off, leaves the gossip, and stops
+// the peer service.
+func (n *Node) stopCluster(ctx context.Context) error {
+	c := n.cluster
+	err := c.leave(ctx, n.cfg.LeaveTimeout)
+	if err != nil {
+		n.log.Warn("leave", "err", err)
+	}
+	stopped := make(chan struct{})
+	go func() {
+		n.peerSrv.GracefulStop()
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+	case <-ctx.Done():
+		n.peerSrv.Stop()
+		<-stopped
+	}
+	_ = n.pool.Close()
+	if e := c.ring.Close(); e != nil && err == nil {
+		err = e
+	}
+	return err
+}
+
+// setLimitsVersion gossips a new limits version.
+func (c *cluster) setLimitsVersion(v int64) {
+	m, ok := c.ring.View().Member(c.self)
+	if !ok {
+		return
+	}
+	meta := m.Meta
+	meta.LimitsVersion = v
+	c.ring.SetMeta(meta)
+}
