@@ -21,6 +21,7 @@ type leases struct {
 	mu      sync.Mutex // guards table and waiters
 	table   *lease.Table
 	waiters map[uint64]chan lease.Grant // parked callers by ticket; closed when dropped
+	closed  bool                        // shutting down: nobody parks any more
 	kick    chan struct{}               // wakes the timer loop when Next may have moved
 }
 
@@ -73,6 +74,11 @@ func (s *leases) acquire(ctx context.Context, l *limits.Limit, req api.AcquireRe
 	if err == nil && out.Status == lease.Queued {
 		ch = make(chan lease.Grant, 1)
 		s.waiters[out.Waiter] = ch
+		if s.closed { // shutting down: refuse at once instead of parking
+			s.table.Cancel(out.Waiter)
+			delete(s.waiters, out.Waiter)
+			close(ch)
+		}
 	}
 	s.deliver(ev)
 	s.mu.Unlock()
@@ -155,6 +161,19 @@ func (s *leases) release(id string) {
 		if limit, _, ok := lease.ParseID(id); ok {
 			s.m.leaseEvents.WithLabelValues(limit, "released").Inc()
 		}
+	}
+}
+
+// drain answers every parked caller with a refusal and parks nobody after,
+// so a graceful shutdown is not held up by queued acquires.
+func (s *leases) drain() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	for t, ch := range s.waiters {
+		s.table.Cancel(t)
+		delete(s.waiters, t)
+		close(ch)
 	}
 }
 

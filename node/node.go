@@ -270,6 +270,8 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	}
 	n.shutdown = true
 	n.mu.Unlock()
+	n.leases.drain()
+	n.fallbackLeases.drain()
 
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.ShutdownTimeout)
 	defer cancel()

@@ -1,0 +1,445 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/weir-rl/weir/api"
+	"github.com/weir-rl/weir/internal/simnet"
+	"github.com/weir-rl/weir/ring"
+)
+
+// simCluster is an in-process cluster whose gossip and peer traffic cross
+// a simulated network, so partitions need no root. Public APIs are not
+// started on sockets: tests call the nodes' Decider methods directly.
+type simCluster struct {
+	t     *testing.T
+	net   *simnet.Network
+	nodes map[string]*Node
+	hosts map[string]string // node name → host
+	file  string            // limits file
+	// deadline overrides the forward deadline when set.
+	deadline time.Duration
+}
+
+// simLimits: slow refills, so wall-clock time during a test mints nothing
+// that matters; "open" and "closed" variants for the failure policies.
+const simLimits = `version: 1
+limits:
+  - name: hot
+    algorithm: token_bucket
+    capacity: 60
+    rate: 1/h
+  - name: paced
+    algorithm: token_bucket
+    capacity: 20
+    rate: 10/s
+  - name: shut
+    algorithm: token_bucket
+    capacity: 60
+    rate: 1/h
+    on_owner_unreachable: closed
+  - name: db
+    kind: concurrency
+    permits: 6
+    lease_ttl: 2s
+`
+
+func newSimCluster(t *testing.T) *simCluster {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "limits.yaml")
+	if err := os.WriteFile(file, []byte(simLimits), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sn := simnet.New(1)
+	t.Cleanup(func() { _ = sn.Close() })
+	return &simCluster{t: t, net: sn, nodes: map[string]*Node{}, hosts: map[string]string{}, file: file}
+}
+
+// add starts member name on host, joining seed ("" for the first).
+func (c *simCluster) add(name, host, seed, secretFile string) *Node {
+	c.t.Helper()
+	cfg := LocalConfig()
+	cfg.NodeName = name
+	cfg.LimitsPath = c.file
+	cfg.Clustered = true
+	cfg.ClusterSecretFile = secretFile
+	cfg.PeerAddr = host + ":7947"
+	cfg.PeerAdvertise = host + ":7947"
+	cfg.Forward.Dialer = func(ctx context.Context, addr string) (net.Conn, error) { return c.net.Dial(ctx, host, addr) }
+	// A generous forward deadline: under -race on two cores a forward can
+	// take tens of milliseconds, and these tests assert exactness without
+	// faults. TestClusterKilledOwnerFallsBackThenMoves sets its own.
+	cfg.Forward.Deadline = time.Second
+	if c.deadline > 0 {
+		cfg.Forward.Deadline = c.deadline
+	}
+	tr, err := c.net.Transport(host, 7946)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	cfg.Ring.Transport = tr
+	if seed != "" {
+		cfg.Ring.Join = []string{seed + ":7946"}
+	}
+	n, err := New(cfg, Deps{ListenPeer: func(string, string) (net.Listener, error) { return c.net.Listen(host, 7947) }})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if err := n.Start(context.Background()); err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(func() { _ = n.Shutdown(context.Background()) })
+	c.nodes[name], c.hosts[name] = n, host
+	return n
+}
+
+func (c *simCluster) start(count int) {
+	for i := 1; i <= count; i++ {
+		seed := ""
+		if i > 1 {
+			seed = "10.0.0.1"
+		}
+		c.add(fmt.Sprintf("n%d", i), fmt.Sprintf("10.0.0.%d", i), seed, "")
+	}
+	c.waitConverged(count)
+}
+
+// waitConverged waits until every running node sees want alive members.
+func (c *simCluster) waitConverged(want int) {
+	c.t.Helper()
+	waitFor(c.t, 15*time.Second, fmt.Sprintf("%d alive members everywhere", want), func() bool {
+		for _, n := range c.nodes {
+			if n.cluster == nil {
+				continue
+			}
+			v := n.cluster.ring.View()
+			alive := 0
+			for _, m := range v.Members {
+				if m.State == ring.Alive {
+					alive++
+				}
+			}
+			if alive != want || !n.Ready() {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition, not waiting for an effect
+	}
+}
+
+func (c *simCluster) names() []string {
+	var out []string
+	for name := range c.nodes {
+		out = append(out, name)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// ownerOf names the owner of (limit, key) in node n's view.
+func ownerOf(n *Node, limit, key string) string {
+	m, _ := n.cluster.ring.View().Owner(ring.HashKey(limit, key))
+	return m.Name
+}
+
+// takeMany runs total concurrent takes of cost 1 spread over the given
+// nodes and returns how many were admitted, by source.
+func takeMany(t *testing.T, nodes []*Node, limit, key string, total int) (owner, fallback int) {
+	t.Helper()
+	var ownerN, fallbackN atomic.Int64
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 64)
+	for i := range total {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			resp, err := nodes[i%len(nodes)].Take(context.Background(), []api.Check{{Limit: limit, Key: key, Cost: 1}})
+			if err != nil {
+				return
+			}
+			if resp.Allowed {
+				if resp.Results[0].Source == api.SourceFallback {
+					fallbackN.Add(1)
+				} else {
+					ownerN.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return int(ownerN.Load()), int(fallbackN.Load())
+}
+
+func TestClusterExactUnderConcurrency(t *testing.T) {
+	for _, size := range []int{3, 5} {
+		t.Run(fmt.Sprintf("%d-nodes", size), func(t *testing.T) {
+			c := newSimCluster(t)
+			c.start(size)
+			var nodes []*Node
+			for _, name := range c.names() {
+				nodes = append(nodes, c.nodes[name])
+			}
+			for round := range 3 {
+				key := fmt.Sprintf("tenant:%d", round)
+				owner, fallback := takeMany(t, nodes, "hot", key, 600)
+				if owner != 60 || fallback != 0 {
+					t.Fatalf("round %d: admitted %d by owner and %d by fallback, want exactly 60 by owner", round, owner, fallback)
+				}
+			}
+			// A multi-check across owners spends everywhere or nowhere.
+			var a, b string
+			for i := 0; a == "" || b == ""; i++ {
+				k := fmt.Sprintf("pair:%d", i)
+				switch ownerOf(nodes[0], "hot", k) {
+				case "n1":
+					if a == "" {
+						a = k
+					}
+				default:
+					if b == "" {
+						b = k
+					}
+				}
+			}
+			if _, _, err := nodes[0].eng.store.TakeAt(time.Now(), nil, nil); err == nil {
+				_ = err
+			}
+			// Drain b at its owner, then ask for a and b together: denied, and
+			// a keeps its full budget.
+			if o, _ := takeMany(t, nodes[:1], "hot", b, 60); o != 60 {
+				t.Fatalf("draining %s admitted %d", b, o)
+			}
+			resp, err := nodes[0].Take(context.Background(), []api.Check{{Limit: "hot", Key: a, Cost: 10}, {Limit: "hot", Key: b, Cost: 1}})
+			if err != nil || resp.Allowed {
+				t.Fatalf("multi-check = %+v, %v; want denied", resp, err)
+			}
+			resp, err = nodes[1].Take(context.Background(), []api.Check{{Limit: "hot", Key: a, Cost: 1}})
+			if err != nil || resp.Results[0].Remaining != 59 {
+				t.Fatalf("after a denied multi-check, %s has %+v, want 59 remaining (refunded)", a, resp)
+			}
+		})
+	}
+}
+
+func TestClusterIsolatedNodeAdmitsOneShare(t *testing.T) {
+	c := newSimCluster(t)
+	c.start(3)
+	n3 := c.nodes["n3"]
+	// A key owned across the cut from n3.
+	key := ""
+	for i := 0; key == ""; i++ {
+		if k := fmt.Sprintf("iso:%d", i); ownerOf(n3, "hot", k) != "n3" {
+			key = k
+		}
+	}
+	c.net.Isolate(c.hosts["n3"])
+	// n3 fails to reach the owner (forward deadline), then decides from a
+	// local ceiling of 60/3 = 20 per known member, never more, for as long
+	// as the cut lasts, even after it declares the others dead.
+	owner, fallback := takeMany(t, []*Node{n3}, "hot", key, 100)
+	if owner != 0 || fallback != 20 {
+		t.Fatalf("isolated node admitted %d by owner, %d by fallback; want 0 and exactly one share (20)", owner, fallback)
+	}
+	waitFor(t, 15*time.Second, "n3 to see itself in the minority", func() bool {
+		v := n3.cluster.ring.View()
+		return v.Live == 1 && !v.Majority
+	})
+	owner, fallback = takeMany(t, []*Node{n3}, "hot", key, 100)
+	if owner != 0 || fallback != 0 {
+		t.Fatalf("minority node admitted %d+%d more; its share was spent", owner, fallback)
+	}
+	// A fail-closed limit answers Unavailable instead.
+	_, err := n3.Take(context.Background(), []api.Check{{Limit: "shut", Key: key, Cost: 1}})
+	if apiErr, ok := err.(*api.Error); !ok || apiErr.Code != api.CodeUnavailable {
+		t.Fatalf("closed limit across the cut: err = %v, want CodeUnavailable", err)
+	}
+	// Heal: the views converge and the key is decided by one owner again.
+	c.net.Heal()
+	c.waitConverged(3)
+	waitFor(t, 15*time.Second, "owners to agree", func() bool {
+		o := ownerOf(c.nodes["n1"], "hot", key)
+		return o == ownerOf(c.nodes["n2"], "hot", key) && o == ownerOf(n3, "hot", key)
+	})
+}
+
+func TestClusterKilledOwnerFallsBackThenMoves(t *testing.T) {
+	c := newSimCluster(t)
+	c.deadline = 100 * time.Millisecond
+	c.start(3)
+	n1 := c.nodes["n1"]
+	key := ""
+	for i := 0; key == ""; i++ {
+		if k := fmt.Sprintf("kill:%d", i); ownerOf(n1, "hot", k) == "n3" {
+			key = k
+		}
+	}
+	// Kill n3: its gossip and peer traffic stop without a goodbye.
+	c.net.Isolate(c.hosts["n3"])
+	_ = c.nodes["n3"].Shutdown(context.Background()) // its own teardown; peers see a silent node
+	start := time.Now()
+	resp, err := n1.Take(context.Background(), []api.Check{{Limit: "hot", Key: key, Cost: 1}})
+	if err != nil || !resp.Allowed || resp.Results[0].Source != api.SourceFallback {
+		t.Fatalf("take for a dead owner's key = %+v, %v; want an allowed fallback", resp, err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("fallback took %v; the forward deadline is 100ms", d)
+	}
+	waitFor(t, 15*time.Second, "n3's keys to move to a live member", func() bool {
+		o := ownerOf(n1, "hot", key)
+		return o != "n3" && o == ownerOf(c.nodes["n2"], "hot", key)
+	})
+	resp, err = n1.Take(context.Background(), []api.Check{{Limit: "hot", Key: key, Cost: 1}})
+	if err != nil || resp.Results[0].Source != api.SourceOwner {
+		t.Fatalf("after convergence: %+v, %v; want an owner decision", resp, err)
+	}
+}
+
+// TestClusterHandoffKeepsDebt: graceful join and leave under load. Every
+// admitted take, replayed through an ideal bucket at the instant its
+// answer came back (the latest it can have happened), never overdraws it.
+func TestClusterHandoffKeepsDebt(t *testing.T) {
+	c := newSimCluster(t)
+	c.start(3)
+	const capacity, rate = 20, 10.0 // "paced": 20, 10/s
+	keys := []string{"k:a", "k:b", "k:c", "k:d", "k:e", "k:f"}
+	var mu sync.Mutex
+	admitted := map[string][]span{}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var nodesMu sync.Mutex
+	live := []*Node{c.nodes["n1"], c.nodes["n2"], c.nodes["n3"]}
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				nodesMu.Lock()
+				n := live[(w+i)%len(live)]
+				nodesMu.Unlock()
+				key := keys[(w*7+i)%len(keys)]
+				call := time.Now()
+				resp, err := n.Take(context.Background(), []api.Check{{Limit: "paced", Key: key, Cost: 1}})
+				if err == nil && resp.Allowed {
+					ret := time.Now()
+					mu.Lock()
+					admitted[key] = append(admitted[key], span{call, ret})
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	time.Sleep(300 * time.Millisecond) // load runs before the join
+	c.add("n4", "10.0.0.4", "10.0.0.1", "")
+	c.waitConverged(4)
+	time.Sleep(300 * time.Millisecond) // and between the join and the leave
+	nodesMu.Lock()
+	live = []*Node{c.nodes["n1"], c.nodes["n2"], c.nodes["n4"]}
+	nodesMu.Unlock()
+	if err := c.nodes["n3"].Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	delete(c.nodes, "n3")
+	c.waitConverged(3)
+	time.Sleep(300 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	total := 0
+	for key, spans := range admitted {
+		if err := overdraws(spans, capacity, rate); err != nil {
+			t.Fatalf("key %s: %v", key, err)
+		}
+		total += len(spans)
+	}
+	if total < 100 {
+		t.Fatalf("only %d admissions: the load did not run", total)
+	}
+}
+
+func TestClusterWrongSecretCannotJoinOrForward(t *testing.T) {
+	c := newSimCluster(t)
+	dir := t.TempDir()
+	good, bad := filepath.Join(dir, "good"), filepath.Join(dir, "bad")
+	if err := os.WriteFile(good, []byte("correct horse battery staple\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bad, []byte("something else"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c.add("n1", "10.0.0.1", "", good)
+	c.add("n2", "10.0.0.2", "10.0.0.1", good)
+	c.waitConverged(2)
+	intruder := c.add("x", "10.0.0.9", "10.0.0.1", bad)
+	// Give gossip several rounds; the intruder never becomes a member.
+	deadline := time.Now().Add(2 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, ok := c.nodes["n1"].cluster.ring.View().Member("x"); ok {
+			t.Fatal("a node with the wrong secret joined")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if intruder.Ready() {
+		t.Fatal("intruder reports ready without having joined")
+	}
+	// Nor can it call the peer service directly.
+	peer := c.nodes["n1"].cluster.ring.View()
+	m, _ := peer.Member("n1")
+	_, _, err := intruder.cluster.forward(context.Background(), m.Meta.GRPCAddr, opTake, []api.Check{{Limit: "hot", Key: "k", Cost: 1}})
+	if err == nil {
+		t.Fatal("a forward with the wrong secret was served")
+	}
+}
+
+// span is when a take was called and when its answer came back; the owner
+// decided somewhere in between.
+type span struct{ call, ret time.Time }
+
+// overdraws checks admissions against an ideal bucket of capacity b and
+// rate r per second without trusting any clock but the test's: for every
+// interval [call of one, return of another], the admissions that surely
+// fell inside it number at most b + r·(length). Nil means no violation.
+func overdraws(spans []span, b, r float64) error {
+	for _, first := range spans {
+		for _, last := range spans {
+			if last.ret.Before(first.call) {
+				continue
+			}
+			n := 0
+			for _, s := range spans {
+				if !s.call.Before(first.call) && !s.ret.After(last.ret) {
+					n++
+				}
+			}
+			if limit := b + r*last.ret.Sub(first.call).Seconds(); float64(n) > limit+1e-9 {
+				return fmt.Errorf("%d admissions within %v, an ideal bucket allows %.2f", n, last.ret.Sub(first.call), limit)
+			}
+		}
+	}
+	return nil
+}
