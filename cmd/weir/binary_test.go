@@ -54,7 +54,8 @@ func TestBinaryServeAndSIGTERM(t *testing.T) {
 
 	httpAddr := "127.0.0.1:" + strconv.Itoa(freePort(t))
 	grpcAddr := "127.0.0.1:" + strconv.Itoa(freePort(t))
-	cmd := exec.Command(bin, "serve", "--http-addr", httpAddr, "--grpc-addr", grpcAddr, "--node-name", "bin-test")
+	cmd := exec.Command(bin, "serve", "--http-addr", httpAddr, "--grpc-addr", grpcAddr, "--node-name", "bin-test",
+		"--gossip-addr", "127.0.0.1:0", "--peer-addr", "127.0.0.1:0")
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "WEIR_") {
 			cmd.Env = append(cmd.Env, kv)
