@@ -62,8 +62,10 @@ func TestGRPCTake(t *testing.T) {
 		ok := exportAllowed()
 		ok.Limit = "search"
 		ok.Source = SourceFallback
-		return TakeResponse{Allowed: false, RetryAfter: 500 * time.Millisecond, RulesVersion: 3,
-			Results: []Result{ok, exportDenied()}}, nil
+		return TakeResponse{
+			Allowed: false, RetryAfter: 500 * time.Millisecond, RulesVersion: 3,
+			Results: []Result{ok, exportDenied()},
+		}, nil
 	}}
 	c := newGRPC(t, f)
 	resp, err := c.Take(testCtx(t), &weirv1.TakeRequest{Id: 42, Checks: []*weirv1.Check{
@@ -153,8 +155,10 @@ func TestGRPCLeases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &weirv1.AcquireResponse{Granted: true, Id: "l-1", FencingToken: 17, TtlMs: 30000, Permits: 8,
-		Source: weirv1.Source_SOURCE_OWNER, RulesVersion: 3}
+	want := &weirv1.AcquireResponse{
+		Granted: true, Id: "l-1", FencingToken: 17, TtlMs: 30000, Permits: 8,
+		Source: weirv1.Source_SOURCE_OWNER, RulesVersion: 3,
+	}
 	if !proto.Equal(resp, want) {
 		t.Fatalf("got %v, want %v", resp, want)
 	}

@@ -142,8 +142,10 @@ func TestTakeDenied(t *testing.T) {
 		ok.Limit = "search"
 		ok.Remaining = 0
 		ok.Source = SourceFallback
-		return TakeResponse{Allowed: false, RetryAfter: 500 * time.Millisecond, RulesVersion: 3,
-			Results: []Result{ok, exportDenied()}}, nil
+		return TakeResponse{
+			Allowed: false, RetryAfter: 500 * time.Millisecond, RulesVersion: 3,
+			Results: []Result{ok, exportDenied()},
+		}, nil
 	}}
 	s := newTestServer(t, f, DefaultHTTPConfig())
 	r := s.post(t, "/v1/take", `{"checks":[{"limit":"search","key":"k"},{"limit":"export","key":"tenant:acme","cost":1}]}`)
@@ -191,8 +193,10 @@ func TestCheckAllowed(t *testing.T) {
 }
 
 func denyExport(_ context.Context, _ []Check) (TakeResponse, error) {
-	return TakeResponse{Allowed: false, RetryAfter: 500 * time.Millisecond, RulesVersion: 3,
-		Results: []Result{exportDenied()}}, nil
+	return TakeResponse{
+		Allowed: false, RetryAfter: 500 * time.Millisecond, RulesVersion: 3,
+		Results: []Result{exportDenied()},
+	}, nil
 }
 
 func TestCheckDenied(t *testing.T) {

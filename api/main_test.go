@@ -41,14 +41,18 @@ var _ Decider = (*fakeDecider)(nil)
 // exportResult is the "export" limit of DESIGN §4 (capacity 6, 2/s, so a
 // 3 s window) with 5 tokens left after an allowed take.
 func exportAllowed() Result {
-	return Result{Limit: "export", Allowed: true, Remaining: 5, Capacity: 6,
-		ResetAfter: 500 * time.Millisecond, Window: 3 * time.Second}
+	return Result{
+		Limit: "export", Allowed: true, Remaining: 5, Capacity: 6,
+		ResetAfter: 500 * time.Millisecond, Window: 3 * time.Second,
+	}
 }
 
 // exportDenied is the denial of DESIGN §5: 500 ms to retry, 3 s to full.
 func exportDenied() Result {
-	return Result{Limit: "export", Allowed: false, Remaining: 0, Capacity: 6,
-		RetryAfter: 500 * time.Millisecond, ResetAfter: 3 * time.Second, Window: 3 * time.Second}
+	return Result{
+		Limit: "export", Allowed: false, Remaining: 0, Capacity: 6,
+		RetryAfter: 500 * time.Millisecond, ResetAfter: 3 * time.Second, Window: 3 * time.Second,
+	}
 }
 
 // Take allows every check with exportAllowed figures (named after the
@@ -78,8 +82,10 @@ func (f *fakeDecider) Acquire(_ context.Context, req AcquireRequest) (AcquireRes
 	if fn != nil {
 		return fn(req)
 	}
-	return AcquireResponse{Granted: true, ID: "l-1", FencingToken: 17, TTL: 30 * time.Second,
-		Permits: 8, RulesVersion: 3}, nil
+	return AcquireResponse{
+		Granted: true, ID: "l-1", FencingToken: 17, TTL: 30 * time.Second,
+		Permits: 8, RulesVersion: 3,
+	}, nil
 }
 
 func (f *fakeDecider) Renew(_ context.Context, id string, ttl time.Duration) (time.Duration, error) {

@@ -88,7 +88,7 @@ func TestSnapshotZeroIsConservative(t *testing.T) {
 	if d := mustTake(t, tb(5, 1, time.Second), &s, at(0), 1, false); d.RetryAfter != time.Second {
 		t.Fatalf("zero snapshot: %+v", d)
 	}
-	if !(ExportAt(tb(5, 1, time.Second), State{}, at(0))).Full {
+	if !ExportAt(tb(5, 1, time.Second), State{}, at(0)).Full {
 		t.Fatal("a missing bucket exports as Full")
 	}
 }

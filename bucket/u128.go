@@ -41,9 +41,6 @@ func (x u128) less(y u128) bool {
 	return x.hi < y.hi || (x.hi == y.hi && x.lo < y.lo)
 }
 
-// isZero reports x == 0.
-func (x u128) isZero() bool { return x.hi == 0 && x.lo == 0 }
-
 // divmod returns x/d and x%d. A quotient that does not fit in 64 bits
 // saturates at the maximum uint64 (with remainder 0). d must not be zero.
 func (x u128) divmod(d uint64) (q, r uint64) {

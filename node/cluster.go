@@ -67,8 +67,10 @@ type moved struct {
 	until time.Time
 }
 
-var _ router = (*cluster)(nil)
-var _ transport.Handler = (*cluster)(nil)
+var (
+	_ router            = (*cluster)(nil)
+	_ transport.Handler = (*cluster)(nil)
+)
 
 // view returns the view requests are routed by: the view without this node
 // while it hands off before leaving.
@@ -164,8 +166,10 @@ func (c *cluster) forward(ctx context.Context, peer string, op forwardOp, checks
 	out := make([]api.Result, len(checks))
 	allowed := true
 	for i, r := range rep.Results {
-		out[i] = api.Result{Limit: checks[i].Limit, Allowed: r.Allowed, Remaining: r.Remaining, Capacity: r.Capacity,
-			RetryAfter: r.RetryAfter, ResetAfter: r.ResetAfter, Window: r.Window, Source: api.SourceOwner}
+		out[i] = api.Result{
+			Limit: checks[i].Limit, Allowed: r.Allowed, Remaining: r.Remaining, Capacity: r.Capacity,
+			RetryAfter: r.RetryAfter, ResetAfter: r.ResetAfter, Window: r.Window, Source: api.SourceOwner,
+		}
 		allowed = allowed && r.Allowed
 	}
 	return out, allowed, nil
@@ -353,8 +357,10 @@ func (c *cluster) serveTake(ctx context.Context, f *limits.File, from string, r 
 	}
 	rep := transport.Reply{Results: make([]transport.Result, len(res))}
 	for i, x := range res {
-		rep.Results[i] = transport.Result{Allowed: x.Allowed, Remaining: x.Remaining, Capacity: x.Capacity,
-			RetryAfter: x.RetryAfter, ResetAfter: x.ResetAfter, Window: x.Window}
+		rep.Results[i] = transport.Result{
+			Allowed: x.Allowed, Remaining: x.Remaining, Capacity: x.Capacity,
+			RetryAfter: x.RetryAfter, ResetAfter: x.ResetAfter, Window: x.Window,
+		}
 	}
 	return rep
 }
@@ -367,8 +373,10 @@ func (c *cluster) servePull(from string, r transport.Request) transport.Reply {
 	for _, ch := range r.Checks {
 		c.markMoved(ch.Limit, ch.Key, from)
 		if e, ok := c.eng.store.ExtractAt(now, ch.Limit, ch.Key); ok {
-			rep.Entries = append(rep.Entries, transport.HandoffEntry{Kind: transport.HandoffBucket,
-				Limit: e.Name, Key: e.Key, Fields: encodeSnapshot(e.Snapshot)})
+			rep.Entries = append(rep.Entries, transport.HandoffEntry{
+				Kind:  transport.HandoffBucket,
+				Limit: e.Name, Key: e.Key, Fields: encodeSnapshot(e.Snapshot),
+			})
 		}
 	}
 	c.m.handoff.WithLabelValues("out").Add(float64(len(rep.Entries)))
@@ -411,6 +419,8 @@ func decodeSnapshot(f []int64) (bucket.Snapshot, bool) {
 	if len(f) != 9 || f[0] < 0 || f[0] > int64(bucket.FixedWindow) {
 		return bucket.Snapshot{}, false
 	}
-	return bucket.Snapshot{Algorithm: bucket.Algorithm(f[0]), Full: f[1] == 1, Count: f[2], Frac: f[3], Prev: f[4],
-		Ahead: time.Duration(f[5]), Since: time.Duration(f[6]), Left: time.Duration(f[7]), UntilFull: time.Duration(f[8])}, true
+	return bucket.Snapshot{
+		Algorithm: bucket.Algorithm(f[0]), Full: f[1] == 1, Count: f[2], Frac: f[3], Prev: f[4],
+		Ahead: time.Duration(f[5]), Since: time.Duration(f[6]), Left: time.Duration(f[7]), UntilFull: time.Duration(f[8]),
+	}, true
 }

@@ -111,8 +111,10 @@ func (n *Node) acquireFallback(ctx context.Context, l *limits.Limit, req api.Acq
 
 // acquireRemote forwards an acquire to the key's owner.
 func (c *cluster) acquireRemote(ctx context.Context, peer string, l *limits.Limit, req api.AcquireRequest) (api.AcquireResponse, error) {
-	rep, err := c.pool.Do(ctx, peer, transport.Request{Op: transport.OpAcquire,
-		Checks: []transport.Check{{Limit: l.Name, Key: req.Key}}, Holder: req.Holder, TTL: req.TTL, Wait: req.Wait})
+	rep, err := c.pool.Do(ctx, peer, transport.Request{
+		Op:     transport.OpAcquire,
+		Checks: []transport.Check{{Limit: l.Name, Key: req.Key}}, Holder: req.Holder, TTL: req.TTL, Wait: req.Wait,
+	})
 	if err != nil {
 		return api.AcquireResponse{}, err
 	}
@@ -123,8 +125,10 @@ func (c *cluster) acquireRemote(ctx context.Context, peer string, l *limits.Limi
 		return api.AcquireResponse{}, errNotOwner
 	}
 	g := rep.Lease
-	return api.AcquireResponse{Granted: g.Granted, ID: g.ID, FencingToken: g.Fencing, TTL: g.TTL,
-		Permits: g.Permits, RetryAfter: g.RetryAfter, Source: api.SourceOwner}, nil
+	return api.AcquireResponse{
+		Granted: g.Granted, ID: g.ID, FencingToken: g.Fencing, TTL: g.TTL,
+		Permits: g.Permits, RetryAfter: g.RetryAfter, Source: api.SourceOwner,
+	}, nil
 }
 
 // leaseRemote forwards a renew or release to the lease's owner.
@@ -175,8 +179,10 @@ func (c *cluster) serveLease(ctx context.Context, f *limits.File, from string, r
 		if err != nil {
 			return errReply(err)
 		}
-		return transport.Reply{Lease: transport.Grant{Granted: resp.Granted, ID: resp.ID, Fencing: resp.FencingToken,
-			TTL: resp.TTL, RetryAfter: resp.RetryAfter, Permits: resp.Permits}}
+		return transport.Reply{Lease: transport.Grant{
+			Granted: resp.Granted, ID: resp.ID, Fencing: resp.FencingToken,
+			TTL: resp.TTL, RetryAfter: resp.RetryAfter, Permits: resp.Permits,
+		}}
 	case transport.OpRenew:
 		l, _, err := leaseLimit(f, r.LeaseID)
 		if err != nil {
@@ -204,9 +210,11 @@ func (c *cluster) exportLeases(v *ring.View, pick func(limit, key string) bool) 
 	out := map[string][]transport.HandoffEntry{}
 	for _, l := range h.Leases {
 		m, _ := v.Owner(ring.HashKey(l.Limit, l.Key))
-		out[m.Name] = append(out[m.Name], transport.HandoffEntry{Kind: transport.HandoffLease, Limit: l.Limit, Key: l.Key,
+		out[m.Name] = append(out[m.Name], transport.HandoffEntry{
+			Kind: transport.HandoffLease, Limit: l.Limit, Key: l.Key,
 			Fields: []int64{int64(l.Fencing), int64(l.TTL), int64(l.Remaining), int64(h.NextFencing)},
-			Data:   []byte(l.ID + "\n" + l.Holder)})
+			Data:   []byte(l.ID + "\n" + l.Holder),
+		})
 	}
 	return out
 }
@@ -220,8 +228,10 @@ func (c *cluster) importLeases(entries []transport.HandoffEntry) {
 			continue
 		}
 		id, holder, _ := strings.Cut(string(e.Data), "\n")
-		h.Leases = append(h.Leases, lease.Snapshot{ID: id, Limit: e.Limit, Key: e.Key, Holder: holder,
-			Fencing: uint64(e.Fields[0]), TTL: time.Duration(e.Fields[1]), Remaining: time.Duration(e.Fields[2])})
+		h.Leases = append(h.Leases, lease.Snapshot{
+			ID: id, Limit: e.Limit, Key: e.Key, Holder: holder,
+			Fencing: uint64(e.Fields[0]), TTL: time.Duration(e.Fields[1]), Remaining: time.Duration(e.Fields[2]),
+		})
 		h.NextFencing = max(h.NextFencing, uint64(e.Fields[3]))
 	}
 	if len(h.Leases) == 0 {

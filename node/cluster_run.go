@@ -128,8 +128,10 @@ func (c *cluster) pushMoved(ctx context.Context, v *ring.View) {
 	byOwner := map[string][]transport.HandoffEntry{}
 	for _, e := range c.eng.store.ExportAt(now, pick, false) {
 		m, _ := v.Owner(ring.HashKey(e.Name, e.Key))
-		byOwner[m.Name] = append(byOwner[m.Name], transport.HandoffEntry{Kind: transport.HandoffBucket,
-			Limit: e.Name, Key: e.Key, Fields: encodeSnapshot(e.Snapshot)})
+		byOwner[m.Name] = append(byOwner[m.Name], transport.HandoffEntry{
+			Kind:  transport.HandoffBucket,
+			Limit: e.Name, Key: e.Key, Fields: encodeSnapshot(e.Snapshot),
+		})
 	}
 	for name, entries := range c.exportLeases(v, pick) {
 		byOwner[name] = append(byOwner[name], entries...)
@@ -236,9 +238,11 @@ func (n *Node) startCluster(ctx context.Context) error {
 		_ = pool.Close()
 		return err
 	}
-	c := &cluster{self: cfg.NodeName, ring: r, pool: pool, eng: n.eng, node: n, log: n.log, now: n.eng.now,
+	c := &cluster{
+		self: cfg.NodeName, ring: r, pool: pool, eng: n.eng, node: n, log: n.log, now: n.eng.now,
 		window: cfg.HandoffWindow, requireJoin: len(rc.Join) > 0, m: cm,
-		moved: map[movedKey]moved{}, pulling: map[movedKey]chan struct{}{}}
+		moved: map[movedKey]moved{}, pulling: map[movedKey]chan struct{}{},
+	}
 	srv := transport.NewServer(c, token)
 	if err := r.Start(ctx); err != nil {
 		_ = ln.Close()

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -223,9 +224,6 @@ func TestClusterExactUnderConcurrency(t *testing.T) {
 					}
 				}
 			}
-			if _, _, err := nodes[0].eng.store.TakeAt(time.Now(), nil, nil); err == nil {
-				_ = err
-			}
 			// Drain b at its owner, then ask for a and b together: denied, and
 			// a keeps its full budget.
 			if o, _ := takeMany(t, nodes[:1], "hot", b, 60); o != 60 {
@@ -272,7 +270,8 @@ func TestClusterIsolatedNodeAdmitsOneShare(t *testing.T) {
 	}
 	// A fail-closed limit answers Unavailable instead.
 	_, err := n3.Take(context.Background(), []api.Check{{Limit: "shut", Key: key, Cost: 1}})
-	if apiErr, ok := err.(*api.Error); !ok || apiErr.Code != api.CodeUnavailable {
+	var apiErr *api.Error
+	if !errors.As(err, &apiErr) || apiErr.Code != api.CodeUnavailable {
 		t.Fatalf("closed limit across the cut: err = %v, want CodeUnavailable", err)
 	}
 	// Heal: the views converge and the key is decided by one owner again.

@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"testing"
 	"time"
@@ -78,7 +79,7 @@ func TestGRPCTakeStream(t *testing.T) {
 	var got []*weirv1.TakeResponse
 	for {
 		resp, err := stream.Recv()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {

@@ -281,15 +281,19 @@ func (e *engine) fallbackTake(f *limits.File, rs []resolved, g *group, results [
 			e.m.denials.WithLabelValues(l.Name, denialError).Inc()
 			return false, api.Errorf(api.CodeUnavailable, "limit %q fails closed and its owner is unreachable", l.Name)
 		case limits.PolicyOpen:
-			results[i] = api.Result{Limit: l.Name, Allowed: true, Capacity: l.Bucket.Capacity, Remaining: l.Bucket.Capacity,
-				Window: l.Bucket.PolicyWindow(), Source: api.SourceFallback}
+			results[i] = api.Result{
+				Limit: l.Name, Allowed: true, Capacity: l.Bucket.Capacity, Remaining: l.Bucket.Capacity,
+				Window: l.Bucket.PolicyWindow(), Source: api.SourceFallback,
+			}
 		default:
 			share := l.Bucket.Scale(known)
 			if rs[i].check.Cost > share.Capacity {
 				// The cost can never fit this node's share: deny rather
 				// than let one request take more than a share.
-				results[i] = api.Result{Limit: l.Name, Capacity: share.Capacity, RetryAfter: share.PolicyWindow(),
-					ResetAfter: share.PolicyWindow(), Window: share.PolicyWindow(), Source: api.SourceFallback}
+				results[i] = api.Result{
+					Limit: l.Name, Capacity: share.Capacity, RetryAfter: share.PolicyWindow(),
+					ResetAfter: share.PolicyWindow(), Window: share.PolicyWindow(), Source: api.SourceFallback,
+				}
 				denied = true
 				continue
 			}

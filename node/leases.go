@@ -35,8 +35,10 @@ func newLeases(cfg lease.Config, now func() time.Time, m *metrics) (*leases, err
 
 // params turns a concurrency limit of the limits file into lease rules.
 func params(l *limits.Limit) lease.Params {
-	return lease.Params{Permits: l.Permits, DefaultTTL: l.LeaseTTL, MaxTTL: l.MaxLeaseTTL,
-		QueueLength: l.Queue.Length, MaxWait: l.Queue.MaxWait}
+	return lease.Params{
+		Permits: l.Permits, DefaultTTL: l.LeaseTTL, MaxTTL: l.MaxLeaseTTL,
+		QueueLength: l.Queue.Length, MaxWait: l.Queue.MaxWait,
+	}
 }
 
 // deliver acts on the side effects of a step: it hands grants to parked

@@ -319,8 +319,10 @@ func (n *Node) Cluster(_ context.Context, limit, key string) (api.ClusterInfo, e
 	info := api.ClusterInfo{
 		Node:  n.cfg.NodeName,
 		Epoch: 1,
-		Members: []api.Member{{Name: n.cfg.NodeName, Addr: n.HTTPAddr(), State: "alive",
-			LimitsVersion: n.limits.Current().Version}},
+		Members: []api.Member{{
+			Name: n.cfg.NodeName, Addr: n.HTTPAddr(), State: "alive",
+			LimitsVersion: n.limits.Current().Version,
+		}},
 	}
 	if limit != "" || key != "" {
 		info.Owner = n.cfg.NodeName

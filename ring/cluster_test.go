@@ -3,6 +3,7 @@ package ring
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -412,13 +413,13 @@ func TestLifecycle(t *testing.T) {
 	if _, ok := r.View().Owner("k"); !ok {
 		t.Fatal("a lone member owns nothing")
 	}
-	if err := r.Leave(time.Second); err != ErrNotStarted {
+	if err := r.Leave(time.Second); !errors.Is(err, ErrNotStarted) {
 		t.Fatalf("Leave before Start: %v", err)
 	}
 	if err := r.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Start(context.Background()); err != ErrStarted {
+	if err := r.Start(context.Background()); !errors.Is(err, ErrStarted) {
 		t.Fatalf("second Start: %v", err)
 	}
 	if !r.Joined() {
@@ -441,10 +442,10 @@ func TestLifecycle(t *testing.T) {
 			t.Fatal("Changes not closed")
 		}
 	}
-	if err := r.Leave(time.Second); err != ErrClosed {
+	if err := r.Leave(time.Second); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Leave after Close: %v", err)
 	}
-	if err := r.Start(context.Background()); err != ErrStarted {
+	if err := r.Start(context.Background()); !errors.Is(err, ErrStarted) {
 		t.Fatalf("Start after Close: %v", err)
 	}
 }

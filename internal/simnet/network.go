@@ -360,7 +360,7 @@ func (n *Network) Close() error {
 	}
 	n.mu.Unlock()
 	for _, t := range ts {
-		t.Shutdown()
+		_ = t.Shutdown()
 	}
 	for _, l := range ls {
 		l.Close()

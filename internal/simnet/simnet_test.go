@@ -247,7 +247,7 @@ func TestStreamHeldAcrossCut(t *testing.T) {
 	if got, err := readTimeout(s, time.Second); got != "b" || err != nil {
 		t.Fatalf("after heal read %q %v", got, err)
 	}
-	if _, err := readTimeout(s, time.Second); err != io.EOF {
+	if _, err := readTimeout(s, time.Second); !errors.Is(err, io.EOF) {
 		t.Fatalf("after heal want EOF, got %v", err)
 	}
 	if _, err := s.Write([]byte("x")); !errors.Is(err, syscall.EPIPE) {
@@ -321,7 +321,7 @@ func TestTransportShutdown(t *testing.T) {
 	if _, err := c.Read(make([]byte, 1)); !errors.Is(err, net.ErrClosed) {
 		t.Fatalf("dialed stream after Shutdown: %v", err)
 	}
-	if _, err := readTimeout(s, time.Second); err != io.EOF {
+	if _, err := readTimeout(s, time.Second); !errors.Is(err, io.EOF) {
 		t.Fatalf("peer of a shut down transport: %v", err)
 	}
 	if _, err := b.DialTimeout(a.Addr().String(), time.Second); !errors.Is(err, syscall.ECONNREFUSED) {

@@ -15,12 +15,16 @@ func TestDefault(t *testing.T) {
 	}
 	want := map[string]Limit{
 		"export": {Name: "export", Bucket: bucket.Limit{Algorithm: bucket.TokenBucket, Capacity: 6, Rate: bucket.Rate{N: 2, Per: time.Second}}},
-		"login": {Name: "login", Bucket: bucket.Limit{Algorithm: bucket.GCRA, Capacity: 5, Rate: bucket.Rate{N: 10, Per: time.Minute}},
-			OnOwnerUnreachable: PolicyClosed},
+		"login": {
+			Name: "login", Bucket: bucket.Limit{Algorithm: bucket.GCRA, Capacity: 5, Rate: bucket.Rate{N: 10, Per: time.Minute}},
+			OnOwnerUnreachable: PolicyClosed,
+		},
 		"search":  {Name: "search", Bucket: bucket.Limit{Algorithm: bucket.SlidingWindow, Capacity: 100, Window: time.Minute}},
 		"monthly": {Name: "monthly", Bucket: bucket.Limit{Algorithm: bucket.FixedWindow, Capacity: 1_000_000, Calendar: bucket.Month}},
-		"export-db": {Name: "export-db", Kind: KindConcurrency, Permits: 8, LeaseTTL: 30 * time.Second, MaxLeaseTTL: 5 * time.Minute,
-			Queue: Queue{Length: 16, MaxWait: 5 * time.Second}},
+		"export-db": {
+			Name: "export-db", Kind: KindConcurrency, Permits: 8, LeaseTTL: 30 * time.Second, MaxLeaseTTL: 5 * time.Minute,
+			Queue: Queue{Length: 16, MaxWait: 5 * time.Second},
+		},
 	}
 	if len(f.Limits) != len(want) {
 		t.Fatalf("Default has %d limits, want %d", len(f.Limits), len(want))

@@ -527,7 +527,7 @@ func (p *parser) name(n *yaml.Node, label string) (string, bool) {
 	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+		if !nameByte(c) {
 			p.errorf(n.Line, `%s"name" %q may contain only letters, digits, '.', '_' and '-'`, label, clip(s))
 			return "", false
 		}
@@ -721,4 +721,9 @@ func editDistance(a, b string) int {
 		prev, cur = cur, prev
 	}
 	return prev[len(b)]
+}
+
+// nameByte reports whether c may appear in a limit name.
+func nameByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
 }

@@ -96,8 +96,10 @@ limits:
     strict: true
     on_owner_unreachable: closed
     shadow: true
-`, Limit{Name: "db", Kind: KindConcurrency, Permits: 8, LeaseTTL: 30 * time.Second, MaxLeaseTTL: time.Hour,
-			Queue: Queue{Length: 16, MaxWait: 5 * time.Second}, Strict: true, OnOwnerUnreachable: PolicyClosed, Shadow: true}},
+`, Limit{
+			Name: "db", Kind: KindConcurrency, Permits: 8, LeaseTTL: 30 * time.Second, MaxLeaseTTL: time.Hour,
+			Queue: Queue{Length: 16, MaxWait: 5 * time.Second}, Strict: true, OnOwnerUnreachable: PolicyClosed, Shadow: true,
+		}},
 		{"concurrency, empty and null queue", `
 version: 1
 limits:
@@ -382,8 +384,13 @@ func TestKindPolicyStrings(t *testing.T) {
 	for _, tc := range []struct {
 		got, want string
 	}{
-		{KindRate.String(), "rate"}, {KindConcurrency.String(), "concurrency"}, {Kind(9).String(), "kind(9)"},
-		{PolicyLocal.String(), "local"}, {PolicyOpen.String(), "open"}, {PolicyClosed.String(), "closed"}, {Policy(7).String(), "policy(7)"},
+		{KindRate.String(), "rate"},
+		{KindConcurrency.String(), "concurrency"},
+		{Kind(9).String(), "kind(9)"},
+		{PolicyLocal.String(), "local"},
+		{PolicyOpen.String(), "open"},
+		{PolicyClosed.String(), "closed"},
+		{Policy(7).String(), "policy(7)"},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("got %q, want %q", tc.got, tc.want)

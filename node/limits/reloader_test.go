@@ -139,7 +139,7 @@ func TestReloaderReload(t *testing.T) {
 		t.Fatalf("Reload error = %v", err)
 	}
 	ev = rec.next(t)
-	if ev.f != nil || ev.err != err {
+	if ev.f != nil || !errors.Is(ev.err, err) {
 		t.Fatalf("onReload(%v, %v), want (nil, %v)", ev.f, ev.err, err)
 	}
 	if r.Current() != good {
