@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	sockaddr "github.com/hashicorp/go-sockaddr"
+
 	"github.com/weir-rl/weir/node"
 	"github.com/weir-rl/weir/ring"
 )
@@ -43,6 +45,14 @@ func (cf clusterFlags) apply(cfg *node.Config) error {
 	for _, j := range strings.Split(cf.join, ",") {
 		if j = strings.TrimSpace(j); j != "" {
 			cfg.Ring.Join = append(cfg.Ring.Join, j)
+		}
+	}
+	if cfg.Ring.AdvertiseAddr == "" && len(cfg.Ring.Join) == 0 && (host == "0.0.0.0" || host == "::") {
+		// A lone node on a machine without a private address (memberlist
+		// refuses to advertise a public one by itself) still starts: it
+		// advertises loopback until told otherwise with --advertise-addr.
+		if ip, err := sockaddr.GetPrivateIP(); err != nil || ip == "" {
+			cfg.Ring.AdvertiseAddr = "127.0.0.1"
 		}
 	}
 	switch cf.timing {
