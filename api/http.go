@@ -109,6 +109,7 @@ func newHTTPHandler(d Decider, cfg HTTPConfig, metrics http.Handler, logger *slo
 	route(http.MethodPost, "/v1/leases/{id}/renew", http.HandlerFunc(h.renew))
 	route(http.MethodDelete, "/v1/leases/{id}", http.HandlerFunc(h.release))
 	route(http.MethodGet, "/v1/cluster", http.HandlerFunc(h.cluster))
+	route(http.MethodDelete, "/v1/cluster/members/{name}", http.HandlerFunc(h.forget))
 	route(http.MethodGet, "/healthz", http.HandlerFunc(h.healthz))
 	route(http.MethodGet, "/readyz", http.HandlerFunc(h.readyz))
 	if metrics != nil {
@@ -296,4 +297,25 @@ func (h *httpHandler) cluster(w http.ResponseWriter, r *http.Request) {
 		out.Owner = info.Owner
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// forget serves DELETE /v1/cluster/members/{name}: 204 when the member was
+// forgotten, 404 when it was not known, 400 when it is alive.
+func (h *httpHandler) forget(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	if name == "" || len(name) > h.lim.maxKeyBytes {
+		h.writeError(w, r, Errorf(CodeInvalid, "member name must be 1 to %d bytes", h.lim.maxKeyBytes))
+		return
+	}
+	known, err := h.d.Forget(r.Context(), name)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	if !known {
+		h.writeError(w, r, Errorf(CodeNotFound, "no known member %q", clip(name)))
+		return
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusNoContent)
 }

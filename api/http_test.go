@@ -578,3 +578,26 @@ func TestHTTPConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+func TestForgetMember(t *testing.T) {
+	f := &fakeDecider{}
+	srv := httptest.NewServer(NewHTTPHandler(f, DefaultHTTPConfig(), nil, nil))
+	defer srv.Close()
+	for _, tt := range []struct {
+		name string
+		want int
+	}{{"n2", http.StatusNoContent}, {"ghost", http.StatusNotFound}, {"n1", http.StatusBadRequest}} {
+		req, _ := http.NewRequest(http.MethodDelete, srv.URL+"/v1/cluster/members/"+tt.name, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tt.want {
+			t.Errorf("forget %s: status %d, want %d", tt.name, resp.StatusCode, tt.want)
+		}
+	}
+	if len(f.forgotten) != 3 {
+		t.Fatalf("decider saw %v", f.forgotten)
+	}
+}

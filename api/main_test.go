@@ -21,6 +21,8 @@ type renewCall struct {
 // fakeDecider is a deterministic Decider that records every call. Each
 // behaviour is a function field; a nil field gives the default below.
 type fakeDecider struct {
+	forgotten []string // names passed to Forget
+
 	mu       sync.Mutex
 	takes    [][]Check
 	acquires []AcquireRequest
@@ -132,6 +134,19 @@ func (f *fakeDecider) Cluster(_ context.Context, limit, key string) (ClusterInfo
 }
 
 func (f *fakeDecider) Ready() bool { return !f.notReady }
+
+func (f *fakeDecider) Forget(_ context.Context, name string) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.forgotten = append(f.forgotten, name)
+	switch name {
+	case "n2":
+		return true, nil
+	case "n1":
+		return false, Errorf(CodeInvalid, "member n1 is alive")
+	}
+	return false, nil
+}
 
 // calls returns how many calls of any kind the Decider received.
 func (f *fakeDecider) calls() int {

@@ -110,6 +110,11 @@ type Decider interface {
 	Cluster(ctx context.Context, limit, key string) (ClusterInfo, error)
 	// Ready reports whether the node has joined and has a ring.
 	Ready() bool
+	// Forget removes a failed member from the known members at once
+	// (`weir forget NAME`), so it no longer counts in the majority rule or
+	// divides local ceilings. It reports whether the member was known; a
+	// live member cannot be forgotten (CodeInvalid).
+	Forget(ctx context.Context, name string) (bool, error)
 }
 
 // Code classifies an *Error for the transports.

@@ -313,6 +313,17 @@ func TestClusterKilledOwnerFallsBackThenMoves(t *testing.T) {
 	if err != nil || resp.Results[0].Source != api.SourceOwner {
 		t.Fatalf("after convergence: %+v, %v; want an owner decision", resp, err)
 	}
+	// weir forget: the dead member stops counting; a live one cannot go.
+	if _, err := n1.Forget(context.Background(), "n2"); err == nil {
+		t.Fatal("forgot a live member")
+	}
+	if ok, err := n1.Forget(context.Background(), "n3"); !ok || err != nil {
+		t.Fatalf("Forget(n3) = %v, %v", ok, err)
+	}
+	waitFor(t, 5*time.Second, "n3 to leave n1's known members", func() bool {
+		_, known := n1.cluster.ring.View().Member("n3")
+		return !known && n1.cluster.known() == 2
+	})
 }
 
 // TestClusterHandoffKeepsDebt: graceful join and leave under load. Every

@@ -422,3 +422,18 @@ func (n *Node) Release(ctx context.Context, id string) error {
 		return api.Errorf(api.CodeUnavailable, "lease owner unreachable; the lease expires by itself")
 	}
 }
+
+// Forget implements api.Decider: it removes a failed member from the known
+// members (`weir forget NAME`). A live member cannot be forgotten.
+func (n *Node) Forget(_ context.Context, name string) (bool, error) {
+	n.mu.Lock()
+	c := n.cluster
+	n.mu.Unlock()
+	if c == nil {
+		return false, nil
+	}
+	if m, ok := c.ring.View().Member(name); ok && m.State.Live() {
+		return false, api.Errorf(api.CodeInvalid, "member %q is alive: stop it or let it leave", name)
+	}
+	return c.ring.Forget(name), nil
+}

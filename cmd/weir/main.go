@@ -46,6 +46,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return validate(rest, stdout, stderr)
 	case "status":
 		return status(rest, stdout, stderr)
+	case "forget":
+		return forget(rest, stdout, stderr)
 	case "healthcheck":
 		return healthcheck(rest, stdout, stderr)
 	case "version", "--version", "-v":
@@ -69,6 +71,7 @@ commands:
   take       ask a node for a decision: weir take [--addr URL] LIMIT KEY [COST]
   status     a node's view of the cluster: weir status [--addr URL] [--limit L --key K]
   lease      acquire, renew or release a concurrency permit (weir lease --help)
+  forget     drop a failed member from the known members: weir forget [--addr URL] NAME
   healthcheck  exit 0 when the node is ready (container health checks)
   validate   check a limits file: weir validate FILE
   version    print the version

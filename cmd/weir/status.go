@@ -100,3 +100,37 @@ func get(u string, timeout time.Duration) ([]byte, int, error) {
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	return body, resp.StatusCode, err
 }
+
+// forget removes a failed member from a node's known members, so it no
+// longer counts in the majority rule or divides local ceilings.
+func forget(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("forget", stderr)
+	addr := fs.String("addr", "http://127.0.0.1:8080", "node HTTP address")
+	if err := parseWithEnv(fs, args, os.Getenv); err != nil {
+		return 2
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprintln(stderr, "usage: weir forget [--addr URL] NAME")
+		return 2
+	}
+	req, err := http.NewRequest(http.MethodDelete, strings.TrimRight(*addr, "/")+"/v1/cluster/members/"+url.PathEscape(fs.Arg(0)), nil)
+	if err != nil {
+		fmt.Fprintf(stderr, "weir forget: %v\n", err)
+		return 2
+	}
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+	if err != nil {
+		fmt.Fprintf(stderr, "weir forget: %v\n", err)
+		return 2
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	switch resp.StatusCode {
+	case http.StatusNoContent:
+		fmt.Fprintf(stdout, "forgot %s\n", fs.Arg(0))
+		return 0
+	default:
+		fmt.Fprintln(stderr, strings.TrimSpace(string(body)))
+		return 1
+	}
+}
