@@ -22,9 +22,10 @@ import (
 
 // clusterFlags are the serve flags that need parsing after flag.Parse.
 type clusterFlags struct {
-	gossipAddr string
-	join       string
-	timing     string
+	gossipAddr  string
+	join        string
+	timing      string
+	clockOffset time.Duration
 }
 
 // apply copies the parsed cluster flags into cfg.
@@ -77,6 +78,7 @@ func serveFlags(fs *flag.FlagSet, cfg *node.Config, cf *clusterFlags, logFormat 
 	fs.StringVar(&cf.join, "join", "", "seeds to join: host:port,... or a DNS name (re-resolved on every retry)")
 	fs.StringVar(&cfg.ClusterSecretFile, "cluster-secret-file", "", "file holding the cluster secret (gossip encryption and peer auth)")
 	fs.StringVar(&cf.timing, "timing", "lan", "failure-detection profile: lan or local (fast, for tests on one machine)")
+	fs.DurationVar(&cf.clockOffset, "test-clock-offset", 0, "testing only: shift this node's decision clock (clock-skew faults in jepsen/)")
 	fs.BoolVar(&cfg.Clustered, "cluster", cfg.Clustered, "run gossip and the peer service (false: a cluster of one with no gossip port)")
 	fs.StringVar(&cfg.NodeName, "node-name", cfg.NodeName, "name of this member in the cluster")
 	fs.StringVar(&cfg.HTTPAddr, "http-addr", cfg.HTTPAddr, "public HTTP listen address")
@@ -111,7 +113,12 @@ func serve(args []string, stderr io.Writer) int {
 	}
 	log := slog.New(h).With("node", cfg.NodeName)
 
-	n, err := node.New(cfg, node.Deps{Logger: log})
+	deps := node.Deps{Logger: log}
+	if off := cf.clockOffset; off != 0 {
+		log.Warn("decision clock shifted for testing", "offset", off)
+		deps.Clock = func() time.Time { return time.Now().Add(off) }
+	}
+	n, err := node.New(cfg, deps)
 	if err != nil {
 		fmt.Fprintf(stderr, "weir serve: %v\n", err)
 		return 1
