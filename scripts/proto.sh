@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # proto.sh regenerates the Go code of Weir's public gRPC contract:
 #   api/weir/v1/*.proto  ->  api/weirv1/*.pb.go
+#   transport/peer.proto ->  transport/peerpb/*.pb.go
 # It is what `make proto` runs. The output depends only on the .proto files and
 # the tool versions, which it checks, so running it twice gives no diff.
 set -euo pipefail
@@ -29,3 +30,6 @@ protoc \
 	--go_out=. --go_opt=module=github.com/weir-rl/weir \
 	--go-grpc_out=. --go-grpc_opt=module=github.com/weir-rl/weir \
 	api/weir/v1/*.proto
+
+# The node-to-node peer service: transport/peer.proto -> transport/peerpb.
+sh transport/gen.sh
