@@ -6,7 +6,7 @@ LINT_VER  := v2.15.0
 PKGS      := ./...
 export CGO_ENABLED ?= 1
 
-.PHONY: all build test check fmt vet lint tidy-check proto proto-check bench run clean tools
+.PHONY: all build test check fmt fmt-check vet lint tidy-check proto proto-check bench bench-load run clean
 
 all: build
 
@@ -70,6 +70,9 @@ proto-check:
 
 bench: ## micro-benchmarks beside the code; see bench/README.md for the load generator
 	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./bucket ./lease ./transport
+
+bench-load: ## whole-node load, Weir vs Redis + Lua side by side (bench/README.md)
+	bench/run.sh
 
 clean:
 	rm -rf bin

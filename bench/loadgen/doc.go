@@ -1,0 +1,30 @@
+// Command loadgen is Weir's whole-system load generator. It drives one
+// target at a list of concurrencies, each for a bounded duration or request
+// count, and prints throughput, latency percentiles (p50, p99, p99.9) and the
+// allowed / denied / error counts of every cell.
+//
+// Targets:
+//
+//	weir-grpc   weir.v1.Limiter/Take over gRPC (the generated weirv1 client)
+//	weir-http   POST /v1/take over HTTP/1.1 keep-alive
+//	redis-lua   the classic "Redis plus a Lua token bucket": EVALSHA of
+//	            redisScript against a redis-server, over a small RESP2 client
+//
+// Every target takes -addrs, a comma-separated list; caller i (a goroutine
+// that has one request in flight at a time) uses address i mod len(addrs), so
+// a multi-node Weir cluster is driven by listing its nodes.
+//
+// Usage:
+//
+//	loadgen -target weir-grpc -addrs 127.0.0.1:8081 -concurrency 1,16,64 -duration 5s
+//	loadgen -target redis-lua -addrs 127.0.0.1:6379 -concurrency 1,16,64 -json >> results.jsonl
+//	loadgen report results.jsonl     # markdown tables with Weir/Redis ratios
+//
+// Latencies are recorded per caller in a fixed log-bucket histogram (64
+// linear sub-buckets per power of two: at most 1/64 relative error, exact
+// below 128 ns) and merged at the end of a cell; a reported percentile is the
+// upper bound of its bucket, so it never understates.
+//
+// The load generator shares the machine with the servers it drives; see
+// bench/README.md for how to read its numbers.
+package main

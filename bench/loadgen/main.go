@@ -1,0 +1,236 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/weir-rl/weir/bucket"
+	"github.com/weir-rl/weir/node/limits"
+)
+
+// The targets loadgen can drive, and their default addresses.
+var defaultAddrs = map[string]string{
+	"weir-grpc": "127.0.0.1:8081",
+	"weir-http": "127.0.0.1:8080",
+	"redis-lua": "127.0.0.1:6379",
+}
+
+// config is the command line of a load run.
+type config struct {
+	Target      string
+	Addrs       []string
+	Concurrency []int
+	Duration    time.Duration
+	Requests    int64
+	Warmup      time.Duration
+	Timeout     time.Duration
+	Keys        int
+	Limit       string
+	LimitsPath  string
+	Cost        int64
+	Conns       int
+	JSON        bool
+	Label       string
+	ServerPID   int
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run is main without the process: it returns the exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "report" {
+		return report(args[1:], stdout, stderr)
+	}
+	cfg, err := parseFlags(args, stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	t, err := newTarget(ctx, cfg)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	defer func() { _ = t.close() }()
+
+	enc := json.NewEncoder(stdout)
+	if !cfg.JSON {
+		fmt.Fprintf(stdout, "%-10s %5s %7s %10s %12s %9s %9s %9s %9s %9s %10s %8s %7s %11s %11s\n",
+			"target", "conc", "keys", "decisions", "req/s", "mean", "p50", "p99", "p99.9", "max", "allowed", "denied", "errors",
+			"srv CPU/req", "lg CPU/req")
+	}
+	code := 0
+	for _, c := range cfg.Concurrency {
+		res, err := runCell(ctx, t, cellConfig{
+			Concurrency: c, Duration: cfg.Duration, Requests: cfg.Requests,
+			Warmup: cfg.Warmup, Keys: cfg.Keys, Timeout: cfg.Timeout, ServerPID: cfg.ServerPID,
+		})
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		res.Target, res.Label, res.Addrs, res.Limit = cfg.Target, cfg.Label, cfg.Addrs, cfg.Limit
+		if cfg.JSON {
+			if err := enc.Encode(res); err != nil {
+				fmt.Fprintln(stderr, err)
+				return 1
+			}
+		} else {
+			fmt.Fprintf(stdout, "%-10s %5d %7d %10d %12.0f %9s %9s %9s %9s %9s %10d %8d %7d %11s %11s\n",
+				res.Target, res.Concurrency, res.Keys, res.Decisions, res.Throughput,
+				fmtUs(res.MeanUs), fmtUs(res.P50Us), fmtUs(res.P99Us), fmtUs(res.P999Us), fmtUs(res.MaxUs),
+				res.Allowed, res.Denied, res.Errors,
+				fmtUs(res.serverCPUPerDecision()), fmtUs(res.loadgenCPUPerDecision()))
+		}
+		if res.Errors > 0 {
+			fmt.Fprintf(stderr, "loadgen: %s c=%d: %d errors, first: %s\n", res.Target, c, res.Errors, res.FirstError)
+		}
+		if res.Decisions == 0 {
+			code = 1 // nothing was decided: the numbers mean nothing
+		}
+	}
+	return code
+}
+
+// parseFlags reads the command line of a load run.
+func parseFlags(args []string, stderr io.Writer) (config, error) {
+	var (
+		cfg   config
+		addrs string
+		concs string
+	)
+	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: loadgen -target weir-grpc|weir-http|redis-lua [flags]\n       loadgen report [results.jsonl ...]\n\n")
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&cfg.Target, "target", "", "weir-grpc, weir-http or redis-lua (required)")
+	fs.StringVar(&addrs, "addrs", "", "comma-separated addresses; caller i uses address i mod n (default: the target's usual loopback port)")
+	fs.StringVar(&concs, "concurrency", "1,16,64", "comma-separated list of concurrencies, one cell each")
+	fs.DurationVar(&cfg.Duration, "duration", 5*time.Second, "measured time per cell; 0 bounds by -requests only")
+	fs.Int64Var(&cfg.Requests, "requests", 0, "requests per cell over all callers; 0 bounds by -duration only")
+	fs.DurationVar(&cfg.Warmup, "warmup", time.Second, "unrecorded warm-up before each cell")
+	fs.DurationVar(&cfg.Timeout, "timeout", 5*time.Second, "how long an outstanding request may run past the cell's end")
+	fs.IntVar(&cfg.Keys, "keys", 1, "distinct keys, picked uniformly per request; 1 is one hot key")
+	fs.StringVar(&cfg.Limit, "limit", "bench", "limit name")
+	fs.StringVar(&cfg.LimitsPath, "limits", "", "limits file whose -limit gives redis-lua its capacity and rate (required for redis-lua)")
+	fs.Int64Var(&cfg.Cost, "cost", 1, "cost of each request")
+	fs.IntVar(&cfg.Conns, "conns", 1, "weir-grpc: client connections per address")
+	fs.BoolVar(&cfg.JSON, "json", false, "print one JSON object per cell instead of a table")
+	fs.IntVar(&cfg.ServerPID, "server-pid", 0, "a local server process whose CPU time per cell is reported (Linux)")
+	fs.StringVar(&cfg.Label, "label", "", "free text copied into -json output (e.g. \"1 node\")")
+	if err := fs.Parse(args); err != nil {
+		return config{}, err
+	}
+	if fs.NArg() > 0 {
+		return config{}, fmt.Errorf("loadgen: unexpected arguments %q", fs.Args())
+	}
+	def, ok := defaultAddrs[cfg.Target]
+	if !ok {
+		return config{}, fmt.Errorf("loadgen: -target must be weir-grpc, weir-http or redis-lua, got %q", cfg.Target)
+	}
+	if addrs == "" {
+		addrs = def
+	}
+	for a := range strings.SplitSeq(addrs, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			cfg.Addrs = append(cfg.Addrs, a)
+		}
+	}
+	if len(cfg.Addrs) == 0 {
+		return config{}, errors.New("loadgen: -addrs lists no address")
+	}
+	for c := range strings.SplitSeq(concs, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(c))
+		if err != nil || n < 1 {
+			return config{}, fmt.Errorf("loadgen: -concurrency: %q is not a positive integer", c)
+		}
+		cfg.Concurrency = append(cfg.Concurrency, n)
+	}
+	if cfg.Cost < 1 || cfg.Conns < 1 {
+		return config{}, errors.New("loadgen: -cost and -conns must be at least 1")
+	}
+	// Check the cell bounds once, before connecting to anything.
+	if err := (cellConfig{
+		Concurrency: 1, Duration: cfg.Duration, Requests: cfg.Requests,
+		Warmup: cfg.Warmup, Keys: cfg.Keys, Timeout: cfg.Timeout,
+	}).validate(); err != nil {
+		return config{}, err
+	}
+	return cfg, nil
+}
+
+// newTarget connects to the target named in cfg.
+func newTarget(ctx context.Context, cfg config) (target, error) {
+	switch cfg.Target {
+	case "weir-grpc":
+		return newGRPCTarget(cfg.Addrs, cfg.Conns, cfg.Limit, cfg.Keys, cfg.Cost)
+	case "weir-http":
+		return newHTTPTarget(cfg.Addrs, max(maxOf(cfg.Concurrency), 1), cfg.Limit, cfg.Keys, cfg.Cost)
+	default: // redis-lua; parseFlags checked the name
+		b, err := redisBucket(cfg.LimitsPath, cfg.Limit, cfg.Cost)
+		if err != nil {
+			return nil, err
+		}
+		return newRedisTarget(ctx, cfg.Addrs, cfg.Limit, cfg.Keys, b, cfg.Cost)
+	}
+}
+
+// redisBucket reads the token bucket of limit name from the limits file, so
+// the script decides with the parameters the Weir node serves.
+func redisBucket(path, name string, cost int64) (bucketSpec, error) {
+	if path == "" {
+		return bucketSpec{}, errors.New("loadgen: redis-lua needs -limits FILE (e.g. bench/limits.yaml) to know the bucket")
+	}
+	f, err := limits.Load(path)
+	if err != nil {
+		return bucketSpec{}, err
+	}
+	l, ok := f.Lookup(name)
+	if !ok || l.Kind != limits.KindRate || l.Bucket.Algorithm != bucket.TokenBucket {
+		return bucketSpec{}, fmt.Errorf("loadgen: %s: no token_bucket limit named %q", path, name)
+	}
+	if cost > l.Bucket.Capacity {
+		return bucketSpec{}, fmt.Errorf("loadgen: -cost %d is above the capacity %d of %q", cost, l.Bucket.Capacity, name)
+	}
+	return bucketSpec{Capacity: l.Bucket.Capacity, N: l.Bucket.Rate.N, Per: l.Bucket.Rate.Per}, nil
+}
+
+func maxOf(xs []int) int {
+	m := 0
+	for _, x := range xs {
+		m = max(m, x)
+	}
+	return m
+}
+
+// fmtUs formats microseconds for the text table.
+func fmtUs(us float64) string {
+	switch {
+	case us >= 10_000:
+		return strconv.FormatFloat(us/1000, 'f', 1, 64) + "ms"
+	case us >= 100:
+		return strconv.FormatFloat(us, 'f', 0, 64) + "µs"
+	default:
+		return strconv.FormatFloat(us, 'f', 1, 64) + "µs"
+	}
+}

@@ -1,0 +1,184 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/weir-rl/weir/api/weirv1"
+)
+
+// benchKey returns the caller key of key index i, the same for every
+// target.
+func benchKey(i int) string { return "k" + strconv.Itoa(i) }
+
+// grpcTarget drives weir.v1.Limiter/Take. It holds conns gRPC client
+// connections per address, each multiplexing the requests of the callers
+// assigned to it, as a Go service would hold one *grpc.ClientConn per
+// process.
+type grpcTarget struct {
+	conns   []*grpc.ClientConn
+	clients []weirv1.LimiterClient
+	limit   string
+	keys    []string
+	cost    int64
+}
+
+// newGRPCTarget creates conns client connections per address. Connection
+// i goes to addrs[i mod len(addrs)], so caller i reaches the same address
+// whatever conns is.
+func newGRPCTarget(addrs []string, conns int, limit string, nkeys int, cost int64) (*grpcTarget, error) {
+	t := &grpcTarget{limit: limit, keys: make([]string, nkeys), cost: cost}
+	for i := range t.keys {
+		t.keys[i] = benchKey(i)
+	}
+	for i := range conns * len(addrs) {
+		cc, err := grpc.NewClient(addrs[i%len(addrs)], grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			_ = t.close()
+			return nil, fmt.Errorf("loadgen: grpc %s: %w", addrs[i%len(addrs)], err)
+		}
+		t.conns = append(t.conns, cc)
+		t.clients = append(t.clients, weirv1.NewLimiterClient(cc))
+	}
+	return t, nil
+}
+
+func (t *grpcTarget) newCaller(_ context.Context, i int) (caller, error) {
+	return &grpcCaller{
+		t:   t,
+		c:   t.clients[i%len(t.clients)],
+		req: &weirv1.TakeRequest{Checks: []*weirv1.Check{{Limit: t.limit, Cost: t.cost}}},
+	}, nil
+}
+
+func (t *grpcTarget) close() error {
+	var first error
+	for _, cc := range t.conns {
+		if err := cc.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// grpcCaller reuses one request message: a caller has one call in flight,
+// and a unary call has finished with the message when it returns.
+type grpcCaller struct {
+	t   *grpcTarget
+	c   weirv1.LimiterClient
+	req *weirv1.TakeRequest
+}
+
+func (c *grpcCaller) take(ctx context.Context, k int) (bool, error) {
+	c.req.Checks[0].Key = c.t.keys[k]
+	resp, err := c.c.Take(ctx, c.req)
+	if err != nil {
+		return false, err
+	}
+	return resp.GetAllowed(), nil
+}
+
+func (c *grpcCaller) close() error { return nil }
+
+// httpTarget drives POST /v1/take over HTTP/1.1 with keep-alive: one
+// connection per caller, kept open by a transport sized to the highest
+// concurrency.
+type httpTarget struct {
+	client *http.Client
+	urls   []string
+	bodies [][]byte // request body of each key index, encoded once
+}
+
+// newHTTPTarget builds the transport. An address is host:port or a base
+// URL (http://host:port); /v1/take is appended.
+func newHTTPTarget(addrs []string, maxConc int, limit string, nkeys int, cost int64) (*httpTarget, error) {
+	tr := &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConnsPerHost: maxConc,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+		ForceAttemptHTTP2:   false,
+		WriteBufferSize:     4096,
+		ReadBufferSize:      4096,
+	}
+	t := &httpTarget{client: &http.Client{Transport: tr}, bodies: make([][]byte, nkeys)}
+	for _, a := range addrs {
+		if !strings.Contains(a, "://") {
+			a = "http://" + a
+		}
+		t.urls = append(t.urls, strings.TrimSuffix(a, "/")+"/v1/take")
+	}
+	type check struct {
+		Limit string `json:"limit"`
+		Key   string `json:"key"`
+		Cost  int64  `json:"cost"`
+	}
+	for i := range t.bodies {
+		b, err := json.Marshal(struct {
+			Checks []check `json:"checks"`
+		}{[]check{{limit, benchKey(i), cost}}})
+		if err != nil {
+			return nil, err
+		}
+		t.bodies[i] = b
+	}
+	return t, nil
+}
+
+func (t *httpTarget) newCaller(_ context.Context, i int) (caller, error) {
+	return &httpCaller{t: t, url: t.urls[i%len(t.urls)]}, nil
+}
+
+func (t *httpTarget) close() error {
+	t.client.CloseIdleConnections()
+	return nil
+}
+
+// httpCaller reads responses into a reused buffer.
+type httpCaller struct {
+	t   *httpTarget
+	url string
+	buf bytes.Buffer
+	out struct {
+		Allowed bool `json:"allowed"`
+	}
+}
+
+func (c *httpCaller) take(ctx context.Context, k int) (bool, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(c.t.bodies[k]))
+	if err != nil {
+		return false, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.t.client.Do(req)
+	if err != nil {
+		return false, err
+	}
+	c.buf.Reset()
+	_, err = c.buf.ReadFrom(io.LimitReader(resp.Body, 1<<20))
+	_ = resp.Body.Close()
+	if err != nil {
+		return false, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return false, fmt.Errorf("loadgen: http %d: %.200s", resp.StatusCode, c.buf.Bytes())
+	}
+	c.out.Allowed = false
+	if err := json.Unmarshal(c.buf.Bytes(), &c.out); err != nil {
+		return false, fmt.Errorf("loadgen: http: decode response: %w", err)
+	}
+	return c.out.Allowed, nil
+}
+
+func (c *httpCaller) close() error { return nil }
