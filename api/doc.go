@@ -1,8 +1,10 @@
 // Package api is Weir's public contract: the decision types and the Decider
 // interface a node implements (types.go), the HTTP API (NewHTTPHandler), the
 // gRPC service weir.v1.Limiter (NewGRPCServer; protobuf in weir/v1, generated
-// code in package weirv1). Both transports have the same semantics and the
-// same input checks, and api never imports the node package.
+// code in package weirv1), and Envoy's rate limit service (NewEnvoyServer;
+// the descriptor mapping is documented at the top of envoy.go). Both of Weir's
+// own transports have the same semantics and the same input checks, and api
+// never imports the node package.
 //
 // # Input checks
 //

@@ -29,6 +29,9 @@ type Config struct {
 	FallbackStore bucket.Config
 	// Leases bounds the lease table (leases and parked waiters).
 	Leases lease.Config
+	// Envoy configures Envoy's rate limit service on the gRPC port (the
+	// domain it accepts; "" accepts any).
+	Envoy api.EnvoyConfig
 	// HTTP configures the public HTTP handlers (legacy headers, body and key limits).
 	HTTP api.HTTPConfig
 	// SweepInterval is how often idle, fully refilled buckets are evicted. Default 10s; 0 disables.
@@ -75,6 +78,7 @@ func DefaultConfig() Config {
 		FallbackStore:   fb,
 		Leases:          lease.DefaultConfig(),
 		HTTP:            api.DefaultHTTPConfig(),
+		Envoy:           api.DefaultEnvoyConfig(),
 		SweepInterval:   10 * time.Second,
 		ShutdownTimeout: 10 * time.Second,
 		Clustered:       true,
@@ -119,6 +123,9 @@ func (c Config) Validate() error {
 	}
 	if err := c.FallbackStore.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("node: fallback store: %w", err))
+	}
+	if err := c.Envoy.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("node: envoy: %w", err))
 	}
 	if err := c.Leases.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("node: leases: %w", err))

@@ -185,6 +185,7 @@ func (n *Node) Start(ctx context.Context) error {
 	}
 	n.grpcSrv = grpc.NewServer()
 	api.RegisterGRPC(n.grpcSrv, n, api.DefaultGRPCConfig())
+	api.RegisterEnvoy(n.grpcSrv, n, n.cfg.Envoy)
 
 	n.cancel = cancel
 	n.started = true
