@@ -49,6 +49,7 @@ type cluster struct {
 	// requireJoin: started with --join, so decide only from local ceilings
 	// until a seed answered (DESIGN §6).
 	requireJoin bool
+	seeds       int // number of --join addresses
 	m           *clusterMetrics
 
 	mu       sync.Mutex                 // guards the fields below
@@ -137,8 +138,16 @@ func (c *cluster) movedTo(limit, key string) (string, bool) {
 	return mv.to, true
 }
 
-// known implements router.
-func (c *cluster) known() int { return max(len(c.ring.View().Members), 1) }
+// known implements router. Before a node started with --join has reached
+// a seed it knows only itself; it then assumes at least the seeds and
+// itself, so a restarted node does not grant itself a whole budget.
+func (c *cluster) known() int {
+	n := len(c.ring.View().Members)
+	if c.requireJoin && !c.ring.Joined() {
+		n = max(n, c.seeds+1)
+	}
+	return max(n, 1)
+}
 
 // forward implements router.
 func (c *cluster) forward(ctx context.Context, peer string, op forwardOp, checks []api.Check) ([]api.Result, bool, error) {

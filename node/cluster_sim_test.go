@@ -453,3 +453,22 @@ func overdraws(spans []span, b, r float64) error {
 	}
 	return nil
 }
+
+// TestClusterUnjoinedNodeGrantsOnlyAShare: a node started with --join that
+// cannot reach its seed is not ready and decides from local ceilings that
+// count at least the seeds and itself, never the whole budget.
+func TestClusterUnjoinedNodeGrantsOnlyAShare(t *testing.T) {
+	c := newSimCluster(t)
+	c.add("n1", "10.0.0.1", "", "")
+	c.net.Isolate("10.0.0.2")
+	n2 := c.add("n2", "10.0.0.2", "10.0.0.1", "")
+	if n2.Ready() {
+		t.Fatal("a node that never reached its seed is ready")
+	}
+	owner, fallback := takeMany(t, []*Node{n2}, "hot", "restart", 100)
+	if owner != 0 || fallback != 30 {
+		t.Fatalf("unjoined node admitted %d by owner, %d by fallback; want 0 and one share of two (30)", owner, fallback)
+	}
+	c.net.Heal()
+	c.waitConverged(2)
+}
