@@ -1,0 +1,131 @@
+package jepsen
+
+import (
+	"math"
+)
+
+// Fault names a nemesis kind.
+type Fault string
+
+// The faults. None is a run without faults (and the acceptance run of a
+// broken build); its bound is exactness up to fallback decisions.
+const (
+	None          Fault = "none"
+	Kill          Fault = "kill"           // SIGKILL, restart after the fault length
+	Pause         Fault = "pause"          // SIGSTOP, SIGCONT after the fault length
+	Isolate       Fault = "isolate"        // one node's peer traffic silently dropped
+	LongPartition Fault = "long-partition" // isolate for longer than GossipToTheDeadTime
+	Split         Fault = "split"          // a minority half cut from the majority half
+	Loss          Fault = "loss"           // random loss of one node's peer packets
+	Leave         Fault = "leave"          // SIGTERM (graceful leave), restart after the fault length
+)
+
+// Relation says how a bucket's owner (before the fault) relates to the
+// nodes the fault hits.
+type Relation string
+
+const (
+	// OwnedByTarget: the key's owner is hit by the fault (or is on the
+	// minority side of a split).
+	OwnedByTarget Relation = "target-owned"
+	// OwnedElsewhere: the key's owner is not hit.
+	OwnedElsewhere Relation = "other-owned"
+)
+
+// Bound is the design bound on one bucket's excess under one fault
+// (DESIGN §6, no replication yet):
+//
+//	OwnerChanges*B  +  sum over nodes that decided from fallback of
+//	                   (max(1, floor(B/Members)) + r/Members * span)
+//
+// The first term: a new owner that could not get the bucket starts it
+// full. The second is what local ceilings admit by construction: a node's
+// ceiling holds one share and refills at r/Members, so over the span from
+// its first fallback decision on the key to its last allowed one it admits
+// at most a share plus the refill. The spans come from the history
+// (FallbackAllowance); everything else is the design's.
+type Bound struct {
+	OwnerChanges int
+	Members      int // the N the local ceilings divide by (known members)
+	Why          string
+}
+
+// Tokens evaluates the bound for bucket b given the fallback allowance fb
+// (from FallbackAllowance).
+func (bd Bound) Tokens(b Bucket, fb float64) float64 {
+	return float64(bd.OwnerChanges)*b.Capacity + fb
+}
+
+// Share is a local ceiling's capacity: max(1, floor(B/n)).
+func Share(b Bucket, n int) float64 { return math.Max(1, math.Floor(b.Capacity/float64(max(n, 1)))) }
+
+// FallbackAllowance is what the local ceilings of n known members may have
+// admitted for one bucket: for every node that answered from fallback in
+// ops (decisions with Source "fallback" and Call in [from, to]), one share
+// plus r/n for the span from its first fallback decision to the Return of
+// its last allowed one. It also returns how many allowed fallback decisions
+// there were.
+func FallbackAllowance(ops []Op, b Bucket, n int, from, to int64) (float64, int) {
+	type span struct {
+		first, last int64
+		any         bool
+	}
+	spans := make(map[string]*span)
+	count := 0
+	for _, o := range ops {
+		if o.Source != "fallback" || o.Call < from || o.Call > to {
+			continue
+		}
+		s := spans[o.Node]
+		if s == nil {
+			s = &span{first: o.Call, last: o.Call}
+			spans[o.Node] = s
+		}
+		s.first = min(s.first, o.Call)
+		if o.Result == Allowed {
+			s.last = max(s.last, o.Return)
+			s.any = true
+			count++
+		}
+	}
+	total := 0.0
+	for _, s := range spans {
+		if !s.any {
+			continue
+		}
+		total += Share(b, n) + b.Rate/float64(max(n, 1))*float64(s.last-s.first)/1e9
+	}
+	return total, count
+}
+
+// FaultBound returns the owner-change part of the bound for a bucket with
+// relation rel under fault f in a cluster of n nodes.
+func FaultBound(f Fault, rel Relation, n int) Bound {
+	target := rel == OwnedByTarget
+	switch f {
+	case Kill, Pause:
+		if target {
+			return Bound{OwnerChanges: 2, Members: n,
+				Why: "takeover starts full (+B); the owner's return may lose the debt again (+B)"}
+		}
+		return Bound{Members: n, Why: "a minority crash changes nothing for the rest"}
+	case Isolate, LongPartition, Split:
+		if target {
+			return Bound{OwnerChanges: 2, Members: n,
+				Why: "majority takes over full (+B), owner returns (+B); the minority answers from local ceilings"}
+		}
+		return Bound{Members: n, Why: "minority nodes answer from local ceilings for keys owned across the cut"}
+	case Loss:
+		if target {
+			return Bound{OwnerChanges: 2, Members: n,
+				Why: "a lossy owner may be declared dead and return (+2B)"}
+		}
+		return Bound{Members: n, Why: "the lossy node falls back when its forwards fail"}
+	case Leave:
+		// A graceful leave is forgotten at once, so ceilings divide by n-1;
+		// the leaving owner hands its buckets over, keeping their debt.
+		return Bound{Members: max(n-1, 1), Why: "a leaving owner hands its buckets over (debt kept)"}
+	default:
+		return Bound{Members: n, Why: "exactness without faults (up to fallback decisions)"}
+	}
+}

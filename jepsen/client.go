@@ -1,0 +1,201 @@
+package jepsen
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// Workload is the traffic of a run: paced workers on every node, a share of
+// requests on the hot keys (one per node, so every node owns one) and the
+// rest spread over many cold keys, with weighted costs.
+type Workload struct {
+	HotLimit, ColdLimit string
+	HotKeys, ColdKeys   []string
+	WorkersPerNode      int
+	RatePerWorker       float64       // requests per second per worker
+	HotShare            float64       // share of requests on hot keys
+	Deadline            time.Duration // per request; past it the op is a timeout
+	Seed                uint64
+}
+
+// hotCost and coldCost are the weighted costs: 1 (70%), 2 (20%), 3 (10%)
+// for hot keys; 1 (80%) or 2 for cold keys.
+func hotCost(r *rand.Rand) int64 {
+	switch x := r.Float64(); {
+	case x < 0.7:
+		return 1
+	case x < 0.9:
+		return 2
+	default:
+		return 3
+	}
+}
+
+func coldCost(r *rand.Rand) int64 {
+	if r.Float64() < 0.8 {
+		return 1
+	}
+	return 2
+}
+
+// Recorder collects ops from concurrent clients. The zero value is not
+// usable; use NewRecorder.
+type Recorder struct {
+	base time.Time
+	id   atomic.Int64
+
+	mu  sync.Mutex // guards ops and events
+	ops []Op
+	ev  []Event
+}
+
+// NewRecorder returns a Recorder whose time base is now.
+func NewRecorder() *Recorder { return &Recorder{base: time.Now()} }
+
+// Now is the time since the base in nanoseconds (monotonic).
+func (r *Recorder) Now() int64 { return int64(time.Since(r.base)) }
+
+// Event records a harness event now and returns its time.
+func (r *Recorder) Event(kind, detail string) int64 {
+	at := r.Now()
+	r.mu.Lock()
+	r.ev = append(r.ev, Event{At: at, Kind: kind, Detail: detail})
+	r.mu.Unlock()
+	return at
+}
+
+func (r *Recorder) add(o Op) {
+	r.mu.Lock()
+	r.ops = append(r.ops, o)
+	r.mu.Unlock()
+}
+
+// Ops returns a copy of the recorded ops.
+func (r *Recorder) Ops() []Op {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Op(nil), r.ops...)
+}
+
+// Events returns a copy of the recorded events.
+func (r *Recorder) Events() []Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Event(nil), r.ev...)
+}
+
+// RunClients runs wl against the nodes (name -> base URL) until ctx ends
+// and records every request in rec. It returns when all workers stopped.
+func RunClients(ctx context.Context, nodes map[string]string, wl Workload, rec *Recorder) {
+	tr := &http.Transport{MaxIdleConnsPerHost: wl.WorkersPerNode + 1, IdleConnTimeout: 10 * time.Second}
+	defer tr.CloseIdleConnections()
+	hc := &http.Client{Transport: tr}
+	var wg sync.WaitGroup
+	client := 0
+	for _, name := range sortedKeys(nodes) {
+		for range wl.WorkersPerNode {
+			client++
+			w := worker{id: client, node: name, url: nodes[name] + "/v1/take", wl: wl, hc: hc, rec: rec,
+				rnd: rand.New(rand.NewPCG(wl.Seed, uint64(client)))}
+			wg.Go(func() { w.run(ctx) })
+		}
+	}
+	wg.Wait()
+}
+
+type worker struct {
+	id        int
+	node, url string
+	wl        Workload
+	hc        *http.Client
+	rec       *Recorder
+	rnd       *rand.Rand
+}
+
+func (w *worker) run(ctx context.Context) {
+	every := time.Duration(float64(time.Second) / w.wl.RatePerWorker)
+	// Spread the workers' phases so they do not fire in lockstep.
+	t := time.NewTimer(time.Duration(w.rnd.Int64N(int64(every))))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		start := time.Now()
+		w.once(ctx)
+		t.Reset(max(every-time.Since(start), 0))
+	}
+}
+
+type takeReply struct {
+	Allowed bool `json:"allowed"`
+	Results []struct {
+		Source string `json:"source"`
+	} `json:"results"`
+}
+
+// once sends one take and records it.
+func (w *worker) once(ctx context.Context) {
+	o := Op{Client: w.id, Node: w.node}
+	if w.rnd.Float64() < w.wl.HotShare {
+		o.Limit, o.Key, o.Cost = w.wl.HotLimit, w.wl.HotKeys[w.rnd.IntN(len(w.wl.HotKeys))], hotCost(w.rnd)
+	} else {
+		o.Limit, o.Key, o.Cost = w.wl.ColdLimit, w.wl.ColdKeys[w.rnd.IntN(len(w.wl.ColdKeys))], coldCost(w.rnd)
+	}
+	body, _ := json.Marshal(map[string]any{"checks": []map[string]any{{"limit": o.Limit, "key": o.Key, "cost": o.Cost}}})
+	rctx, cancel := context.WithTimeout(ctx, w.wl.Deadline)
+	defer cancel()
+	o.ID = w.rec.id.Add(1)
+	o.Call = w.rec.Now()
+	req, _ := http.NewRequestWithContext(rctx, http.MethodPost, w.url, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := w.hc.Do(req)
+	var data []byte
+	if err == nil {
+		data, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+	}
+	o.Return = w.rec.Now()
+	if ctx.Err() != nil && err != nil {
+		return // the run ended mid-request: not part of the history
+	}
+	switch {
+	case err != nil && errors.Is(err, syscall.ECONNREFUSED):
+		o.Result, o.Err = Failed, "connection refused"
+	case err != nil:
+		o.Result, o.Err = Timeout, err.Error()
+	case resp.StatusCode == http.StatusOK:
+		var rep takeReply
+		if jerr := json.Unmarshal(data, &rep); jerr != nil {
+			o.Result, o.Err = Timeout, "bad reply: "+jerr.Error()
+			break
+		}
+		o.Result = Denied
+		if rep.Allowed {
+			o.Result = Allowed
+		}
+		if len(rep.Results) > 0 {
+			o.Source = rep.Results[0].Source
+		}
+	case resp.StatusCode < 500 || resp.StatusCode == http.StatusServiceUnavailable:
+		o.Result, o.Err = Failed, fmt.Sprintf("status %d: %.100s", resp.StatusCode, data)
+	default:
+		o.Result, o.Err = Timeout, fmt.Sprintf("status %d: %.100s", resp.StatusCode, data)
+	}
+	if resp != nil {
+		o.Status = resp.StatusCode
+	}
+	w.rec.add(o)
+}

@@ -1,0 +1,286 @@
+package jepsen
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// ClusterConfig describes N weir processes in a Net.
+type ClusterConfig struct {
+	Bin    string // the weir binary
+	Net    *Net
+	Limits string // limits file path
+	LogDir string // node i appends to LogDir/n<i>.log across restarts
+	// Standalone starts every node with --cluster=false: each decides every
+	// key alone from a full bucket. This is the deliberately broken build of
+	// the acceptance test.
+	Standalone bool
+}
+
+// Cluster runs the weir processes of one scenario. Its methods are safe for
+// concurrent use.
+type Cluster struct {
+	cfg  ClusterConfig
+	http *http.Client
+
+	mu    sync.Mutex // guards procs
+	procs []*proc    // index i-1 for node i; nil when not running
+}
+
+type proc struct {
+	cmd    *exec.Cmd
+	done   chan struct{}
+	log    *os.File
+	paused bool
+}
+
+// NewCluster returns a Cluster with no process running.
+func NewCluster(cfg ClusterConfig) *Cluster {
+	return &Cluster{
+		cfg:   cfg,
+		procs: make([]*proc, cfg.Net.N),
+		http: &http.Client{Timeout: time.Second, Transport: &http.Transport{
+			MaxIdleConnsPerHost: 4, IdleConnTimeout: 5 * time.Second,
+		}},
+	}
+}
+
+// Name is node i's name (i from 1).
+func Name(i int) string { return fmt.Sprintf("n%d", i) }
+
+// URL is node i's public HTTP base URL.
+func (c *Cluster) URL(i int) string { return "http://" + c.cfg.Net.IP(i) + ":8080" }
+
+func (c *Cluster) args(i int) []string {
+	nw := c.cfg.Net
+	ip := nw.IP(i)
+	a := []string{"netns", "exec", nw.NS(i), c.cfg.Bin, "serve",
+		"--node-name", Name(i), "--http-addr", ip + ":8080", "--grpc-addr", ip + ":8081",
+		"--limits", c.cfg.Limits}
+	if c.cfg.Standalone {
+		return append(a, "--cluster=false")
+	}
+	var join []string
+	for j := 1; j <= nw.N; j++ {
+		if j != i {
+			join = append(join, nw.IP(j)+":7946")
+		}
+	}
+	return append(a, "--gossip-addr", ip+":7946", "--advertise-addr", ip, "--peer-addr", ip+":7947",
+		"--join", strings.Join(join, ","), "--timing", "local")
+}
+
+// Start starts node i. `ip netns exec` execs the binary in place, so the
+// process started is weir itself and signals reach it directly.
+func (c *Cluster) Start(i int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.procs[i-1] != nil {
+		return fmt.Errorf("jepsen: %s already running", Name(i))
+	}
+	f, err := os.OpenFile(filepath.Join(c.cfg.LogDir, Name(i)+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("jepsen: %w", err)
+	}
+	fmt.Fprintf(f, "=== jepsen: start %s at %s\n", Name(i), time.Now().Format(time.RFC3339Nano))
+	cmd := exec.Command("ip", c.args(i)...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return fmt.Errorf("jepsen: start %s: %w", Name(i), err)
+	}
+	p := &proc{cmd: cmd, done: make(chan struct{}), log: f}
+	go func() {
+		_ = cmd.Wait()
+		f.Close()
+		close(p.done)
+	}()
+	c.procs[i-1] = p
+	return nil
+}
+
+// signal sends sig to node i's process.
+func (c *Cluster) signal(i int, sig syscall.Signal) (*proc, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.procs[i-1]
+	if p == nil {
+		return nil, fmt.Errorf("jepsen: %s is not running", Name(i))
+	}
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		return nil, fmt.Errorf("jepsen: signal %s: %w", Name(i), err)
+	}
+	switch sig {
+	case syscall.SIGSTOP:
+		p.paused = true
+	case syscall.SIGCONT:
+		p.paused = false
+	}
+	return p, nil
+}
+
+// reap waits up to d for node i's process to exit and forgets it.
+func (c *Cluster) reap(i int, p *proc, d time.Duration) error {
+	select {
+	case <-p.done:
+	case <-time.After(d):
+		return fmt.Errorf("jepsen: %s did not exit within %v", Name(i), d)
+	}
+	c.mu.Lock()
+	c.procs[i-1] = nil
+	c.mu.Unlock()
+	return nil
+}
+
+// Kill sends SIGKILL to node i and waits for it to exit.
+func (c *Cluster) Kill(i int) error {
+	p, err := c.signal(i, syscall.SIGKILL)
+	if err != nil {
+		return err
+	}
+	return c.reap(i, p, 5*time.Second)
+}
+
+// Stop sends SIGTERM to node i (a graceful leave) and waits up to timeout
+// for it to exit, then kills it.
+func (c *Cluster) Stop(i int, timeout time.Duration) error {
+	p, err := c.signal(i, syscall.SIGTERM)
+	if err != nil {
+		return err
+	}
+	if err := c.reap(i, p, timeout); err != nil {
+		_ = p.cmd.Process.Kill()
+		return errors.Join(err, c.reap(i, p, 5*time.Second))
+	}
+	return nil
+}
+
+// Pause sends SIGSTOP to node i.
+func (c *Cluster) Pause(i int) error { _, err := c.signal(i, syscall.SIGSTOP); return err }
+
+// Resume sends SIGCONT to node i.
+func (c *Cluster) Resume(i int) error { _, err := c.signal(i, syscall.SIGCONT); return err }
+
+// Close kills every process still running (resuming paused ones first).
+func (c *Cluster) Close() {
+	for i := 1; i <= len(c.procs); i++ {
+		c.mu.Lock()
+		p := c.procs[i-1]
+		c.mu.Unlock()
+		if p == nil {
+			continue
+		}
+		_ = p.cmd.Process.Signal(syscall.SIGCONT)
+		_ = p.cmd.Process.Kill()
+		_ = c.reap(i, p, 5*time.Second)
+	}
+	c.http.CloseIdleConnections()
+}
+
+// Member is one member in a node's /v1/cluster answer.
+type Member struct {
+	Name  string `json:"name"`
+	Addr  string `json:"addr"`
+	State string `json:"state"`
+}
+
+// Info is a node's /v1/cluster answer.
+type Info struct {
+	Node    string   `json:"node"`
+	Epoch   uint64   `json:"epoch"`
+	Members []Member `json:"members"`
+	Owner   string   `json:"owner"`
+}
+
+// Info asks node i for its view; with limit and key set, also their owner.
+func (c *Cluster) Info(ctx context.Context, i int, limit, key string) (Info, error) {
+	u := c.URL(i) + "/v1/cluster"
+	if limit != "" {
+		u += "?limit=" + url.QueryEscape(limit) + "&key=" + url.QueryEscape(key)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return Info{}, fmt.Errorf("jepsen: %w", err)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return Info{}, fmt.Errorf("jepsen: %s: %w", Name(i), err)
+	}
+	defer resp.Body.Close()
+	var in Info
+	if resp.StatusCode != http.StatusOK {
+		return in, fmt.Errorf("jepsen: %s: /v1/cluster status %d", Name(i), resp.StatusCode)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&in); err != nil {
+		return in, fmt.Errorf("jepsen: %s: %w", Name(i), err)
+	}
+	return in, nil
+}
+
+// Converged reports whether every node in nodes answers, lists exactly the
+// members named want, all alive, and names the same owner for every sample
+// (limit, key). It returns a reason when not.
+func (c *Cluster) Converged(ctx context.Context, nodes []int, want []string, samples []BucketID) (bool, string) {
+	owners := make(map[BucketID]string)
+	for _, i := range nodes {
+		in, err := c.Info(ctx, i, "", "")
+		if err != nil {
+			return false, err.Error()
+		}
+		var alive []string
+		for _, m := range in.Members {
+			if m.State == "alive" {
+				alive = append(alive, m.Name)
+			}
+		}
+		slices.Sort(alive)
+		if len(in.Members) != len(want) || !slices.Equal(alive, want) {
+			return false, fmt.Sprintf("%s sees %v alive of %d members", Name(i), alive, len(in.Members))
+		}
+		for _, s := range samples {
+			in, err := c.Info(ctx, i, s.Limit, s.Key)
+			if err != nil {
+				return false, err.Error()
+			}
+			if o, ok := owners[s]; ok && o != in.Owner {
+				return false, fmt.Sprintf("owner of %s/%s: %s says %s, others %s", s.Limit, s.Key, Name(i), in.Owner, o)
+			}
+			owners[s] = in.Owner
+		}
+	}
+	return true, ""
+}
+
+// WaitConverged polls Converged every 100ms until it holds or ctx ends; it
+// returns how long that took and the last reason on failure.
+func (c *Cluster) WaitConverged(ctx context.Context, nodes []int, want []string, samples []BucketID) (time.Duration, error) {
+	start := time.Now()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		qctx, cancel := context.WithTimeout(ctx, time.Second)
+		ok, why := c.Converged(qctx, nodes, want, samples)
+		cancel()
+		if ok {
+			return time.Since(start), nil
+		}
+		select {
+		case <-ctx.Done():
+			return time.Since(start), fmt.Errorf("jepsen: not converged after %v: %s", time.Since(start).Round(time.Millisecond), why)
+		case <-tick.C:
+		}
+	}
+}

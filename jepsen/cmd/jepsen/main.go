@@ -1,0 +1,161 @@
+// Command jepsen runs Weir's fault-injection matrix against real weir
+// processes in network namespaces and prints a summary table. It needs root
+// (ip netns, veth, bridge, iptables). It exits 1 when any scenario fails its
+// checks, 2 when the harness itself fails.
+//
+//	jepsen -quick                       # 3 nodes: kill, pause, isolate, long-partition, broken
+//	jepsen -nodes 3,5 -faults all       # the full matrix
+//	jepsen -seed 42 -faults isolate     # reproduce one scenario
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/weir-rl/weir/jepsen"
+)
+
+// quick is the CI suite; all is the full matrix.
+var (
+	quick = []string{"kill", "pause", "isolate", "long-partition", "broken"}
+	all   = []string{"none", "kill", "pause", "isolate", "long-partition", "split", "loss", "leave", "broken"}
+)
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("jepsen", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	bin := fs.String("bin", "bin/weir", "weir binary (build it with CGO_ENABLED=0)")
+	nodes := fs.String("nodes", "3", "cluster sizes, comma separated (3 or 5)")
+	faults := fs.String("faults", strings.Join(quick, ","), "scenarios, comma separated, or all: "+strings.Join(all, ","))
+	quickF := fs.Bool("quick", false, "the CI suite: 3 nodes, "+strings.Join(quick, ","))
+	seed := fs.Uint64("seed", 0, "seed for targets and traffic (0: from the clock)")
+	out := fs.String("out", "jepsen/runs", "directory for run directories")
+	prefix := fs.String("prefix", "wj", "name prefix of the namespaces and veths")
+	xfail := fs.String("xfail", "", "scenarios expected to fail because of a known, reported bug (e.g. 3-long-partition):\n"+
+		"shown as XFAIL and not counted in the exit status; one that passes shows XPASS")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *quickF {
+		*nodes, *faults = "3", strings.Join(quick, ",")
+	}
+	if *faults == "all" {
+		*faults = strings.Join(all, ",")
+	}
+	if *seed == 0 {
+		*seed = uint64(time.Now().UnixNano() % 1_000_000)
+	}
+	absBin, err := filepath.Abs(*bin)
+	if err == nil {
+		_, err = os.Stat(absBin)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "jepsen: weir binary: %v (run make build)\n", err)
+		return 2
+	}
+	runDir := filepath.Join(*out, time.Now().Format("20060102-150405")+"-"+strconv.FormatUint(*seed, 10))
+	if err := os.MkdirAll(runDir, 0o755); err != nil {
+		fmt.Fprintf(stderr, "jepsen: %v\n", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	start := time.Now()
+	var results []jepsen.Result
+	harnessErr := false
+	for _, ns := range strings.Split(*nodes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(ns))
+		if err != nil || n < 1 {
+			fmt.Fprintf(stderr, "jepsen: bad -nodes %q\n", ns)
+			return 2
+		}
+		nw := &jepsen.Net{Prefix: *prefix, N: n}
+		if err := nw.Setup(ctx); err != nil {
+			fmt.Fprintf(stderr, "jepsen: %v\n", err)
+			return 2
+		}
+		for _, f := range strings.Split(*faults, ",") {
+			sc, err := scenario(strings.TrimSpace(f), n)
+			if err != nil {
+				nw.Cleanup(ctx)
+				fmt.Fprintf(stderr, "jepsen: %v\n", err)
+				return 2
+			}
+			sc.Seed, sc.Bin, sc.Net = *seed, absBin, nw
+			sc.Dir = filepath.Join(runDir, sc.Name)
+			fmt.Fprintf(stderr, "jepsen: %s ...\n", sc.Name)
+			res, err := jepsen.Run(ctx, sc)
+			res.KnownBug = slices.Contains(strings.Split(*xfail, ","), sc.Name)
+			if err != nil {
+				fmt.Fprintf(stderr, "jepsen: %s: %v\n", sc.Name, err)
+				harnessErr = true
+				if ctx.Err() != nil {
+					break
+				}
+				continue
+			}
+			fmt.Fprintf(stderr, "jepsen: %s %s in %v\n", sc.Name, map[bool]string{true: "passed", false: "FAILED"}[res.Pass], res.Elapsed.Round(time.Second))
+			results = append(results, res)
+		}
+		nw.Cleanup(ctx)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	f, err := os.Create(filepath.Join(runDir, "summary.txt"))
+	if err == nil {
+		_ = jepsen.WriteSummary(io.MultiWriter(stdout, f), results)
+		f.Close()
+	} else {
+		_ = jepsen.WriteSummary(stdout, results)
+	}
+	fmt.Fprintf(stdout, "seed %d, %d scenarios in %v, results in %s\n", *seed, len(results), time.Since(start).Round(time.Second), runDir)
+	switch {
+	case harnessErr || ctx.Err() != nil:
+		return 2
+	}
+	for _, r := range results {
+		if !r.Pass && !r.KnownBug {
+			return 1
+		}
+	}
+	return 0
+}
+
+// scenario returns the configuration of one named scenario for n nodes.
+func scenario(name string, n int) (jepsen.ScenarioConfig, error) {
+	sc := jepsen.DefaultScenario()
+	sc.Name = fmt.Sprintf("%d-%s", n, name)
+	switch name {
+	case "none":
+		sc.Fault, sc.Before = jepsen.None, 8*time.Second
+	case "broken":
+		sc.Fault, sc.Before, sc.Standalone, sc.ExpectViolation = jepsen.None, 6*time.Second, true, true
+	case "kill", "pause", "leave":
+		sc.Fault, sc.During = jepsen.Fault(name), 4*time.Second
+	case "isolate", "split":
+		sc.Fault, sc.During = jepsen.Fault(name), 5*time.Second
+	case "long-partition":
+		// Longer than GossipToTheDeadTime (2s) plus detection (~1.6s), so
+		// both sides forget each other and only the rejoin loop heals it.
+		sc.Fault, sc.During = jepsen.LongPartition, 8*time.Second
+	case "loss":
+		sc.Fault, sc.During = jepsen.Loss, 6*time.Second
+	default:
+		return sc, fmt.Errorf("unknown scenario %q (want one of %s)", name, strings.Join(all, ","))
+	}
+	return sc, nil
+}

@@ -1,0 +1,56 @@
+// Package jepsen is Weir's fault-injection harness: real `weir serve`
+// processes in Linux network namespaces, nemeses that kill, pause, isolate,
+// split and degrade them, paced clients that record every operation, and
+// checkers that turn the recorded history into numbers the README can cite.
+//
+// # Layout
+//
+// The pure, unit-tested core needs neither root nor a cluster:
+//
+//   - history.go: Op, one recorded request with its call and return times on
+//     one monotonic base, and the JSONL encoding of a history;
+//   - checker.go: the over-admission checker (Excess): the largest excess of
+//     definitely admitted cost over an ideal token bucket, over every window;
+//   - bound.go: the design bound of each fault (Bound), from DESIGN §6,
+//     and the fallback allowance of local ceilings;
+//   - avail.go: availability and latency per phase;
+//   - report.go: the one-screen summary table.
+//
+// The shell needs root, iproute2 and iptables and is only exercised by the
+// runner (jepsen/cmd/jepsen) and by tests gated on WEIR_JEPSEN=1:
+//
+//   - netns.go: a bridge and N namespaces with veth pairs (Net), and the
+//     iptables rules nemeses use (silent DROPs, random loss);
+//   - cluster.go: N weir processes started with `ip netns exec` (Cluster);
+//   - nemesis.go: faults with Inject and Heal;
+//   - client.go: the recording, paced clients;
+//   - scenario.go: one run: start, warm up, before, fault, after, check.
+//
+// # The over-admission checker
+//
+// Clients run in one process and time every request with time.Since on one
+// base, so a request took effect somewhere inside [Call, Return]. For a
+// window [t1, t2] the checker counts only the allowed requests that surely
+// fell inside it (t1 <= Call and Return <= t2), like Jepsen's counter
+// checker counts only acknowledged increments for its lower bound. An ideal
+// token bucket of capacity B and rate r admits at most B + r*(t2-t1) over
+// any window, whatever its state at t1 (DESIGN §11), so
+//
+//	excess = max over windows of (surely admitted cost - B - r*(t2-t1))
+//
+// is a lower bound on the true over-admission: it never reports a violation
+// that did not happen. Timeouts and errors are indeterminate; they are not
+// counted (they could only raise the true figure) and are reported as the
+// width of the upper bound.
+//
+// # Bounds
+//
+// A fault's bound (Bound, FallbackAllowance) is B per change of a key's
+// owner that may lose the bucket (there is no replication yet, so a
+// takeover after a crash starts full; the design's count per fault is in
+// FaultBound), plus what local ceilings admit by construction: each node
+// that answered the key from fallback holds one share, max(1, floor(B/N)),
+// refilled at r/N over the span of its fallback decisions, taken from the
+// history. Before the fault, owner decisions alone must be exact. A run
+// fails when a key's measured excess exceeds its bound.
+package jepsen

@@ -1,0 +1,81 @@
+package jepsen
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+)
+
+// Outcome is what a client learned about one request.
+type Outcome string
+
+const (
+	// Allowed is a definite admission: HTTP 200 with "allowed": true.
+	Allowed Outcome = "allowed"
+	// Denied is a definite refusal: HTTP 200 with "allowed": false.
+	Denied Outcome = "denied"
+	// Failed is a definite error that spent nothing: a 4xx or 503 answer,
+	// or a connection the server never accepted.
+	Failed Outcome = "error"
+	// Timeout is indeterminate: the request may or may not have been
+	// decided (deadline passed, connection reset after sending).
+	Timeout Outcome = "timeout"
+)
+
+// Op is one recorded request. Call and Return are nanoseconds since the
+// run's base on the runner's monotonic clock.
+type Op struct {
+	ID     int64   `json:"id"`
+	Client int     `json:"client"`
+	Node   string  `json:"node"` // the node asked
+	Limit  string  `json:"limit"`
+	Key    string  `json:"key"`
+	Cost   int64   `json:"cost"`
+	Call   int64   `json:"call_ns"`
+	Return int64   `json:"return_ns"`
+	Result Outcome `json:"result"`
+	Source string  `json:"source,omitempty"` // owner | fallback, for decisions
+	Status int     `json:"status,omitempty"` // HTTP status, 0 when none
+	Err    string  `json:"err,omitempty"`
+}
+
+// Determinate reports whether the outcome is known: allowed, denied or a
+// definite error.
+func (o Op) Determinate() bool { return o.Result != Timeout }
+
+// Event is a nemesis or harness event on the same time base as the ops.
+type Event struct {
+	At     int64  `json:"at_ns"`
+	Kind   string `json:"kind"` // inject | heal | converged | phase
+	Detail string `json:"detail"`
+}
+
+// WriteJSONL writes ops one JSON object a line.
+func WriteJSONL(w io.Writer, ops []Op) error {
+	bw := bufio.NewWriter(w)
+	enc := json.NewEncoder(bw)
+	for i := range ops {
+		if err := enc.Encode(&ops[i]); err != nil {
+			return fmt.Errorf("jepsen: write history: %w", err)
+		}
+	}
+	return bw.Flush()
+}
+
+// ReadJSONL reads a history written by WriteJSONL.
+func ReadJSONL(r io.Reader) ([]Op, error) {
+	var ops []Op
+	dec := json.NewDecoder(r)
+	for {
+		var o Op
+		err := dec.Decode(&o)
+		if err == io.EOF {
+			return ops, nil
+		}
+		if err != nil {
+			return ops, fmt.Errorf("jepsen: read history: %w", err)
+		}
+		ops = append(ops, o)
+	}
+}

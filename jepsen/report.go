@@ -1,0 +1,128 @@
+package jepsen
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+func sortedKeys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}
+
+// Row is one line of the summary: the worst bucket (largest excess over
+// its bound) among the buckets of one relation in one scenario.
+type Row struct {
+	Scenario  string
+	Fault     Fault
+	Relation  Relation
+	Bucket    BucketID
+	Excess    float64
+	Ratio     float64
+	Bound     float64
+	Fallbacks int     // allowed fallback decisions on the bucket
+	Avail     float64 // share answered during the fault, all nodes
+	AvailRest float64 // share answered during the fault by nodes not hit
+	P99       time.Duration
+	Converge  time.Duration
+	Verdict   string
+}
+
+// Rows summarizes a result: one row per relation present.
+func (r Result) Rows() []Row {
+	phase := "during"
+	if r.Fault == None {
+		phase = "before"
+	}
+	av := r.Avail[phase]
+	verdict := "PASS"
+	switch {
+	case !r.Pass && r.KnownBug:
+		verdict = "XFAIL"
+	case !r.Pass:
+		verdict = "FAIL"
+	case r.KnownBug:
+		verdict = "XPASS"
+	}
+	var rows []Row
+	for _, rel := range []Relation{OwnedByTarget, OwnedElsewhere} {
+		var worst *BucketCheck
+		for i := range r.Buckets {
+			b := &r.Buckets[i]
+			if b.Relation != rel {
+				continue
+			}
+			if worst == nil || worse(b, worst) {
+				worst = b
+			}
+		}
+		if worst == nil {
+			continue
+		}
+		v := verdict
+		if !worst.Pass && r.Pass {
+			v = "PASS (detected)"
+		}
+		rows = append(rows, Row{
+			Scenario: r.Name, Fault: r.Fault, Relation: rel, Bucket: worst.ID,
+			Excess: worst.Whole.Excess, Ratio: worst.Whole.Ratio(), Bound: worst.Bound, Fallbacks: worst.Fallbacks,
+			Avail: av.Share(), AvailRest: r.AvailOther.Share(), P99: av.P99, Converge: r.Converge, Verdict: v,
+		})
+	}
+	return rows
+}
+
+// worse orders buckets for the summary: failed before passed, then by
+// excess over bound, then by excess.
+func worse(a, b *BucketCheck) bool {
+	if a.Pass != b.Pass {
+		return !a.Pass
+	}
+	if da, db := a.Whole.Excess-a.Bound, b.Whole.Excess-b.Bound; da != db && (a.Whole.Excess > 0 || b.Whole.Excess > 0) {
+		return da > db
+	}
+	return a.Whole.Excess > b.Whole.Excess
+}
+
+// WriteSummary prints the one-screen table of results, then each failure.
+func WriteSummary(w io.Writer, results []Result) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "scenario\tkeys\tworst key\texcess\tratio\tbound\tfb\tavail\tavail(rest)\tp99\theal\tverdict\t")
+	for _, r := range results {
+		for _, row := range r.Rows() {
+			conv := "-"
+			if row.Converge > 0 {
+				conv = row.Converge.Round(100 * time.Millisecond).String()
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s/%s\t%.1f\t%.2f\t%.1f\t%d\t%.1f%%\t%.1f%%\t%v\t%s\t%s\t\n",
+				row.Scenario, row.Relation, row.Bucket.Limit, row.Bucket.Key, row.Excess, row.Ratio, row.Bound, row.Fallbacks,
+				100*row.Avail, 100*row.AvailRest, row.P99.Round(time.Millisecond), conv, row.Verdict)
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, r := range results {
+		for _, f := range r.Failures {
+			tag := ""
+			if r.KnownBug {
+				tag = " [known bug, xfail]"
+			}
+			fmt.Fprintf(w, "%s%s: %s\n", r.Name, tag, f)
+		}
+	}
+	var b strings.Builder
+	for _, r := range results {
+		fmt.Fprintf(&b, "%s (targets %v) %v; ", r.Name, r.Targets, r.Elapsed.Round(time.Second))
+	}
+	_, err := fmt.Fprintln(w, strings.TrimSuffix(b.String(), "; "))
+	return err
+}
