@@ -243,6 +243,13 @@ func (t *Table) Held(limit, key string) int64 {
 	return 0
 }
 
+// Holds reports whether lease id is in the table as of the last step (it
+// may have expired since; Renew tells).
+func (t *Table) Holds(id string) bool {
+	_, ok := t.leases[id]
+	return ok
+}
+
 // Queued returns the number of waiters parked for (limit, key).
 func (t *Table) Queued(limit, key string) int {
 	if b := t.buckets[bucketKey{limit, key}]; b != nil {

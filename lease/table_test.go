@@ -394,3 +394,23 @@ func TestFencingAcrossKeysAndForgottenKeys(t *testing.T) {
 		}
 	}
 }
+
+func TestHolds(t *testing.T) {
+	tb, err := NewTable(LocalConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := Params{Permits: 1, DefaultTTL: time.Second}
+	now := time.Unix(100, 0)
+	out, _, err := tb.Acquire(now, Request{Limit: "l", Key: "k"}, p)
+	if err != nil || out.Status != Granted {
+		t.Fatalf("Acquire = %+v, %v", out, err)
+	}
+	if !tb.Holds(out.Grant.ID) || tb.Holds("other") {
+		t.Fatal("Holds disagrees with the table")
+	}
+	tb.Release(now, out.Grant.ID)
+	if tb.Holds(out.Grant.ID) {
+		t.Fatal("a released lease is still held")
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/weir-rl/weir/api"
@@ -46,10 +47,20 @@ type cluster struct {
 	log    *slog.Logger
 	now    func() time.Time
 	window time.Duration // HandoffWindow
+	// takeoverDelay: keys of a failed member are served from local
+	// ceilings this long before the new owner decides them.
+	takeoverDelay time.Duration
 	// requireJoin: started with --join, so decide only from local ceilings
 	// until a seed answered (DESIGN §6).
 	requireJoin bool
 	seeds       int // number of --join addresses
+	// failures are recent member failures (an immutable slice, replaced
+	// whole), read on the decision path without a lock.
+	failures atomic.Pointer[[]failure]
+	// synced is the ring view failures were last computed for; a reader
+	// that finds a newer view syncs first, so no decision runs on a view
+	// whose failures are not recorded yet.
+	synced atomic.Pointer[ring.View]
 	m           *clusterMetrics
 
 	mu       sync.Mutex                 // guards the fields below
@@ -57,8 +68,7 @@ type cluster struct {
 	pulling  map[movedKey]chan struct{} // in-flight pulls, so one key is pulled once
 	changed  time.Time                  // when this node's view last changed
 	leaving  *ring.View                 // set while handing everything off before leaving
-	last     *ring.View                 // the previous view, to spot failures
-	failures []failure                  // recent member failures, for lease takeover windows
+	last     *ring.View                 // the last view synced, to spot failures
 }
 
 type movedKey struct{ limit, key string }
@@ -107,7 +117,8 @@ func (c *cluster) owner(limit, key string) (string, bool, bool) {
 		addr := addrOf(v, to)
 		return addr, false, addr != ""
 	}
-	m, ok := v.Owner(ring.HashKey(limit, key))
+	hk := ring.HashKey(limit, key)
+	m, ok := v.Owner(hk)
 	if !ok {
 		return "", false, false
 	}
@@ -117,7 +128,38 @@ func (c *cluster) owner(limit, key string) (string, bool, bool) {
 		}
 		return m.Meta.GRPCAddr, false, true
 	}
+	if !c.mayDecide(v, hk) {
+		return "", false, false
+	}
 	return "", true, true
+}
+
+// mayDecide reports whether this node, the owner of hk in v, may decide it
+// from the real bucket. It may not on a minority side: the majority takes
+// the key over, so the minority serves even its own keys from local
+// ceilings (DESIGN §6: B + r·T on the majority side plus one share per
+// minority node). Nor may it for TakeoverDelay after taking the key over
+// from a member that failed: an isolated node sees its peers fail one at a
+// time and would otherwise believe itself a majority in between.
+func (c *cluster) mayDecide(v *ring.View, hk string) bool {
+	if !v.Majority {
+		return false
+	}
+	c.sync()
+	fs := c.failures.Load()
+	if fs == nil {
+		return true
+	}
+	now := c.now()
+	for _, f := range *fs {
+		if now.Sub(f.at) >= c.takeoverDelay {
+			continue
+		}
+		if m, ok := f.prev.Owner(hk); ok && m.Name == f.name {
+			return false
+		}
+	}
+	return true
 }
 
 // movedTo reports where a key this node handed over is decided now.
@@ -329,10 +371,14 @@ func (c *cluster) serveTake(ctx context.Context, f *limits.File, from string, r 
 	target := ""
 	for _, ch := range checks {
 		name := c.self
+		hk := ring.HashKey(ch.Limit, ch.Key)
 		if to, ok := c.movedTo(ch.Limit, ch.Key); ok {
 			name = to
-		} else if m, ok := v.Owner(ring.HashKey(ch.Limit, ch.Key)); ok {
+		} else if m, ok := v.Owner(hk); ok {
 			name = m.Name
+		}
+		if name == c.self && !c.mayDecide(v, hk) {
+			return transport.Reply{NotOwner: true}
 		}
 		if name == from && from != c.self {
 			// The sender owns the key in our view yet sends it here: its
@@ -432,4 +478,25 @@ func decodeSnapshot(f []int64) (bucket.Snapshot, bool) {
 		Algorithm: bucket.Algorithm(f[0]), Full: f[1] == 1, Count: f[2], Frac: f[3], Prev: f[4],
 		Ahead: time.Duration(f[5]), Since: time.Duration(f[6]), Left: time.Duration(f[7]), UntilFull: time.Duration(f[8]),
 	}, true
+}
+
+// sync records what changed since the last view this node acted on: the
+// time of the change (for the pull window) and members that failed (for
+// takeover delays and lease takeover windows). It is cheap when nothing
+// changed: one atomic load and a pointer compare.
+func (c *cluster) sync() *ring.View {
+	v := c.ring.View()
+	if c.synced.Load() == v {
+		return v
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.synced.Load() == v {
+		return v
+	}
+	c.changed = c.now()
+	c.noteFailures(c.last, v)
+	c.last = v
+	c.synced.Store(v)
+	return v
 }

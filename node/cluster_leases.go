@@ -22,40 +22,43 @@ type failure struct {
 }
 
 // noteFailures compares two consecutive views and records members that
-// went from live to dead.
+// went from live to dead. Called by sync with c.mu held.
 func (c *cluster) noteFailures(prev, next *ring.View) {
 	if prev == nil {
 		return
 	}
 	now := c.now()
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	var keep []failure
+	if old := c.failures.Load(); old != nil {
+		for _, f := range *old {
+			// Forget records older than any lease could live.
+			if now.Sub(f.at) < limits.MaxLeaseTTLLimit {
+				keep = append(keep, f)
+			}
+		}
+	}
 	for _, m := range next.Members {
 		if m.State != ring.Dead {
 			continue
 		}
 		if old, ok := prev.Member(m.Name); ok && old.State.Live() {
-			c.failures = append(c.failures, failure{name: m.Name, at: now, prev: prev})
+			keep = append(keep, failure{name: m.Name, at: now, prev: prev})
 		}
 	}
-	// Forget records older than any lease could live.
-	keep := c.failures[:0]
-	for _, f := range c.failures {
-		if now.Sub(f.at) < limits.MaxLeaseTTLLimit {
-			keep = append(keep, f)
-		}
-	}
-	c.failures = keep
+	c.failures.Store(&keep)
 }
 
 // takeover reports whether (l, key) is inside the window after its owner
 // crashed, and how long the window still lasts.
 func (c *cluster) takeover(l *limits.Limit, key string) (time.Duration, bool) {
+	c.sync()
+	fs := c.failures.Load()
+	if fs == nil {
+		return 0, false
+	}
 	now := c.now()
 	hk := ring.HashKey(l.Name, key)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, f := range c.failures {
+	for _, f := range *fs {
 		left := f.at.Add(l.MaxLeaseTTL).Sub(now)
 		if left <= 0 {
 			continue

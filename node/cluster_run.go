@@ -91,12 +91,7 @@ func (c *cluster) watch(ctx context.Context) {
 			if !ok || v == nil {
 				return
 			}
-			c.mu.Lock()
-			c.changed = c.now()
-			prev := c.last
-			c.last = v
-			c.mu.Unlock()
-			c.noteFailures(prev, v)
+			c.sync()
 			c.observe(v)
 			if v.Majority {
 				c.pushMoved(ctx, v)
@@ -147,10 +142,23 @@ func (c *cluster) pushMoved(ctx context.Context, v *ring.View) {
 		}
 		c.m.handoff.WithLabelValues("out").Add(float64(len(entries)))
 		c.log.Info("handed off", "to", name, "entries", len(entries))
+		// A take already under way when the snapshot was made may have
+		// spent since. Send the final state once more: the receiver keeps
+		// the fewer tokens, so the second copy only ever adds that debit.
+		var final []transport.HandoffEntry
 		for _, e := range entries {
-			if e.Kind == transport.HandoffBucket {
-				c.markMoved(e.Limit, e.Key, name)
-				c.eng.store.ExtractAt(c.now(), e.Limit, e.Key)
+			if e.Kind != transport.HandoffBucket {
+				continue
+			}
+			c.markMoved(e.Limit, e.Key, name)
+			if x, ok := c.eng.store.ExtractAt(c.now(), e.Limit, e.Key); ok {
+				final = append(final, transport.HandoffEntry{Kind: transport.HandoffBucket,
+					Limit: x.Name, Key: x.Key, Fields: encodeSnapshot(x.Snapshot)})
+			}
+		}
+		if len(final) > 0 {
+			if err := c.pool.Handoff(ctx, addr, final); err != nil {
+				c.log.Warn("final handoff failed", "to", name, "buckets", len(final), "err", err)
 			}
 		}
 	}
@@ -240,7 +248,7 @@ func (n *Node) startCluster(ctx context.Context) error {
 	}
 	c := &cluster{
 		self: cfg.NodeName, ring: r, pool: pool, eng: n.eng, node: n, log: n.log, now: n.eng.now,
-		window: cfg.HandoffWindow, requireJoin: len(rc.Join) > 0, seeds: len(rc.Join), m: cm,
+		window: cfg.HandoffWindow, takeoverDelay: cfg.TakeoverDelay, requireJoin: len(rc.Join) > 0, seeds: len(rc.Join), m: cm,
 		moved: map[movedKey]moved{}, pulling: map[movedKey]chan struct{}{},
 	}
 	srv := transport.NewServer(c, token)

@@ -60,6 +60,12 @@ type Config struct {
 	// requests on. Default 5s; it must exceed the time views take to
 	// converge after a change (RebuildDebounce plus gossip).
 	HandoffWindow time.Duration
+	// TakeoverDelay is how long the keys of a member that failed are served
+	// from local ceilings before their new owner decides them, so that a
+	// node which loses its peers one at a time never takes over keys in the
+	// moment it wrongly believes itself a majority. Default 4s (LAN: the
+	// suspicion timeout of a small cluster); LocalConfig 1.2s.
+	TakeoverDelay time.Duration
 	// LeaveTimeout bounds the graceful leave on shutdown. Default 5s.
 	LeaveTimeout time.Duration
 	// ShutdownTimeout bounds a graceful shutdown: in-flight requests get this long. Default 10s.
@@ -86,6 +92,7 @@ func DefaultConfig() Config {
 		Ring:            ring.DefaultConfig(),
 		Forward:         transport.DefaultConfig(),
 		HandoffWindow:   5 * time.Second,
+		TakeoverDelay:   4 * time.Second,
 		LeaveTimeout:    5 * time.Second,
 	}
 }
@@ -105,6 +112,7 @@ func LocalConfig() Config {
 	c.Ring = ring.LocalConfig()
 	c.Forward = transport.DefaultConfig()
 	c.HandoffWindow = 2 * time.Second
+	c.TakeoverDelay = 1200 * time.Millisecond
 	c.LeaveTimeout = 2 * time.Second
 	return c
 }
@@ -142,7 +150,7 @@ func (c Config) Validate() error {
 		if c.PeerAddr == "" {
 			errs = append(errs, errors.New("node: peer address is required in a cluster"))
 		}
-		if c.HandoffWindow <= 0 || c.LeaveTimeout <= 0 {
+		if c.HandoffWindow <= 0 || c.LeaveTimeout <= 0 || c.TakeoverDelay < 0 {
 			errs = append(errs, errors.New("node: handoff window and leave timeout must be positive"))
 		}
 	}

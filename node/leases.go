@@ -179,6 +179,13 @@ func (s *leases) drain() {
 	}
 }
 
+// holds reports whether lease id is in this table.
+func (s *leases) holds(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.table.Holds(id)
+}
+
 // held is the number of leases in the table, for the gauge.
 func (s *leases) held() float64 {
 	s.mu.Lock()

@@ -387,10 +387,18 @@ func (n *Node) Renew(ctx context.Context, id string, ttl time.Duration) (time.Du
 	if err != nil {
 		return 0, err
 	}
-	if d, err := n.fallbackLeases.renew(l, id, ttl); err == nil {
-		return d, nil
+	peer, self, ok := n.route(l.Name, key)
+	if n.fallbackLeases.holds(id) {
+		if ok {
+			// Granted from a local ceiling while the owner was unreachable;
+			// now that it is back, only the owner's permits count. The
+			// holder must acquire again there.
+			n.fallbackLeases.release(id)
+			return 0, api.Errorf(api.CodeNotFound, "lease was granted from a local ceiling and the owner is reachable again: acquire anew")
+		}
+		return n.fallbackLeases.renew(l, id, ttl)
 	}
-	switch peer, self, ok := n.route(l.Name, key); {
+	switch {
 	case self:
 		return n.leases.renew(l, id, ttl)
 	case ok:

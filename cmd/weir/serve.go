@@ -64,6 +64,7 @@ func (cf clusterFlags) apply(cfg *node.Config) error {
 		cfg.Ring.RebuildDebounce = ring.LocalConfig().RebuildDebounce
 		cfg.Ring.RejoinInterval = ring.LocalConfig().RejoinInterval
 		cfg.HandoffWindow = 2 * time.Second
+		cfg.TakeoverDelay = 1200 * time.Millisecond
 	default:
 		return fmt.Errorf("--timing %q: want lan or local", cf.timing)
 	}
