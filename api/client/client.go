@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -95,12 +94,6 @@ func fromStatus(ctx context.Context, op string, err error) error {
 		return fmt.Errorf("client: %s: %w", op, err)
 	}
 	return &api.Error{Code: code, Detail: st.Message()}
-}
-
-// isCode reports whether err is an *api.Error with code c.
-func isCode(err error, c api.Code) bool {
-	e, ok := errors.AsType[*api.Error](err)
-	return ok && e.Code == c
 }
 
 func fromSource(s weirv1.Source) api.Source {
