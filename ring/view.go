@@ -158,13 +158,23 @@ func buildView(epoch uint64, self string, members []Member) *View {
 // buildViewN is buildView with a partition count (at least one per ring
 // member is used).
 func buildViewN(epoch uint64, self string, members []Member, partitions int) *View {
-	v := &View{Epoch: epoch, Self: self, Members: members}
+	live := 0
+	for _, m := range members {
+		if m.State.Live() {
+			live++
+		}
+	}
+	return buildViewMajority(epoch, self, members, partitions, 2*live > len(members))
+}
+
+// buildViewMajority is buildViewN with the majority decided by the caller.
+func buildViewMajority(epoch uint64, self string, members []Member, partitions int, majority bool) *View {
+	v := &View{Epoch: epoch, Self: self, Members: members, Majority: majority}
 	for _, m := range members {
 		if m.State.Live() {
 			v.Live++
 		}
 	}
-	v.Majority = 2*v.Live > len(members)
 	var ring []consistent.Member
 	idx := make(map[string]int32, len(members))
 	for i, m := range members {

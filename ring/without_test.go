@@ -45,3 +45,19 @@ func TestViewWithout(t *testing.T) {
 		}
 	}
 }
+
+// TestViewWithoutKeepsMajority: in a majority view with a dead member,
+// the view without self must not hand keys to the dead member.
+func TestViewWithoutKeepsMajority(t *testing.T) {
+	members := []Member{{Name: "a", State: Alive}, {Name: "b", State: Alive}, {Name: "c", State: Dead}}
+	v := buildView(1, "a", members)
+	if !v.Majority {
+		t.Fatal("2 of 3 live is a majority")
+	}
+	w := v.Without("a")
+	for i := range 2000 {
+		if m, _ := w.Owner(fmt.Sprint("k", i)); m.Name != "b" {
+			t.Fatalf("key k%d owned by %s in the view without a; only b is live", i, m.Name)
+		}
+	}
+}
