@@ -6,7 +6,7 @@ LINT_VER  := v2.15.0
 PKGS      := ./...
 export CGO_ENABLED ?= 1
 
-.PHONY: all build test check fmt fmt-check vet lint tidy-check proto proto-check bench bench-load run clean
+.PHONY: all build test check fmt fmt-check vet lint tidy-check proto proto-check bench bench-load bench-cluster compose-test jepsen-quick jepsen run clean
 
 all: build
 
@@ -73,6 +73,21 @@ bench: ## micro-benchmarks beside the code; see bench/README.md for the load gen
 
 bench-load: ## whole-node load, Weir vs Redis + Lua side by side (bench/README.md)
 	bench/run.sh
+
+bench-cluster: ## 3-node cluster vs one node on loopback: takes, forwards, batch sizes, leases (bench/README.md)
+	bench/cluster.sh
+
+compose-test: ## 3-node docker cluster: build, exactness, kill the owner (needs docker, curl, jq)
+	./deploy/compose-test.sh
+
+JEPSEN_SEED ?= 0
+jepsen-quick: build ## fault suite (root): 3 nodes through kill, pause, isolate, long partition + the broken-build check
+	$(GO) build -o $(BIN)/jepsen ./jepsen/cmd/jepsen
+	$(BIN)/jepsen -bin $(BIN)/weir -quick -seed $(JEPSEN_SEED)
+
+jepsen: build ## the full fault matrix (root): 3 and 5 nodes x every nemesis
+	$(GO) build -o $(BIN)/jepsen ./jepsen/cmd/jepsen
+	$(BIN)/jepsen -bin $(BIN)/weir -nodes 3,5 -faults all -seed $(JEPSEN_SEED)
 
 clean:
 	rm -rf bin

@@ -25,61 +25,9 @@ REDIS_SERVER=${REDIS_SERVER:-redis-server}
 LIMITS=bench/limits.yaml
 TARGETS=(weir-grpc weir-http redis-lua)
 
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-	local rc=$? p f
-	if ((rc != 0)); then
-		for f in "$tmp"/*.log; do
-			[[ -e $f ]] || continue
-			echo "--- last lines of $(basename "$f"):" >&2
-			tail -n 20 "$f" >&2
-		done
-	fi
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-die() { echo "bench/run.sh: $*" >&2; exit 1; }
-
-# port_open PORT: true when something accepts connections on 127.0.0.1:PORT.
-port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-
-# wait_port PORT PID NAME LOG: wait up to 10 s for PORT to accept, failing
-# early when the process PID has exited.
-wait_port() {
-	local deadline=$((SECONDS + 10))
-	until port_open "$1"; do
-		kill -0 "$2" 2>/dev/null || { cat "$4" >&2; die "$3 exited before listening on $1"; }
-		((SECONDS < deadline)) || { cat "$4" >&2; die "$3 not listening on $1 after 10 s"; }
-		sleep 0.05
-	done
-}
-
-# pick_port VAR: unless VAR is set, set it to a random loopback port that
-# nothing listens on and no other VAR holds. (A process may still take it
-# before ours binds; the server then exits and wait_port says so.)
-taken=" "
-pick_port() {
-	local p i
-	if [[ -n ${!1:-} ]]; then
-		! port_open "${!1}" || die "$1=${!1} is already in use"
-		taken+="${!1} "
-		return
-	fi
-	for i in {1..100}; do
-		p=$((20000 + RANDOM % 40000))
-		if [[ $taken != *" $p "* ]] && ! port_open "$p"; then
-			printf -v "$1" %s "$p"
-			taken+="$p "
-			return
-		fi
-	done
-	die "no free port found for $1"
-}
+NAME=bench/run.sh
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
 
 command -v "$REDIS_SERVER" >/dev/null || die "$REDIS_SERVER not found (apt-get install redis-server)"
 pick_port WEIR_HTTP_PORT
@@ -88,12 +36,7 @@ pick_port REDIS_PORT
 pick_port WEIR_GOSSIP_PORT
 pick_port WEIR_PEER_PORT
 
-if [[ ${BUILD:-1} != 0 ]]; then
-	echo "building bin/weir and bin/loadgen" >&2
-	mkdir -p bin
-	CGO_ENABLED=0 go build -o bin/weir ./cmd/weir
-	CGO_ENABLED=0 go build -o bin/loadgen ./bench/loadgen
-fi
+build_bins
 bin/weir validate "$LIMITS" >&2
 
 # A cluster of one, as deployed (gossip and the peer service on), all on

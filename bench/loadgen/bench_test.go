@@ -12,7 +12,7 @@ import (
 func BenchmarkInProcess(b *testing.B) {
 	n := startBenchNode(b)
 	mk := map[string]func() (target, error){
-		"weir-grpc": func() (target, error) { return newGRPCTarget([]string{n.GRPCAddr()}, 1, "bench", 1, 1) },
+		"weir-grpc": func() (target, error) { return newGRPCTarget([]string{n.GRPCAddr()}, 1, "bench", 1, 1, false) },
 		"weir-http": func() (target, error) { return newHTTPTarget([]string{n.HTTPAddr()}, 64, "bench", 1, 1) },
 	}
 	for _, name := range []string{"weir-grpc", "weir-http"} {

@@ -7,18 +7,40 @@
 //
 //	weir-grpc   weir.v1.Limiter/Take over gRPC (the generated weirv1 client)
 //	weir-http   POST /v1/take over HTTP/1.1 keep-alive
+//	weir-lease-grpc
+//	            Acquire then Release on a concurrency limit (-limit
+//	            bench-lease): one request is one lease round trip
 //	redis-lua   the classic "Redis plus a Lua token bucket": EVALSHA of
 //	            redisScript against a redis-server, over a small RESP2 client
 //
 // Every target takes -addrs, a comma-separated list; caller i (a goroutine
 // that has one request in flight at a time) uses address i mod len(addrs), so
-// a multi-node Weir cluster is driven by listing its nodes.
+// a multi-node Weir cluster is driven by listing its nodes. With -rotate
+// (the gRPC targets) a caller instead moves to the next address on every
+// request, as a round-robin client-side balancer does, so even one caller
+// spreads its requests over the nodes.
+//
+// -server-pid takes a list of processes whose CPU time is summed (a whole
+// cluster on this machine), and -metrics a list of node HTTP addresses
+// whose forwarding counters (weir_forward_batch_size sum and count,
+// weir_forward_errors_total) are read at the start and the end of each
+// measured phase: the requests forwarded to owners, the batches they went
+// in, and the forwards that failed.
 //
 // Usage:
 //
 //	loadgen -target weir-grpc -addrs 127.0.0.1:8081 -concurrency 1,16,64 -duration 5s
 //	loadgen -target redis-lua -addrs 127.0.0.1:6379 -concurrency 1,16,64 -json >> results.jsonl
 //	loadgen report results.jsonl     # markdown tables with Weir/Redis ratios
+//	loadgen report -compare "3 nodes" -to "1 node" results.jsonl
+//	loadgen cluster-wait -addrs 127.0.0.1:8080,127.0.0.1:9080 -members 2
+//	loadgen owner -addr 127.0.0.1:8080 -limit bench -key k0
+//
+// report -compare A -to B pairs the cells labelled A with those labelled B
+// (same target, limit, keys and concurrency) and prints their ratios and
+// latency differences. cluster-wait returns once every listed node's GET
+// /v1/cluster shows the given number of members, all alive; owner prints
+// the name of the member that owns a key (bench/cluster.sh uses both).
 //
 // Latencies are recorded per caller in a fixed log-bucket histogram (64
 // linear sub-buckets per power of two: at most 1/64 relative error, exact

@@ -23,6 +23,9 @@ var defaultAddrs = map[string]string{
 	"weir-grpc": "127.0.0.1:8081",
 	"weir-http": "127.0.0.1:8080",
 	"redis-lua": "127.0.0.1:6379",
+	// Acquire then Release on a concurrency limit, one round trip per
+	// request.
+	"weir-lease-grpc": "127.0.0.1:8081",
 }
 
 // config is the command line of a load run.
@@ -41,7 +44,9 @@ type config struct {
 	Conns       int
 	JSON        bool
 	Label       string
-	ServerPID   int
+	ServerPIDs  []int
+	MetricsURLs []string
+	Rotate      bool
 }
 
 func main() {
@@ -53,8 +58,15 @@ func main() {
 
 // run is main without the process: it returns the exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) > 0 && args[0] == "report" {
-		return report(args[1:], stdout, stderr)
+	if len(args) > 0 {
+		switch args[0] {
+		case "report":
+			return report(args[1:], stdout, stderr)
+		case "cluster-wait":
+			return clusterWait(ctx, args[1:], stdout, stderr)
+		case "owner":
+			return owner(ctx, args[1:], stdout, stderr)
+		}
 	}
 	cfg, err := parseFlags(args, stderr)
 	if err != nil {
@@ -81,7 +93,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	for _, c := range cfg.Concurrency {
 		res, err := runCell(ctx, t, cellConfig{
 			Concurrency: c, Duration: cfg.Duration, Requests: cfg.Requests,
-			Warmup: cfg.Warmup, Keys: cfg.Keys, Timeout: cfg.Timeout, ServerPID: cfg.ServerPID,
+			Warmup: cfg.Warmup, Keys: cfg.Keys, Timeout: cfg.Timeout, ServerPIDs: cfg.ServerPIDs,
+			MetricsURLs: cfg.MetricsURLs,
 		})
 		if err != nil {
 			fmt.Fprintln(stderr, err)
@@ -100,6 +113,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 				res.Allowed, res.Denied, res.Errors,
 				fmtUs(res.serverCPUPerDecision()), fmtUs(res.loadgenCPUPerDecision()))
 		}
+		if res.MetricsError != "" {
+			fmt.Fprintf(stderr, "loadgen: %s c=%d: forwarding counters not read: %s\n", res.Target, c, res.MetricsError)
+		} else if res.Scraped && !cfg.JSON {
+			fmt.Fprintf(stdout, "%-10s %5d forwarded %.0f (%.2f per request) in %.0f batches (mean %.2f), %.0f forward errors\n",
+				"", c, res.Forwarded, res.forwardsPerDecision(), res.ForwardBatches, res.meanBatch(), res.ForwardErrors)
+		}
 		if res.Errors > 0 {
 			fmt.Fprintf(stderr, "loadgen: %s c=%d: %d errors, first: %s\n", res.Target, c, res.Errors, res.FirstError)
 		}
@@ -113,17 +132,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // parseFlags reads the command line of a load run.
 func parseFlags(args []string, stderr io.Writer) (config, error) {
 	var (
-		cfg   config
-		addrs string
-		concs string
+		cfg     config
+		addrs   string
+		concs   string
+		pids    string
+		metrics string
 	)
 	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: loadgen -target weir-grpc|weir-http|redis-lua [flags]\n       loadgen report [results.jsonl ...]\n\n")
+		fmt.Fprintf(stderr, "usage: loadgen -target weir-grpc|weir-http|weir-lease-grpc|redis-lua [flags]\n"+
+			"       loadgen report [-compare LABEL -to LABEL] [results.jsonl ...]\n"+
+			"       loadgen cluster-wait -addrs HTTP,... -members N [-timeout 30s]\n"+
+			"       loadgen owner -addr HTTP -limit L -key K\n\n")
 		fs.PrintDefaults()
 	}
-	fs.StringVar(&cfg.Target, "target", "", "weir-grpc, weir-http or redis-lua (required)")
+	fs.StringVar(&cfg.Target, "target", "", "weir-grpc, weir-http, weir-lease-grpc or redis-lua (required)")
 	fs.StringVar(&addrs, "addrs", "", "comma-separated addresses; caller i uses address i mod n (default: the target's usual loopback port)")
 	fs.StringVar(&concs, "concurrency", "1,16,64", "comma-separated list of concurrencies, one cell each")
 	fs.DurationVar(&cfg.Duration, "duration", 5*time.Second, "measured time per cell; 0 bounds by -requests only")
@@ -131,12 +155,14 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&cfg.Warmup, "warmup", time.Second, "unrecorded warm-up before each cell")
 	fs.DurationVar(&cfg.Timeout, "timeout", 5*time.Second, "how long an outstanding request may run past the cell's end")
 	fs.IntVar(&cfg.Keys, "keys", 1, "distinct keys, picked uniformly per request; 1 is one hot key")
-	fs.StringVar(&cfg.Limit, "limit", "bench", "limit name")
+	fs.StringVar(&cfg.Limit, "limit", "bench", "limit name (weir-lease-grpc: bench-lease unless set)")
 	fs.StringVar(&cfg.LimitsPath, "limits", "", "limits file whose -limit gives redis-lua its capacity and rate (required for redis-lua)")
 	fs.Int64Var(&cfg.Cost, "cost", 1, "cost of each request")
-	fs.IntVar(&cfg.Conns, "conns", 1, "weir-grpc: client connections per address")
+	fs.IntVar(&cfg.Conns, "conns", 1, "weir-grpc, weir-lease-grpc: client connections per address")
+	fs.BoolVar(&cfg.Rotate, "rotate", false, "weir-grpc, weir-lease-grpc: each caller moves to the next address on every request (round robin)")
 	fs.BoolVar(&cfg.JSON, "json", false, "print one JSON object per cell instead of a table")
-	fs.IntVar(&cfg.ServerPID, "server-pid", 0, "a local server process whose CPU time per cell is reported (Linux)")
+	fs.StringVar(&pids, "server-pid", "", "comma-separated local server processes whose CPU time per cell is reported, summed (Linux)")
+	fs.StringVar(&metrics, "metrics", "", "comma-separated node HTTP addresses whose /metrics forwarding counters are read around each cell")
 	fs.StringVar(&cfg.Label, "label", "", "free text copied into -json output (e.g. \"1 node\")")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
@@ -146,7 +172,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	def, ok := defaultAddrs[cfg.Target]
 	if !ok {
-		return config{}, fmt.Errorf("loadgen: -target must be weir-grpc, weir-http or redis-lua, got %q", cfg.Target)
+		return config{}, fmt.Errorf("loadgen: -target must be weir-grpc, weir-http, weir-lease-grpc or redis-lua, got %q", cfg.Target)
 	}
 	if addrs == "" {
 		addrs = def
@@ -158,6 +184,27 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if len(cfg.Addrs) == 0 {
 		return config{}, errors.New("loadgen: -addrs lists no address")
+	}
+	for p := range strings.SplitSeq(pids, ",") {
+		if p = strings.TrimSpace(p); p == "" {
+			continue
+		}
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 1 {
+			return config{}, fmt.Errorf("loadgen: -server-pid: %q is not a process id", p)
+		}
+		cfg.ServerPIDs = append(cfg.ServerPIDs, n)
+	}
+	for a := range strings.SplitSeq(metrics, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			cfg.MetricsURLs = append(cfg.MetricsURLs, metricsURL(a))
+		}
+	}
+	if cfg.Target == "weir-lease-grpc" && !flagSet(fs, "limit") {
+		cfg.Limit = "bench-lease"
+	}
+	if cfg.Rotate && cfg.Target != "weir-grpc" && cfg.Target != "weir-lease-grpc" {
+		return config{}, errors.New("loadgen: -rotate applies to weir-grpc and weir-lease-grpc only")
 	}
 	for c := range strings.SplitSeq(concs, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(c))
@@ -183,7 +230,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 func newTarget(ctx context.Context, cfg config) (target, error) {
 	switch cfg.Target {
 	case "weir-grpc":
-		return newGRPCTarget(cfg.Addrs, cfg.Conns, cfg.Limit, cfg.Keys, cfg.Cost)
+		return newGRPCTarget(cfg.Addrs, cfg.Conns, cfg.Limit, cfg.Keys, cfg.Cost, cfg.Rotate)
+	case "weir-lease-grpc":
+		return newLeaseTarget(cfg.Addrs, cfg.Conns, cfg.Limit, cfg.Keys, cfg.Rotate)
 	case "weir-http":
 		return newHTTPTarget(cfg.Addrs, max(maxOf(cfg.Concurrency), 1), cfg.Limit, cfg.Keys, cfg.Cost)
 	default: // redis-lua; parseFlags checked the name
@@ -213,6 +262,13 @@ func redisBucket(path, name string, cost int64) (bucketSpec, error) {
 		return bucketSpec{}, fmt.Errorf("loadgen: -cost %d is above the capacity %d of %q", cost, l.Bucket.Capacity, name)
 	}
 	return bucketSpec{Capacity: l.Bucket.Capacity, N: l.Bucket.Rate.N, Per: l.Bucket.Rate.Per}, nil
+}
+
+// flagSet reports whether the flag name was given on the command line.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 func maxOf(xs []int) int {

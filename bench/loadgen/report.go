@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -13,11 +14,25 @@ import (
 // baseline is the target the Weir targets are compared with.
 const baseline = "redis-lua"
 
-// report implements `loadgen report [FILE ...]`: it reads the JSON lines
-// written with -json (from stdin when no file is named) and prints markdown
-// tables, one pair per (label, limit, keys) group: every cell, then each
-// Weir target against redis-lua at the same concurrency.
+// report implements `loadgen report [-compare A -to B] [FILE ...]`: it
+// reads the JSON lines written with -json (from stdin when no file is
+// named) and prints markdown tables, one pair per (label, limit, keys)
+// group: every cell, then each Weir target against redis-lua at the same
+// concurrency. With -compare it prints instead one table pairing the cells
+// labelled A with those labelled B (writeCompare).
 func report(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("loadgen report", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cmpA := fs.String("compare", "", "label of the cells to compare (e.g. \"3 nodes\")")
+	cmpB := fs.String("to", "", "with -compare: label of the cells compared with (e.g. \"1 node\")")
+	if err := fs.Parse(args); err != nil {
+		return exitFlag(err)
+	}
+	if (*cmpA == "") != (*cmpB == "") {
+		fmt.Fprintln(stderr, "loadgen report: -compare and -to go together")
+		return 2
+	}
+	args = fs.Args()
 	var results []cellResult
 	read := func(name string, r io.Reader) error {
 		sc := bufio.NewScanner(r)
@@ -56,6 +71,13 @@ func report(args []string, stdout, stderr io.Writer) int {
 	if len(results) == 0 {
 		fmt.Fprintln(stderr, "loadgen report: no results")
 		return 1
+	}
+	if *cmpA != "" {
+		if !writeCompare(stdout, results, *cmpA, *cmpB) {
+			fmt.Fprintf(stderr, "loadgen report: no cell labelled %q has a match labelled %q\n", *cmpA, *cmpB)
+			return 1
+		}
+		return 0
 	}
 	writeReport(stdout, results)
 	return 0

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,9 +46,13 @@ type cellConfig struct {
 	// Timeout is how long after the cell's end an outstanding request may
 	// still take before it is abandoned as an error.
 	Timeout time.Duration
-	// ServerPID, when not zero, is a local server process whose CPU time
-	// over the measured phase is reported (Linux /proc only).
-	ServerPID int
+	// ServerPIDs are local server processes whose CPU time over the
+	// measured phase is reported, summed (Linux /proc only).
+	ServerPIDs []int
+	// MetricsURLs are the /metrics of the nodes whose forwarding counters
+	// are read at the start and the end of the measured phase; empty reads
+	// none.
+	MetricsURLs []string
 }
 
 // validate reports a cell that cannot run or would not end.
@@ -100,14 +105,46 @@ type cellResult struct {
 	// with -server-pid and by the load generator itself; zero when unknown.
 	ServerCPUSeconds  float64 `json:"server_cpu_s,omitempty"`
 	LoadgenCPUSeconds float64 `json:"loadgen_cpu_s,omitempty"`
+	// Forwarding over the measured phase, summed over the nodes named with
+	// -metrics: requests forwarded to an owner, the batches they went in,
+	// and forwards that failed (the node then decided from its local
+	// ceiling). Scraped says they were read; MetricsError why not.
+	Scraped        bool    `json:"scraped,omitempty"`
+	Forwarded      float64 `json:"forwarded,omitempty"`
+	ForwardBatches float64 `json:"forward_batches,omitempty"`
+	ForwardErrors  float64 `json:"forward_errors,omitempty"`
+	MetricsError   string  `json:"metrics_error,omitempty"`
 }
 
-// cpuOf returns the CPU time of process pid, or zero when pid is zero.
-func cpuOf(pid int) (time.Duration, error) {
-	if pid == 0 {
-		return 0, nil
+// cpuOf returns the CPU time of processes pids, summed; zero for none.
+func cpuOf(pids []int) (time.Duration, error) {
+	var total time.Duration
+	for _, pid := range pids {
+		d, err := procCPU(pid)
+		if err != nil {
+			return 0, err
+		}
+		total += d
 	}
-	return procCPU(pid)
+	return total, nil
+}
+
+// meanBatch returns the mean forwarded batch size, or zero when nothing
+// was forwarded.
+func (r cellResult) meanBatch() float64 {
+	if r.ForwardBatches <= 0 {
+		return 0
+	}
+	return r.Forwarded / r.ForwardBatches
+}
+
+// forwardsPerDecision returns the requests forwarded per decision (per
+// round trip for leases, whose acquire and release may both be forwarded).
+func (r cellResult) forwardsPerDecision() float64 {
+	if r.Decisions == 0 {
+		return 0
+	}
+	return r.Forwarded / float64(r.Decisions)
 }
 
 // serverCPUPerDecision returns the server's CPU time per decision in
@@ -126,6 +163,21 @@ func (r cellResult) loadgenCPUPerDecision() float64 {
 		return 0
 	}
 	return r.LoadgenCPUSeconds * 1e6 / float64(r.Decisions)
+}
+
+// scrape reads the forwarding counters of urls with a bounded wait; it
+// reads nothing when urls is empty.
+func scrape(ctx context.Context, urls []string) (forwardStats, error) {
+	if len(urls) == 0 {
+		return forwardStats{}, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	// A fresh connection per scrape, closed after: no idle connection
+	// outlives the cell.
+	tr := &http.Transport{DisableKeepAlives: true}
+	defer tr.CloseIdleConnections()
+	return scrapeForward(ctx, &http.Client{Transport: tr}, urls)
 }
 
 // runCell runs one cell against t. Latency is measured from just before a
@@ -223,15 +275,25 @@ func runCell(ctx context.Context, t target, cfg cellConfig) (cellResult, error) 
 		}
 		timer.Stop()
 	}
-	srv0, srvErr := cpuOf(cfg.ServerPID)
+	srv0, srvErr := cpuOf(cfg.ServerPIDs)
 	self0, selfErr := procCPU(0)
+	fwd0, fwdErr := scrape(ctx, cfg.MetricsURLs)
 	wg.Wait()
-	srv1, srvErr1 := cpuOf(cfg.ServerPID)
+	srv1, srvErr1 := cpuOf(cfg.ServerPIDs)
 	self1, selfErr1 := procCPU(0)
+	fwd1, fwdErr1 := scrape(ctx, cfg.MetricsURLs)
 
 	res := cellResult{Concurrency: cfg.Concurrency, Keys: cfg.Keys}
-	if cfg.ServerPID != 0 && srvErr == nil && srvErr1 == nil {
+	if len(cfg.ServerPIDs) > 0 && srvErr == nil && srvErr1 == nil {
 		res.ServerCPUSeconds = (srv1 - srv0).Seconds()
+	}
+	if len(cfg.MetricsURLs) > 0 {
+		if err := errors.Join(fwdErr, fwdErr1); err != nil {
+			res.MetricsError = err.Error()
+		} else {
+			d := fwd1.sub(fwd0)
+			res.Scraped, res.Forwarded, res.ForwardBatches, res.ForwardErrors = true, d.Requests, d.Batches, d.Errors
+		}
 	}
 	if selfErr == nil && selfErr1 == nil {
 		res.LoadgenCPUSeconds = (self1 - self0).Seconds()

@@ -106,7 +106,7 @@ func TestRunCellDurationBound(t *testing.T) {
 	f := &fakeTarget{keys: map[int]int{}}
 	res, err := runCell(context.Background(), f, cellConfig{
 		Concurrency: 2, Duration: 50 * time.Millisecond, Warmup: 10 * time.Millisecond, Keys: 1,
-		ServerPID: os.Getpid(), // the "server" is this process: both CPU figures measure the same thing
+		ServerPIDs: []int{os.Getpid()}, // the "server" is this process: both CPU figures measure the same thing
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -159,6 +159,15 @@ func TestParseFlags(t *testing.T) {
 	if strings.Join(cfg.Addrs, "|") != "a:1|b:2" || len(cfg.Concurrency) != 3 || cfg.Concurrency[2] != 64 || cfg.Keys != 3 {
 		t.Fatalf("parsed %+v", cfg)
 	}
+	cfg, err = parseFlags([]string{"-target", "weir-lease-grpc", "-rotate", "-server-pid", "12, 34", "-metrics", "a:1,http://b:2/"}, &bytes.Buffer{})
+	if err != nil || !cfg.Rotate || len(cfg.ServerPIDs) != 2 || cfg.ServerPIDs[1] != 34 ||
+		strings.Join(cfg.MetricsURLs, " ") != "http://a:1/metrics http://b:2/metrics" || cfg.Addrs[0] != "127.0.0.1:8081" ||
+		cfg.Limit != "bench-lease" {
+		t.Fatalf("lease flags: %+v, %v", cfg, err)
+	}
+	if cfg, err = parseFlags([]string{"-target", "weir-lease-grpc", "-limit", "bench"}, &bytes.Buffer{}); err != nil || cfg.Limit != "bench" {
+		t.Fatalf("an explicit -limit for leases: %q, %v", cfg.Limit, err)
+	}
 	cfg, err = parseFlags([]string{"-target", "redis-lua"}, &bytes.Buffer{})
 	if err != nil || cfg.Addrs[0] != "127.0.0.1:6379" {
 		t.Fatalf("default redis address: %+v, %v", cfg.Addrs, err)
@@ -173,6 +182,10 @@ func TestParseFlags(t *testing.T) {
 		{"-target", "weir-http", "-addrs", ","},
 		{"-target", "weir-http", "extra"},
 		{"-target", "weir-grpc", "-conns", "0"},
+		{"-target", "weir-http", "-rotate"},
+		{"-target", "redis-lua", "-rotate"},
+		{"-target", "weir-grpc", "-server-pid", "1,x"},
+		{"-target", "weir-grpc", "-server-pid", "0"},
 	} {
 		if _, err := parseFlags(args, &bytes.Buffer{}); err == nil {
 			t.Errorf("parseFlags(%q) accepted", args)

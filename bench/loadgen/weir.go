@@ -32,13 +32,16 @@ type grpcTarget struct {
 	limit   string
 	keys    []string
 	cost    int64
+	rotate  bool
 }
 
 // newGRPCTarget creates conns client connections per address. Connection
 // i goes to addrs[i mod len(addrs)], so caller i reaches the same address
-// whatever conns is.
-func newGRPCTarget(addrs []string, conns int, limit string, nkeys int, cost int64) (*grpcTarget, error) {
-	t := &grpcTarget{limit: limit, keys: make([]string, nkeys), cost: cost}
+// whatever conns is. With rotate, a caller moves to the next connection,
+// so the next address, on every request, as a round-robin client-side
+// balancer does.
+func newGRPCTarget(addrs []string, conns int, limit string, nkeys int, cost int64, rotate bool) (*grpcTarget, error) {
+	t := &grpcTarget{limit: limit, keys: make([]string, nkeys), cost: cost, rotate: rotate}
 	for i := range t.keys {
 		t.keys[i] = benchKey(i)
 	}
@@ -57,7 +60,7 @@ func newGRPCTarget(addrs []string, conns int, limit string, nkeys int, cost int6
 func (t *grpcTarget) newCaller(_ context.Context, i int) (caller, error) {
 	return &grpcCaller{
 		t:   t,
-		c:   t.clients[i%len(t.clients)],
+		n:   i % len(t.clients),
 		req: &weirv1.TakeRequest{Checks: []*weirv1.Check{{Limit: t.limit, Cost: t.cost}}},
 	}, nil
 }
@@ -76,13 +79,17 @@ func (t *grpcTarget) close() error {
 // and a unary call has finished with the message when it returns.
 type grpcCaller struct {
 	t   *grpcTarget
-	c   weirv1.LimiterClient
+	n   int // index of the connection of the next request
 	req *weirv1.TakeRequest
 }
 
 func (c *grpcCaller) take(ctx context.Context, k int) (bool, error) {
+	cl := c.t.clients[c.n]
+	if c.t.rotate {
+		c.n = (c.n + 1) % len(c.t.clients)
+	}
 	c.req.Checks[0].Key = c.t.keys[k]
-	resp, err := c.c.Take(ctx, c.req)
+	resp, err := cl.Take(ctx, c.req)
 	if err != nil {
 		return false, err
 	}

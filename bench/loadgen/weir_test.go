@@ -25,8 +25,14 @@ func startBenchNode(tb testing.TB) *node.Node {
 
 func runNode(t testing.TB, clock func() time.Time) *node.Node {
 	t.Helper()
+	return runNodeOn(t, "../limits.yaml", clock)
+}
+
+// runNodeOn runs an in-process node on the limits file at path.
+func runNodeOn(t testing.TB, path string, clock func() time.Time) *node.Node {
+	t.Helper()
 	cfg := node.LocalConfig()
-	cfg.LimitsPath = "../limits.yaml"
+	cfg.LimitsPath = path
 	n, err := node.New(cfg, node.Deps{Clock: clock})
 	if err != nil {
 		t.Fatal(err)
@@ -52,7 +58,7 @@ func TestWeirTargets(t *testing.T) {
 	ctx := context.Background()
 	targets := map[string]func(n *node.Node, limit string) (target, error){
 		"weir-grpc": func(n *node.Node, limit string) (target, error) {
-			return newGRPCTarget([]string{n.GRPCAddr()}, 2, limit, 1, 1)
+			return newGRPCTarget([]string{n.GRPCAddr()}, 2, limit, 1, 1, false)
 		},
 		"weir-http": func(n *node.Node, limit string) (target, error) {
 			return newHTTPTarget([]string{"http://" + n.HTTPAddr() + "/"}, 4, limit, 1, 1)
@@ -88,7 +94,7 @@ func TestWeirUnknownLimitIsAnError(t *testing.T) {
 	n := startNode(t)
 	ctx := context.Background()
 	for _, mk := range []func() (target, error){
-		func() (target, error) { return newGRPCTarget([]string{n.GRPCAddr()}, 1, "nope", 1, 1) },
+		func() (target, error) { return newGRPCTarget([]string{n.GRPCAddr()}, 1, "nope", 1, 1, false) },
 		func() (target, error) { return newHTTPTarget([]string{n.HTTPAddr()}, 1, "nope", 1, 1) },
 	} {
 		tgt, err := mk()
@@ -102,6 +108,32 @@ func TestWeirUnknownLimitIsAnError(t *testing.T) {
 		}
 		if res.Errors != 3 || res.Decisions != 0 || res.FirstError == "" {
 			t.Fatalf("unknown limit: decisions %d errors %d (%q), want 0 and 3", res.Decisions, res.Errors, res.FirstError)
+		}
+	}
+}
+
+// TestGRPCRotate checks -rotate on two separate nodes, each with its own
+// bench-small bucket (capacity 100, clock frozen): one caller that rotates
+// reaches both and gets 200 of 300 allowed; one that does not reaches only
+// the first and gets 100.
+func TestGRPCRotate(t *testing.T) {
+	for _, tc := range []struct {
+		rotate  bool
+		allowed uint64
+	}{{true, 200}, {false, 100}} {
+		a, b := startNode(t), startNode(t)
+		tgt, err := newGRPCTarget([]string{a.GRPCAddr(), b.GRPCAddr()}, 1, "bench-small", 1, 1, tc.rotate)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := runCell(context.Background(), tgt, cellConfig{Concurrency: 1, Requests: 300, Keys: 1, Timeout: 10 * time.Second})
+		_ = tgt.close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Allowed != tc.allowed || res.Denied != 300-tc.allowed || res.Errors != 0 {
+			t.Fatalf("rotate %v: allowed/denied/errors = %d/%d/%d (%s), want %d/%d/0",
+				tc.rotate, res.Allowed, res.Denied, res.Errors, res.FirstError, tc.allowed, 300-tc.allowed)
 		}
 	}
 }
