@@ -15,9 +15,6 @@ import (
 	"github.com/weir-rl/weir/transport"
 )
 
-// proxyLimit is how long a node waits for a pull or a proxied forward.
-const pullLimit = 50 * time.Millisecond
-
 // cluster routes checks over the ring and serves peers. It implements the
 // engine's router and transport.Handler.
 //
@@ -106,6 +103,18 @@ func addrOf(v *ring.View, name string) string {
 
 // owner implements router.
 func (c *cluster) owner(limit, key string) (string, bool, bool) {
+	return c.route(limit, key, true)
+}
+
+// leaseOwner routes a lease operation like owner, but without the takeover
+// delay: the lease table has its own guard after a failure (a local
+// ceiling of permits for one max_lease_ttl, see takeover), and the delay
+// would only add each survivor's fallback share on top of it.
+func (c *cluster) leaseOwner(limit, key string) (string, bool, bool) {
+	return c.route(limit, key, false)
+}
+
+func (c *cluster) route(limit, key string, delay bool) (string, bool, bool) {
 	if c.requireJoin && !c.ring.Joined() {
 		return "", false, false
 	}
@@ -128,7 +137,7 @@ func (c *cluster) owner(limit, key string) (string, bool, bool) {
 		}
 		return m.Meta.GRPCAddr, false, true
 	}
-	if !c.mayDecide(v, hk) {
+	if !v.Majority || (delay && !c.mayDecide(v, hk)) {
 		return "", false, false
 	}
 	return "", true, true
@@ -138,9 +147,11 @@ func (c *cluster) owner(limit, key string) (string, bool, bool) {
 // from the real bucket. It may not on a minority side: the majority takes
 // the key over, so the minority serves even its own keys from local
 // ceilings (DESIGN §6: B + r·T on the majority side plus one share per
-// minority node). Nor may it for TakeoverDelay after taking the key over
-// from a member that failed: an isolated node sees its peers fail one at a
-// time and would otherwise believe itself a majority in between.
+// minority node). Nor may it, for TakeoverDelay after a member failed,
+// decide a key it did not own before that failure (the failed member's
+// keys, and keys that bounded-load hashing moved between survivors): an
+// isolated node sees its peers fail one at a time and would otherwise
+// believe itself a majority in between.
 func (c *cluster) mayDecide(v *ring.View, hk string) bool {
 	if !v.Majority {
 		return false
@@ -155,7 +166,7 @@ func (c *cluster) mayDecide(v *ring.View, hk string) bool {
 		if now.Sub(f.at) >= c.takeoverDelay {
 			continue
 		}
-		if m, ok := f.prev.Owner(hk); ok && m.Name == f.name {
+		if m, ok := f.prev.Owner(hk); ok && m.Name != c.self {
 			return false
 		}
 	}
@@ -248,14 +259,17 @@ func fromTransport(checks []transport.Check) []api.Check {
 // it decides them: a bucket it does not hold is pulled from from (when a
 // previous owner handed the request over) or, within HandoffWindow of a view
 // change, from the key's owner in the view without this node.
-func (c *cluster) pull(ctx context.Context, f *limits.File, checks []api.Check, from string) {
-	v := c.ring.View()
+// It reports false when a bucket it needed could not be pulled: the caller
+// must not decide from a fresh bucket then.
+func (c *cluster) pull(ctx context.Context, f *limits.File, checks []api.Check, from string) bool {
+	v := c.sync()
 	c.mu.Lock()
 	recent := c.now().Sub(c.changed) < c.window
 	c.mu.Unlock()
 	if !recent && from == "" {
-		return
+		return true
 	}
+	ok := true
 	var without *ring.View
 	for _, ch := range checks {
 		if c.eng.store.Has(ch.Limit, ch.Key) {
@@ -276,21 +290,26 @@ func (c *cluster) pull(ctx context.Context, f *limits.File, checks []api.Check, 
 		if addr == "" {
 			continue
 		}
-		c.pullOne(ctx, f, addr, ch)
+		if !c.pullOne(ctx, f, addr, ch) {
+			ok = false
+		}
 	}
+	return ok
 }
 
 // pullOne pulls one bucket, once even when many requests miss it together.
-func (c *cluster) pullOne(ctx context.Context, f *limits.File, addr string, ch api.Check) {
+// It reports whether the bucket's state is now known here.
+func (c *cluster) pullOne(ctx context.Context, f *limits.File, addr string, ch api.Check) bool {
 	k := movedKey{ch.Limit, ch.Key}
 	c.mu.Lock()
 	if wait, ok := c.pulling[k]; ok {
 		c.mu.Unlock()
 		select {
 		case <-wait:
+			return true
 		case <-ctx.Done():
+			return false
 		}
-		return
 	}
 	done := make(chan struct{})
 	c.pulling[k] = done
@@ -301,15 +320,14 @@ func (c *cluster) pullOne(ctx context.Context, f *limits.File, addr string, ch a
 		c.mu.Unlock()
 		close(done)
 	}()
-	pctx, cancel := context.WithTimeout(ctx, pullLimit)
-	defer cancel()
-	rep, err := c.pool.Do(pctx, addr, transport.Request{Op: transport.OpPull, Checks: []transport.Check{{Limit: ch.Limit, Key: ch.Key}}})
-	if err != nil {
+	rep, err := c.pool.Do(ctx, addr, transport.Request{Op: transport.OpPull, Checks: []transport.Check{{Limit: ch.Limit, Key: ch.Key}}})
+	if err != nil || rep.ErrCode != 0 {
 		c.m.pulls.WithLabelValues("error").Inc()
-		return
+		return false
 	}
 	c.m.pulls.WithLabelValues("ok").Inc()
 	c.merge(f, rep.Entries)
+	return true
 }
 
 // merge folds handed-over bucket entries into the store, conservatively.
@@ -326,6 +344,12 @@ func (c *cluster) merge(f *limits.File, entries []transport.HandoffEntry) {
 	if len(bs) == 0 {
 		return
 	}
+	// A key handed (back) to this node is decided here again.
+	c.mu.Lock()
+	for _, b := range bs {
+		delete(c.moved, movedKey{b.Name, b.Key})
+	}
+	c.mu.Unlock()
 	c.eng.store.MergeAt(c.now(), bs, func(name string) (bucket.Limit, bool) {
 		l, ok := f.Lookup(name)
 		if !ok || l.Kind != limits.KindRate {
@@ -405,7 +429,9 @@ func (c *cluster) serveTake(ctx context.Context, f *limits.File, from string, r 
 		c.m.proxied.Inc()
 		return rep
 	}
-	c.pull(ctx, f, checks, pullFrom)
+	if !c.pull(ctx, f, checks, pullFrom) {
+		return transport.Reply{NotOwner: true}
+	}
 	res, _, err := c.eng.ownerTake(f, checks)
 	if err != nil {
 		return errReply(err)

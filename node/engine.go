@@ -21,8 +21,10 @@ type router interface {
 	// reached or named (no ring yet, or it is suspect or dead).
 	owner(limit, key string) (peer string, self, ok bool)
 	// pull fetches the state of buckets this node owns but does not hold
-	// yet after a ring change, before it decides them.
-	pull(ctx context.Context, f *limits.File, checks []api.Check, from string)
+	// yet after a ring change, before it decides them; false means a
+	// needed state could not be fetched and the checks must not be decided
+	// from fresh buckets.
+	pull(ctx context.Context, f *limits.File, checks []api.Check, from string) bool
 	// known is the number of known members (alive or failed), at least 1;
 	// local ceilings divide a limit by it.
 	known() int
@@ -163,11 +165,8 @@ func (e *engine) decideGroup(ctx context.Context, f *limits.File, rs []resolved,
 	for j, i := range g.idx {
 		checks[j] = rs[i].check
 	}
-	if g.self {
+	if g.self && (e.router == nil || e.router.pull(ctx, f, checks, "")) {
 		g.src = api.SourceOwner
-		if e.router != nil {
-			e.router.pull(ctx, f, checks, "")
-		}
 		out, ok, err := e.ownerTake(f, checks)
 		if err != nil {
 			return false, err
@@ -177,7 +176,7 @@ func (e *engine) decideGroup(ctx context.Context, f *limits.File, rs []resolved,
 		}
 		return ok, nil
 	}
-	if g.peer != "\x00none" {
+	if !g.self && g.peer != "\x00none" {
 		out, ok, err := e.router.forward(ctx, g.peer, opTake, checks)
 		var apiErr *api.Error
 		if errors.As(err, &apiErr) {

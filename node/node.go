@@ -374,7 +374,7 @@ func (n *Node) route(limit, key string) (peer string, self, ok bool) {
 	if n.cluster == nil {
 		return "", true, true
 	}
-	return n.cluster.owner(limit, key)
+	return n.cluster.leaseOwner(limit, key)
 }
 
 // Renew implements api.Decider. A lease granted from a local ceiling is
