@@ -58,14 +58,14 @@ type cluster struct {
 	// that finds a newer view syncs first, so no decision runs on a view
 	// whose failures are not recorded yet.
 	synced atomic.Pointer[ring.View]
-	m           *clusterMetrics
+	m      *clusterMetrics
 
-	mu       sync.Mutex                 // guards the fields below
-	moved    map[movedKey]moved         // keys pulled away from this node, by (limit, key)
-	pulling  map[movedKey]chan struct{} // in-flight pulls, so one key is pulled once
-	changed  time.Time                  // when this node's view last changed
-	leaving  *ring.View                 // set while handing everything off before leaving
-	last     *ring.View                 // the last view synced, to spot failures
+	mu      sync.Mutex                 // guards the fields below
+	moved   map[movedKey]moved         // keys pulled away from this node, by (limit, key)
+	pulling map[movedKey]chan struct{} // in-flight pulls, so one key is pulled once
+	changed time.Time                  // when this node's view last changed
+	leaving *ring.View                 // set while handing everything off before leaving
+	last    *ring.View                 // the last view synced, to spot failures
 }
 
 type movedKey struct{ limit, key string }

@@ -152,8 +152,10 @@ func (c *cluster) pushMoved(ctx context.Context, v *ring.View) {
 			}
 			c.markMoved(e.Limit, e.Key, name)
 			if x, ok := c.eng.store.ExtractAt(c.now(), e.Limit, e.Key); ok {
-				final = append(final, transport.HandoffEntry{Kind: transport.HandoffBucket,
-					Limit: x.Name, Key: x.Key, Fields: encodeSnapshot(x.Snapshot)})
+				final = append(final, transport.HandoffEntry{
+					Kind:  transport.HandoffBucket,
+					Limit: x.Name, Key: x.Key, Fields: encodeSnapshot(x.Snapshot),
+				})
 			}
 		}
 		if len(final) > 0 {
