@@ -25,10 +25,10 @@ const (
 type Relation string
 
 const (
-	// OwnedByTarget: the key's owner is hit by the fault (or is on the
+	// OwnedByTarget means the key's owner is hit by the fault (or is on the
 	// minority side of a split).
 	OwnedByTarget Relation = "target-owned"
-	// OwnedElsewhere: the key's owner is not hit.
+	// OwnedElsewhere means the key's owner is not hit.
 	OwnedElsewhere Relation = "other-owned"
 )
 
@@ -105,20 +105,26 @@ func FaultBound(f Fault, rel Relation, n int) Bound {
 	switch f {
 	case Kill, Pause:
 		if target {
-			return Bound{OwnerChanges: 2, Members: n,
-				Why: "takeover starts full (+B); the owner's return may lose the debt again (+B)"}
+			return Bound{
+				OwnerChanges: 2, Members: n,
+				Why: "takeover starts full (+B); the owner's return may lose the debt again (+B)",
+			}
 		}
 		return Bound{Members: n, Why: "a minority crash changes nothing for the rest"}
 	case Isolate, LongPartition, Split:
 		if target {
-			return Bound{OwnerChanges: 2, Members: n,
-				Why: "majority takes over full (+B), owner returns (+B); the minority answers from local ceilings"}
+			return Bound{
+				OwnerChanges: 2, Members: n,
+				Why: "majority takes over full (+B), owner returns (+B); the minority answers from local ceilings",
+			}
 		}
 		return Bound{Members: n, Why: "minority nodes answer from local ceilings for keys owned across the cut"}
 	case Loss:
 		if target {
-			return Bound{OwnerChanges: 2, Members: n,
-				Why: "a lossy owner may be declared dead and return (+2B)"}
+			return Bound{
+				OwnerChanges: 2, Members: n,
+				Why: "a lossy owner may be declared dead and return (+2B)",
+			}
 		}
 		return Bound{Members: n, Why: "the lossy node falls back when its forwards fail"}
 	case Leave:

@@ -105,8 +105,10 @@ func RunClients(ctx context.Context, nodes map[string]string, wl Workload, rec *
 	for _, name := range sortedKeys(nodes) {
 		for range wl.WorkersPerNode {
 			client++
-			w := worker{id: client, node: name, url: nodes[name] + "/v1/take", wl: wl, hc: hc, rec: rec,
-				rnd: rand.New(rand.NewPCG(wl.Seed, uint64(client)))}
+			w := worker{
+				id: client, node: name, url: nodes[name] + "/v1/take", wl: wl, hc: hc, rec: rec,
+				rnd: rand.New(rand.NewPCG(wl.Seed, uint64(client))),
+			}
 			wg.Go(func() { w.run(ctx) })
 		}
 	}

@@ -66,9 +66,11 @@ func (c *Cluster) URL(i int) string { return "http://" + c.cfg.Net.IP(i) + ":808
 func (c *Cluster) args(i int) []string {
 	nw := c.cfg.Net
 	ip := nw.IP(i)
-	a := []string{"netns", "exec", nw.NS(i), c.cfg.Bin, "serve",
+	a := []string{
+		"netns", "exec", nw.NS(i), c.cfg.Bin, "serve",
 		"--node-name", Name(i), "--http-addr", ip + ":8080", "--grpc-addr", ip + ":8081",
-		"--limits", c.cfg.Limits}
+		"--limits", c.cfg.Limits,
+	}
 	if c.cfg.Standalone {
 		return append(a, "--cluster=false")
 	}

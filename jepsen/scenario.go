@@ -213,9 +213,11 @@ func Run(ctx context.Context, sc ScenarioConfig) (Result, error) {
 	for _, i := range all {
 		urls[Name(i)] = c.URL(i)
 	}
-	wl := Workload{HotLimit: sc.Hot.Name, ColdLimit: sc.Cold.Name, HotKeys: hot, ColdKeys: cold,
+	wl := Workload{
+		HotLimit: sc.Hot.Name, ColdLimit: sc.Cold.Name, HotKeys: hot, ColdKeys: cold,
 		WorkersPerNode: sc.WorkersPerNode, RatePerWorker: sc.RatePerWorker, HotShare: sc.HotShare,
-		Deadline: sc.Deadline, Seed: sc.Seed}
+		Deadline: sc.Deadline, Seed: sc.Seed,
+	}
 	cctx, stopClients := context.WithCancel(ctx)
 	clientsDone := make(chan struct{})
 	go func() { RunClients(cctx, urls, wl, rec); close(clientsDone) }()
