@@ -18,6 +18,8 @@ run: ## start one node on the embedded default limits
 
 test: fmt-check vet tidy-check proto-check lint ## everything CI checks
 	$(GO) test -race -shuffle=on -count=1 -timeout 15m $(PKGS)
+	@if [ "$$(id -u)" = 0 ] || [ "$$CI" = "true" ]; then $(MAKE) --no-print-directory jepsen-quick; \
+	else echo "jepsen-quick skipped: it needs root for network namespaces (CI runs it)"; fi
 
 check: test ## alias kept for STYLE.md
 
