@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/cespare/xxhash/v2"
 
 	"github.com/weir-rl/weir/api"
 	"github.com/weir-rl/weir/bucket"
@@ -54,6 +57,7 @@ type cluster struct {
 	// failures are recent member failures (an immutable slice, replaced
 	// whole), read on the decision path without a lock.
 	failures atomic.Pointer[[]failure]
+	locks    keyLocks // see hold and handOver
 	// synced is the ring view failures were last computed for; a reader
 	// that finds a newer view syncs first, so no decision runs on a view
 	// whose failures are not recorded yet.
@@ -433,6 +437,9 @@ func (c *cluster) serveTake(ctx context.Context, f *limits.File, from string, r 
 		return transport.Reply{NotOwner: true}
 	}
 	res, _, err := c.eng.ownerTake(f, checks)
+	if errors.Is(err, errNotOwner) {
+		return transport.Reply{NotOwner: true}
+	}
 	if err != nil {
 		return errReply(err)
 	}
@@ -452,8 +459,7 @@ func (c *cluster) servePull(from string, r transport.Request) transport.Reply {
 	var rep transport.Reply
 	now := c.now()
 	for _, ch := range r.Checks {
-		c.markMoved(ch.Limit, ch.Key, from)
-		if e, ok := c.eng.store.ExtractAt(now, ch.Limit, ch.Key); ok {
+		if e, ok := c.handOver(now, ch.Limit, ch.Key, from); ok {
 			rep.Entries = append(rep.Entries, transport.HandoffEntry{
 				Kind:  transport.HandoffBucket,
 				Limit: e.Name, Key: e.Key, Fields: encodeSnapshot(e.Snapshot),
@@ -525,4 +531,51 @@ func (c *cluster) sync() *ring.View {
 	c.last = v
 	c.synced.Store(v)
 	return v
+}
+
+// keyLocks are striped locks over (limit, key): a decision holds its keys'
+// stripes for reading from its ownership check to its debit, and a handover
+// holds the stripe for writing while it marks the key moved and extracts
+// its bucket. So a take under way either lands in the extracted state or
+// sees the mark and goes to the new owner; it never debits a fresh bucket
+// left behind.
+type keyLocks [64]sync.RWMutex
+
+func stripe(limit, key string) int {
+	return int(xxhash.Sum64String(limit+"\x00"+key) % 64)
+}
+
+// hold implements router.
+func (c *cluster) hold(checks []api.Check) (func(), bool) {
+	var idx [8]int
+	stripes := idx[:0]
+	for _, ch := range checks {
+		stripes = append(stripes, stripe(ch.Limit, ch.Key))
+	}
+	slices.Sort(stripes)
+	stripes = slices.Compact(stripes)
+	for _, i := range stripes {
+		c.locks[i].RLock()
+	}
+	release := func() {
+		for _, i := range stripes {
+			c.locks[i].RUnlock()
+		}
+	}
+	for _, ch := range checks {
+		if _, moved := c.movedTo(ch.Limit, ch.Key); moved {
+			return release, false
+		}
+	}
+	return release, true
+}
+
+// handOver marks (limit, key) moved to member to and removes its bucket,
+// returning the bucket's state, with no decision on the key in between.
+func (c *cluster) handOver(now time.Time, limit, key, to string) (bucket.Entry, bool) {
+	l := &c.locks[stripe(limit, key)]
+	l.Lock()
+	defer l.Unlock()
+	c.markMoved(limit, key, to)
+	return c.eng.store.ExtractAt(now, limit, key)
 }

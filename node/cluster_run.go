@@ -150,8 +150,7 @@ func (c *cluster) pushMoved(ctx context.Context, v *ring.View) {
 			if e.Kind != transport.HandoffBucket {
 				continue
 			}
-			c.markMoved(e.Limit, e.Key, name)
-			if x, ok := c.eng.store.ExtractAt(c.now(), e.Limit, e.Key); ok {
+			if x, ok := c.handOver(c.now(), e.Limit, e.Key, name); ok {
 				final = append(final, transport.HandoffEntry{
 					Kind:  transport.HandoffBucket,
 					Limit: x.Name, Key: x.Key, Fields: encodeSnapshot(x.Snapshot),

@@ -25,6 +25,10 @@ type router interface {
 	// needed state could not be fetched and the checks must not be decided
 	// from fresh buckets.
 	pull(ctx context.Context, f *limits.File, checks []api.Check, from string) bool
+	// hold keeps the checks' keys from being handed over until release is
+	// called, and reports whether this node may still decide them (false:
+	// one was handed over since it was routed here).
+	hold(checks []api.Check) (release func(), ok bool)
 	// known is the number of known members (alive or failed), at least 1;
 	// local ceilings divide a limit by it.
 	known() int
@@ -168,6 +172,15 @@ func (e *engine) decideGroup(ctx context.Context, f *limits.File, rs []resolved,
 	if g.self && (e.router == nil || e.router.pull(ctx, f, checks, "")) {
 		g.src = api.SourceOwner
 		out, ok, err := e.ownerTake(f, checks)
+		if errors.Is(err, errNotOwner) {
+			// Handed over while it was routed here: ask the new owner.
+			if peer, self, ok := e.router.owner(checks[0].Limit, checks[0].Key); ok && !self {
+				g.self, g.peer = false, peer
+				return e.decideGroup(ctx, f, rs, g, results)
+			}
+			g.src = api.SourceFallback
+			return e.fallbackTake(f, rs, g, results)
+		}
 		if err != nil {
 			return false, err
 		}
@@ -198,6 +211,13 @@ func (e *engine) decideGroup(ctx context.Context, f *limits.File, rs []resolved,
 // checks are spent together or not at all; shadow checks are decided one by
 // one, counted, and reported as allowed. Peers' forwarded steps run here too.
 func (e *engine) ownerTake(f *limits.File, checks []api.Check) ([]api.Result, bool, error) {
+	if e.router != nil {
+		release, ok := e.router.hold(checks)
+		defer release()
+		if !ok {
+			return nil, false, errNotOwner
+		}
+	}
 	now := e.now()
 	out := make([]api.Result, len(checks))
 	var enforced []bucket.Check
