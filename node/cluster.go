@@ -105,6 +105,14 @@ func addrOf(v *ring.View, name string) string {
 	return m.Meta.GRPCAddr
 }
 
+// joined reports whether this node may route by v. A node started with
+// --join may not until a seed answered and its view holds someone besides
+// itself: between the two its view is itself alone, in which it would own
+// every key (jepsen's kill-and-restart scenario caught exactly that).
+func (c *cluster) joined(v *ring.View) bool {
+	return !c.requireJoin || (c.ring.Joined() && len(v.Members) > 1)
+}
+
 // owner implements router.
 func (c *cluster) owner(limit, key string) (string, bool, bool) {
 	return c.route(limit, key, true)
@@ -119,10 +127,10 @@ func (c *cluster) leaseOwner(limit, key string) (string, bool, bool) {
 }
 
 func (c *cluster) route(limit, key string, delay bool) (string, bool, bool) {
-	if c.requireJoin && !c.ring.Joined() {
+	v := c.view()
+	if !c.joined(v) {
 		return "", false, false
 	}
-	v := c.view()
 	if to, ok := c.movedTo(limit, key); ok {
 		if to == c.self {
 			return "", true, true
@@ -199,8 +207,9 @@ func (c *cluster) movedTo(limit, key string) (string, bool) {
 // a seed it knows only itself; it then assumes at least the seeds and
 // itself, so a restarted node does not grant itself a whole budget.
 func (c *cluster) known() int {
-	n := len(c.ring.View().Members)
-	if c.requireJoin && !c.ring.Joined() {
+	v := c.ring.View()
+	n := len(v.Members)
+	if !c.joined(v) {
 		n = max(n, c.seeds+1)
 	}
 	return max(n, 1)

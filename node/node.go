@@ -339,7 +339,7 @@ func (n *Node) Ready() bool {
 	if !n.started || n.shutdown {
 		return false
 	}
-	return n.cluster == nil || !n.cluster.requireJoin || n.cluster.ring.Joined()
+	return n.cluster == nil || n.cluster.joined(n.cluster.ring.View())
 }
 
 // Acquire implements api.Decider: at the key's owner, forwarded there, or
