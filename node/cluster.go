@@ -58,6 +58,11 @@ type cluster struct {
 	// whole), read on the decision path without a lock.
 	failures atomic.Pointer[[]failure]
 	locks    keyLocks // see hold and handOver
+	// leaving is set while this node hands everything off before leaving.
+	leaving atomic.Pointer[ring.View]
+	// movedN mirrors len(moved), so the decision path skips the lock when
+	// nothing was handed over.
+	movedN atomic.Int64
 	// synced is the ring view failures were last computed for; a reader
 	// that finds a newer view syncs first, so no decision runs on a view
 	// whose failures are not recorded yet.
@@ -68,7 +73,7 @@ type cluster struct {
 	moved   map[movedKey]moved         // keys pulled away from this node, by (limit, key)
 	pulling map[movedKey]chan struct{} // in-flight pulls, so one key is pulled once
 	changed time.Time                  // when this node's view last changed
-	leaving *ring.View                 // set while handing everything off before leaving
+	purgeAt time.Time                  // when expired moved marks are next swept
 	last    *ring.View                 // the last view synced, to spot failures
 }
 
@@ -87,10 +92,7 @@ var (
 // view returns the view requests are routed by: the view without this node
 // while it hands off before leaving.
 func (c *cluster) view() *ring.View {
-	c.mu.Lock()
-	l := c.leaving
-	c.mu.Unlock()
-	if l != nil {
+	if l := c.leaving.Load(); l != nil {
 		return l
 	}
 	return c.ring.View()
@@ -187,20 +189,28 @@ func (c *cluster) mayDecide(v *ring.View, hk string) bool {
 
 // movedTo reports where a key this node handed over is decided now.
 func (c *cluster) movedTo(limit, key string) (string, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.moved) == 0 {
+	if c.movedN.Load() == 0 {
 		return "", false
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	mv, ok := c.moved[movedKey{limit, key}]
 	if !ok {
 		return "", false
 	}
 	if c.now().After(mv.until) {
-		delete(c.moved, movedKey{limit, key})
+		c.unmark(movedKey{limit, key})
 		return "", false
 	}
 	return mv.to, true
+}
+
+// unmark deletes a moved mark. Called with c.mu held.
+func (c *cluster) unmark(k movedKey) {
+	if _, ok := c.moved[k]; ok {
+		delete(c.moved, k)
+		c.movedN.Add(-1)
+	}
 }
 
 // known implements router. Before a node started with --join has reached
@@ -360,7 +370,7 @@ func (c *cluster) merge(f *limits.File, entries []transport.HandoffEntry) {
 	// A key handed (back) to this node is decided here again.
 	c.mu.Lock()
 	for _, b := range bs {
-		delete(c.moved, movedKey{b.Name, b.Key})
+		c.unmark(movedKey{b.Name, b.Key})
 	}
 	c.mu.Unlock()
 	c.eng.store.MergeAt(c.now(), bs, func(name string) (bucket.Limit, bool) {
@@ -482,7 +492,22 @@ func (c *cluster) servePull(from string, r transport.Request) transport.Reply {
 // markMoved records that (limit, key) is now decided by member to.
 func (c *cluster) markMoved(limit, key, to string) {
 	c.mu.Lock()
-	c.moved[movedKey{limit, key}] = moved{to: to, until: c.now().Add(c.window)}
+	now := c.now()
+	k := movedKey{limit, key}
+	if _, ok := c.moved[k]; !ok {
+		c.movedN.Add(1)
+	}
+	c.moved[k] = moved{to: to, until: now.Add(c.window)}
+	// Marks expire after HandoffWindow; sweep them now and then so keys
+	// that are never asked about again do not pile up.
+	if now.After(c.purgeAt) {
+		for mk, mv := range c.moved {
+			if now.After(mv.until) {
+				c.unmark(mk)
+			}
+		}
+		c.purgeAt = now.Add(c.window)
+	}
 	c.mu.Unlock()
 }
 

@@ -170,9 +170,7 @@ func (c *cluster) pushMoved(ctx context.Context, v *ring.View) {
 // view, so the successors decide them (pulling from here if need be).
 func (c *cluster) leave(ctx context.Context, timeout time.Duration) error {
 	without := c.ring.View().Without(c.self)
-	c.mu.Lock()
-	c.leaving = without
-	c.mu.Unlock()
+	c.leaving.Store(without)
 	if without.Live > 0 {
 		c.pushMoved(ctx, without)
 	}

@@ -487,3 +487,26 @@ func TestClusterUnjoinedNodeGrantsOnlyAShare(t *testing.T) {
 	c.net.Heal()
 	c.waitConverged(2)
 }
+
+// TestMovedMarksExpireAndAreSwept: a mark routes its key away for
+// HandoffWindow only, and marks nobody asks about again are swept.
+func TestMovedMarksExpireAndAreSwept(t *testing.T) {
+	now := time.Unix(1000, 0)
+	c := &cluster{window: time.Second, moved: map[movedKey]moved{}, now: func() time.Time { return now }}
+	c.markMoved("hot", "a", "n2")
+	if to, ok := c.movedTo("hot", "a"); !ok || to != "n2" {
+		t.Fatalf("movedTo = %q, %v", to, ok)
+	}
+	if _, ok := c.movedTo("hot", "b"); ok {
+		t.Fatal("an unmarked key is moved")
+	}
+	now = now.Add(2 * time.Second)
+	c.markMoved("hot", "b", "n3") // sweeps a, which expired
+	if len(c.moved) != 1 || c.movedN.Load() != 1 {
+		t.Fatalf("after the sweep %d marks (count %d), want 1", len(c.moved), c.movedN.Load())
+	}
+	now = now.Add(2 * time.Second)
+	if _, ok := c.movedTo("hot", "b"); ok || c.movedN.Load() != 0 {
+		t.Fatal("an expired mark still routes its key away")
+	}
+}
