@@ -76,6 +76,7 @@ func serveFlags(fs *flag.FlagSet, cfg *node.Config, cf *clusterFlags, logFormat 
 	fs.StringVar(&cf.gossipAddr, "gossip-addr", ":7946", "gossip (memberlist) listen address, UDP and TCP")
 	fs.StringVar(&cfg.Ring.AdvertiseAddr, "advertise-addr", "", "IP other members reach this node at (default: picked by memberlist)")
 	fs.StringVar(&cfg.PeerAddr, "peer-addr", cfg.PeerAddr, "peer gRPC listen address (forwards and handoff between members)")
+	fs.DurationVar(&cfg.Forward.Deadline, "forward-timeout", cfg.Forward.Deadline, "deadline of one forward to a key's owner; past it the limit's on_owner_unreachable policy answers")
 	fs.StringVar(&cf.join, "join", "", "seeds to join: host:port,... or a DNS name (re-resolved on every retry)")
 	fs.StringVar(&cfg.ClusterSecretFile, "cluster-secret-file", "", "file holding the cluster secret (gossip encryption and peer auth)")
 	fs.StringVar(&cf.timing, "timing", "lan", "failure-detection profile: lan or local (fast, for tests on one machine)")
