@@ -83,6 +83,7 @@ func (o observer) Forwarded(peer string, d time.Duration, err error) {
 // watch follows ring changes: it records when the view changed and pushes
 // the buckets and leases this node no longer owns to their new owners.
 func (c *cluster) watch(ctx context.Context) {
+	warm := map[string]bool{} // peer addresses already dialled
 	for {
 		select {
 		case <-ctx.Done():
@@ -93,6 +94,7 @@ func (c *cluster) watch(ctx context.Context) {
 			}
 			c.sync()
 			c.observe(v)
+			c.warm(ctx, v, warm)
 			if v.Majority {
 				c.pushMoved(ctx, v)
 			}
@@ -325,4 +327,18 @@ func (c *cluster) setLimitsVersion(v int64) {
 	meta := m.Meta
 	meta.LimitsVersion = v
 	c.ring.SetMeta(meta)
+}
+
+// warm dials every live member not dialled yet with an empty pull, so the
+// first real forward to a new member does not pay for the connection and
+// miss its deadline (seen in the compose test).
+func (c *cluster) warm(ctx context.Context, v *ring.View, seen map[string]bool) {
+	for _, m := range v.Members {
+		addr := m.Meta.GRPCAddr
+		if m.Name == c.self || m.State != ring.Alive || addr == "" || seen[addr] {
+			continue
+		}
+		seen[addr] = true
+		c.node.goRun(func() { _, _ = c.pool.Do(ctx, addr, transport.Request{Op: transport.OpPull}) })
+	}
 }
