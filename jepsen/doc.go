@@ -14,7 +14,10 @@
 //   - bound.go: the design bound of each fault (Bound), from DESIGN §6,
 //     and the fallback allowance of local ceilings;
 //   - avail.go: availability and latency per phase;
-//   - report.go: the one-screen summary table.
+//   - lease_check.go: the lease checker (CheckLeases): leases surely held
+//     at once per key and phase against LeaseBound, and fencing order;
+//   - report.go: the one-screen summary table;
+//   - html.go: the self-contained HTML report (WriteHTML).
 //
 // The shell needs root, iproute2 and iptables and is only exercised by the
 // runner (jepsen/cmd/jepsen) and by tests gated on WEIR_JEPSEN=1:
@@ -24,6 +27,7 @@
 //   - cluster.go: N weir processes started with `ip netns exec` (Cluster);
 //   - nemesis.go: faults with Inject and Heal;
 //   - client.go: the recording, paced clients;
+//   - lease_client.go: the recording lease holders;
 //   - scenario.go: one run: start, warm up, before, fault, after, check.
 //
 // # The over-admission checker

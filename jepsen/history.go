@@ -38,6 +38,45 @@ type Op struct {
 	Source string  `json:"source,omitempty"` // owner | fallback, for decisions
 	Status int     `json:"status,omitempty"` // HTTP status, 0 when none
 	Err    string  `json:"err,omitempty"`
+	// Kind is empty for a take; lease ops are KindAcquire, KindRenew and
+	// KindRelease, with the lease's fields below (Limit, Key and Client
+	// are set as for a take; Cost is 0).
+	Kind    string `json:"kind,omitempty"`
+	LeaseID string `json:"lease_id,omitempty"` // granted, renewed or released lease
+	Fencing uint64 `json:"fencing,omitempty"`  // the grant's fencing token
+	TTLms   int64  `json:"ttl_ms,omitempty"`   // lifetime granted by an acquire or a renew
+}
+
+// The lease op kinds. An acquire's Result is Allowed when granted (201),
+// Denied when refused (429); a renew's is Allowed (200) or Denied (404,
+// expired or unknown); a release's is Allowed (204). Failed and Timeout
+// mean what they mean for a take.
+const (
+	KindAcquire = "acquire"
+	KindRenew   = "renew"
+	KindRelease = "release"
+)
+
+// TakeOps returns the ops of ops that are takes (Kind empty), in order.
+func TakeOps(ops []Op) []Op {
+	out := make([]Op, 0, len(ops))
+	for _, o := range ops {
+		if o.Kind == "" {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// LeaseOps returns the ops of ops that are lease ops, in order.
+func LeaseOps(ops []Op) []Op {
+	var out []Op
+	for _, o := range ops {
+		if o.Kind != "" {
+			out = append(out, o)
+		}
+	}
+	return out
 }
 
 // Determinate reports whether the outcome is known: allowed, denied or a

@@ -33,7 +33,60 @@ type Row struct {
 	AvailRest float64 // share answered during the fault by nodes not hit
 	P99       time.Duration
 	Converge  time.Duration
-	Verdict   string
+	// Leases is the lease verdict of the worst lease key of the relation:
+	// "max/bound" held at once ("-" without lease keys), with "!" when
+	// over the bound and "f<n>" for fencing-order violations.
+	Leases  string
+	Verdict string
+}
+
+// leaseCell formats the lease verdict of the keys of relation rel in r:
+// the most leases held at once before the fault against permits, then
+// during or after it against the fault's bound ("before fault"), each for
+// the worst key; "!" marks a bound exceeded and "f<n>" counts fencing-order
+// violations (report-only).
+func (r Result) leaseCell(rel Relation) string {
+	var healthy, faulty *PhaseMax
+	fencing, any := 0, false
+	for i := range r.Leases {
+		k := &r.Leases[i]
+		if k.Relation != rel {
+			continue
+		}
+		any = true
+		fencing += len(k.Fencing)
+		for j := range k.Phases {
+			p := &k.Phases[j]
+			w := &faulty
+			if j == 0 {
+				w = &healthy
+			}
+			if *w == nil || p.Max-p.Bound > (*w).Max-(*w).Bound {
+				*w = p
+			}
+		}
+	}
+	if !any {
+		return "-"
+	}
+	cell := func(p *PhaseMax) string {
+		if p == nil {
+			return "-"
+		}
+		c := fmt.Sprintf("%d/%d", p.Max, p.Bound)
+		if p.Max > p.Bound {
+			c += "!"
+		}
+		return c
+	}
+	c := cell(healthy)
+	if r.Fault != None {
+		c += " " + cell(faulty)
+	}
+	if fencing > 0 {
+		c += fmt.Sprintf(" f%d", fencing)
+	}
+	return c
 }
 
 // Rows summarizes a result: one row per relation present.
@@ -74,7 +127,8 @@ func (r Result) Rows() []Row {
 		rows = append(rows, Row{
 			Scenario: r.Name, Fault: r.Fault, Relation: rel, Bucket: worst.ID,
 			Excess: worst.Whole.Excess, Ratio: worst.Whole.Ratio(), Bound: worst.Bound, Fallbacks: worst.Fallbacks,
-			Avail: av.Share(), AvailRest: r.AvailOther.Share(), P99: av.P99, Converge: r.Converge, Verdict: v,
+			Avail: av.Share(), AvailRest: r.AvailOther.Share(), P99: av.P99, Converge: r.Converge,
+			Leases: r.leaseCell(rel), Verdict: v,
 		})
 	}
 	return rows
@@ -95,16 +149,16 @@ func worse(a, b *BucketCheck) bool {
 // WriteSummary prints the one-screen table of results, then each failure.
 func WriteSummary(w io.Writer, results []Result) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\tkeys\tworst key\texcess\tratio\tbound\tfb\tavail\tavail(rest)\tp99\theal\tverdict\t")
+	fmt.Fprintln(tw, "scenario\tkeys\tworst key\texcess\tratio\tbound\tfb\tavail\tavail(rest)\tp99\theal\tleases max/bound\tverdict\t")
 	for _, r := range results {
 		for _, row := range r.Rows() {
 			conv := "-"
 			if row.Converge > 0 {
 				conv = row.Converge.Round(100 * time.Millisecond).String()
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s/%s\t%.1f\t%.2f\t%.1f\t%d\t%.1f%%\t%.1f%%\t%v\t%s\t%s\t\n",
+			fmt.Fprintf(tw, "%s\t%s\t%s/%s\t%.1f\t%.2f\t%.1f\t%d\t%.1f%%\t%.1f%%\t%v\t%s\t%s\t%s\t\n",
 				row.Scenario, row.Relation, row.Bucket.Limit, row.Bucket.Key, row.Excess, row.Ratio, row.Bound, row.Fallbacks,
-				100*row.Avail, 100*row.AvailRest, row.P99.Round(time.Millisecond), conv, row.Verdict)
+				100*row.Avail, 100*row.AvailRest, row.P99.Round(time.Millisecond), conv, row.Leases, row.Verdict)
 		}
 	}
 	if err := tw.Flush(); err != nil {

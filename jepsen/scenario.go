@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -51,6 +52,13 @@ type ScenarioConfig struct {
 	HotShare       float64
 	Deadline       time.Duration
 
+	// Conc is the concurrency limit of the lease holders; HoldersPerNode
+	// of them run on every node (0: no lease traffic).
+	Conc           ConcLimit
+	HoldersPerNode int
+	MinHold        time.Duration
+	MaxHold        time.Duration
+
 	// Standalone runs every node with --cluster=false (the broken build);
 	// ExpectViolation then passes the run only when the over-admission
 	// checker fails it.
@@ -68,6 +76,10 @@ func DefaultScenario() ScenarioConfig {
 		Cold:     Limit{Name: "cold", Capacity: 4, RatePerSec: 1},
 		ColdKeys: 40, WorkersPerNode: 3, RatePerWorker: 12, HotShare: 0.7,
 		Deadline: time.Second,
+		Conc:     ConcLimit{Name: "conc", Permits: 4, LeaseTTLms: 2000, MaxLeaseTTL: 2000},
+		// 12 holders on 3 keys: about 4 per key, so permits are often all
+		// held and some acquires are refused.
+		HoldersPerNode: 4, MinHold: 100 * time.Millisecond, MaxHold: 2500 * time.Millisecond,
 	}
 }
 
@@ -104,6 +116,12 @@ type Result struct {
 	Failures   []string
 	Pass       bool
 	Detected   bool // some bucket exceeded its bound
+	// Leases is the lease verdict per key; LeaseDetected says some key
+	// held more leases at once than its bound.
+	Leases        []LeaseKeyCheck
+	LeaseDetected bool
+	// Hot is the hot keys' limit (for the HTML report).
+	Hot Limit
 	// KnownBug marks a scenario the caller expects to fail (xfail): the
 	// summary shows XFAIL instead of FAIL. Set by the runner, not by Run.
 	KnownBug bool
@@ -117,12 +135,16 @@ func seedFor(seed uint64, name string) *rand.Rand {
 	return rand.New(rand.NewPCG(seed, h.Sum64()))
 }
 
-func writeLimits(path string, ls ...Limit) error {
+func writeLimits(path string, conc ConcLimit, ls ...Limit) error {
 	var b strings.Builder
 	b.WriteString("# written by the jepsen harness\nversion: 1\nlimits:\n")
 	for _, l := range ls {
 		fmt.Fprintf(&b, "  - name: %s\n    algorithm: token_bucket\n    capacity: %d\n    rate: %d/s\n    on_owner_unreachable: local\n",
 			l.Name, l.Capacity, l.RatePerSec)
+	}
+	if conc.Name != "" {
+		fmt.Fprintf(&b, "  - name: %s\n    kind: concurrency\n    permits: %d\n    lease_ttl: %dms\n    max_lease_ttl: %dms\n    strict: %t\n    on_owner_unreachable: local\n",
+			conc.Name, conc.Permits, conc.LeaseTTLms, conc.MaxLeaseTTL, conc.Strict)
 	}
 	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
 		return fmt.Errorf("jepsen: %w", err)
@@ -140,7 +162,8 @@ func Run(ctx context.Context, sc ScenarioConfig) (Result, error) {
 		return res, fmt.Errorf("jepsen: %w", err)
 	}
 	limitsPath := filepath.Join(sc.Dir, "limits.yaml")
-	if err := writeLimits(limitsPath, sc.Hot, sc.Cold); err != nil {
+	res.Hot = sc.Hot
+	if err := writeLimits(limitsPath, sc.Conc, sc.Hot, sc.Cold); err != nil {
 		return res, err
 	}
 	c := NewCluster(ClusterConfig{Bin: sc.Bin, Net: sc.Net, Limits: limitsPath, LogDir: sc.Dir, Standalone: sc.Standalone})
@@ -192,6 +215,12 @@ func Run(ctx context.Context, sc ScenarioConfig) (Result, error) {
 	if err != nil {
 		return res, err
 	}
+	var leaseKeys []string
+	if sc.HoldersPerNode > 0 {
+		if leaseKeys, err = pickLeaseKeys(wctx, c, sc, n, owner); err != nil {
+			return res, err
+		}
+	}
 	var samples []BucketID
 	for _, k := range hot {
 		samples = append(samples, BucketID{sc.Hot.Name, k})
@@ -220,7 +249,18 @@ func Run(ctx context.Context, sc ScenarioConfig) (Result, error) {
 	}
 	cctx, stopClients := context.WithCancel(ctx)
 	clientsDone := make(chan struct{})
-	go func() { RunClients(cctx, urls, wl, rec); close(clientsDone) }()
+	lw := LeaseWorkload{
+		Limit: sc.Conc, Keys: leaseKeys, HoldersPerNode: sc.HoldersPerNode,
+		MinHold: sc.MinHold, MaxHold: sc.MaxHold, Pause: 200 * time.Millisecond,
+		Deadline: sc.Deadline, Seed: sc.Seed,
+	}
+	go func() {
+		var wg sync.WaitGroup
+		wg.Go(func() { RunClients(cctx, urls, wl, rec) })
+		wg.Go(func() { RunHolders(cctx, urls, lw, n*sc.WorkersPerNode, rec) })
+		wg.Wait()
+		close(clientsDone)
+	}()
 	defer func() { stopClients(); <-clientsDone }()
 
 	tInject, tHeal := int64(0), int64(0)
@@ -328,8 +368,42 @@ func pickKeys(ctx context.Context, c *Cluster, sc ScenarioConfig, n int) (map[Bu
 	return owner, hot, cold, nil
 }
 
+// pickLeaseKeys finds one key of the concurrency limit owned by each node
+// and adds their owners to owner.
+func pickLeaseKeys(ctx context.Context, c *Cluster, sc ScenarioConfig, n int, owner map[BucketID]string) ([]string, error) {
+	keys := make([]string, n)
+	if sc.Standalone {
+		for i := range n {
+			keys[i] = "lease-" + strconv.Itoa(i)
+		}
+		return keys, nil
+	}
+	found := 0
+	for j := 0; j < 1000 && found < n; j++ {
+		k := "lease-" + strconv.Itoa(j)
+		in, err := c.Info(ctx, 1, sc.Conc.Name, k)
+		if err != nil {
+			return nil, err
+		}
+		i, err := strconv.Atoi(strings.TrimPrefix(in.Owner, "n"))
+		if err != nil || i < 1 || i > n {
+			return nil, fmt.Errorf("jepsen: unexpected owner %q", in.Owner)
+		}
+		if keys[i-1] == "" {
+			keys[i-1] = k
+			owner[BucketID{sc.Conc.Name, k}] = in.Owner
+			found++
+		}
+	}
+	if found < n {
+		return nil, errors.New("jepsen: could not find a lease key for every node")
+	}
+	return keys, nil
+}
+
 // check fills res's verdicts from the history.
-func check(res *Result, sc ScenarioConfig, ops []Op, owner map[BucketID]string, nm Nemesis, n int, tInject, tHeal, tEnd int64) {
+func check(res *Result, sc ScenarioConfig, all []Op, owner map[BucketID]string, nm Nemesis, n int, tInject, tHeal, tEnd int64) {
+	ops := TakeOps(all)
 	phases := []Phase{{"before", 0, tInject}, {"during", tInject, tHeal}, {"after", tHeal, tEnd + 1}}
 	res.Avail = make(map[string]Availability)
 	for _, p := range phases {
@@ -398,6 +472,7 @@ func check(res *Result, sc ScenarioConfig, ops []Op, owner map[BucketID]string, 
 	if hotDenied == 0 && tInject > 0 {
 		res.Failures = append(res.Failures, "sanity: hot keys were never denied before the fault (not saturated; the check is vacuous)")
 	}
+	checkLeases(res, sc, all, owner, hitNames, fault, n, phases)
 	if sc.ExpectViolation {
 		if !res.Detected {
 			res.Failures = append(res.Failures, "acceptance: the broken build's over-admission went undetected")
@@ -411,6 +486,32 @@ func check(res *Result, sc ScenarioConfig, ops []Op, owner map[BucketID]string, 
 		}
 	}
 	res.Pass = len(res.Failures) == 0
+}
+
+// checkLeases fills res's lease verdicts. A key over its bound fails the
+// run, except in the broken-build acceptance run, where it is expected.
+func checkLeases(res *Result, sc ScenarioConfig, all []Op, owner map[BucketID]string, hitNames map[string]bool, fault Fault, n int, phases []Phase) {
+	rel := func(id BucketID) Relation {
+		if hitNames[owner[id]] {
+			return OwnedByTarget
+		}
+		return OwnedElsewhere
+	}
+	res.Leases = CheckLeases(all, phases,
+		func(id BucketID) LeaseBound { return NewLeaseBound(sc.Conc, fault, rel(id), n) },
+		func(id BucketID) (string, Relation) { return owner[id], rel(id) })
+	for _, k := range res.Leases {
+		if k.Pass {
+			continue
+		}
+		res.LeaseDetected = true
+		if sc.ExpectViolation {
+			continue
+		}
+		w := k.Worst()
+		res.Failures = append(res.Failures, fmt.Sprintf("leases: %s/%s (%s, owner %s): %d held at once %s (at %.3fs) > bound %d (%s)",
+			k.ID.Limit, k.ID.Key, k.Relation, k.Owner, w.Max, w.Phase, float64(w.At)/1e9, w.Bound, k.Bound.Why))
+	}
 }
 
 // healAll flushes every namespace's rules (a no-op when none were added).

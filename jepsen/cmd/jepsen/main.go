@@ -122,6 +122,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	} else {
 		_ = jepsen.WriteSummary(stdout, results)
 	}
+	if err := writeHTML(filepath.Join(runDir, "report.html"), fmt.Sprintf("Weir jepsen run %s (seed %d)", filepath.Base(runDir), *seed), results); err != nil {
+		fmt.Fprintf(stderr, "jepsen: report.html: %v\n", err)
+	}
 	fmt.Fprintf(stdout, "seed %d, %d scenarios in %v, results in %s\n", *seed, len(results), time.Since(start).Round(time.Second), runDir)
 	switch {
 	case harnessErr || ctx.Err() != nil:
@@ -133,6 +136,28 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	return 0
+}
+
+// writeHTML renders the run's HTML report from the scenarios' saved
+// histories.
+func writeHTML(path, title string, results []jepsen.Result) error {
+	var scs []jepsen.ReportScenario
+	for _, r := range results {
+		sc, err := jepsen.LoadReportScenario(r)
+		if err != nil {
+			return err
+		}
+		scs = append(scs, sc)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	werr := jepsen.WriteHTML(f, title, scs)
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	return werr
 }
 
 // scenario returns the configuration of one named scenario for n nodes.

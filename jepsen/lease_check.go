@@ -1,0 +1,293 @@
+package jepsen
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+)
+
+// ConcLimit is a concurrency limit written to the run's limits file.
+type ConcLimit struct {
+	Name        string
+	Permits     int
+	LeaseTTLms  int64
+	MaxLeaseTTL int64 // milliseconds
+	Strict      bool
+}
+
+// LeaseBound is the most leases of one (limit, key) the design allows to be
+// valid at one instant. Healthy is the bound while no fault has been
+// injected: Permits. Faulty applies from the inject to the end of the run:
+//
+//	Permits + T*Share + R*Permits + Members*Share
+//
+// with Share = max(1, floor(Permits/Members)): the owner's table holds at
+// most Permits; a takeover after the owner fails (T = 1 when the fault hits
+// the key's owner; 0 for strict limits) grants at most one Share for one
+// max_lease_ttl while the old owner's leases may still run; a second table
+// that grants in full while the first still holds leases (R = 1 when the
+// fault hits the owner: a cut-off owner that keeps granting while the
+// majority's owner does after its window, or a restarted owner that grants
+// from an empty table before the interim owner's leases are handed back);
+// and every node that cannot reach the owner grants from a local ceiling
+// of one Share.
+type LeaseBound struct {
+	Healthy, Faulty int
+	Why             string
+}
+
+// NewLeaseBound returns the bound of a key of limit l whose owner has
+// relation rel to fault f in a cluster of n nodes.
+func NewLeaseBound(l ConcLimit, f Fault, rel Relation, n int) LeaseBound {
+	fb := FaultBound(f, rel, n)
+	share := int(Share(Bucket{Capacity: float64(l.Permits)}, fb.Members))
+	takeovers, returns := min(fb.OwnerChanges, 1), max(fb.OwnerChanges-1, 0)
+	if l.Strict {
+		takeovers = 0
+	}
+	return LeaseBound{
+		Healthy: l.Permits,
+		Faulty:  l.Permits + takeovers*share + returns*l.Permits + fb.Members*share,
+		Why: fmt.Sprintf("permits %d + %d takeover x share %d + %d second table x permits + %d local ceilings x share %d",
+			l.Permits, takeovers, share, returns, fb.Members, share),
+	}
+}
+
+// HeldInterval is the span in which one granted lease was surely valid:
+// from the acquire's Return to the earliest of its release's Call, the
+// Call of a renew answered 404 (the holder is told to stop) and the latest
+// expiry it was surely given (an acquire's or successful renew's Call plus
+// the granted lifetime). The server decided inside [Call,
+// Return], so the lease was valid at least over this span.
+type HeldInterval struct {
+	ID         string
+	Node       string
+	Start, End int64
+	Fencing    uint64
+}
+
+// HeldIntervals returns the surely-held spans of the granted leases of one
+// (limit, key) in ops (lease ops of that key, any order). Leases whose span
+// is empty are left out.
+func HeldIntervals(ops []Op) []HeldInterval {
+	type lease struct {
+		acq      Op
+		expiry   int64
+		released int64
+	}
+	byID := make(map[string]*lease)
+	var order []string
+	for _, o := range ops {
+		if o.Kind == KindAcquire && o.Result == Allowed && o.LeaseID != "" {
+			byID[o.LeaseID] = &lease{acq: o, expiry: o.Call + o.TTLms*1e6, released: math.MaxInt64}
+			order = append(order, o.LeaseID)
+		}
+	}
+	for _, o := range ops {
+		l := byID[o.LeaseID]
+		if l == nil {
+			continue
+		}
+		switch {
+		case o.Kind == KindRenew && o.Result == Allowed:
+			l.expiry = max(l.expiry, o.Call+o.TTLms*1e6)
+		case o.Kind == KindRelease, o.Kind == KindRenew && o.Result == Denied:
+			// A renew answered 404 tells the holder to stop: from its
+			// call on the holder no longer counts on the lease.
+			l.released = min(l.released, o.Call)
+		}
+	}
+	var out []HeldInterval
+	for _, id := range order {
+		l := byID[id]
+		end := min(l.expiry, l.released)
+		if end <= l.acq.Return {
+			continue
+		}
+		out = append(out, HeldInterval{ID: id, Node: l.acq.Node, Start: l.acq.Return, End: end, Fencing: l.acq.Fencing})
+	}
+	return out
+}
+
+// PhaseMax is the most leases of one key surely held at one instant of a
+// phase, and when.
+type PhaseMax struct {
+	Phase string
+	Max   int
+	At    int64
+	Bound int
+}
+
+// MaxHeld returns, per phase, the most intervals that overlap at one
+// instant inside the phase. Touching intervals (one ends where the other
+// starts) do not overlap, so the count never exceeds the truth.
+func MaxHeld(iv []HeldInterval, phases []Phase) []PhaseMax {
+	type ev struct {
+		at    int64
+		delta int
+	}
+	evs := make([]ev, 0, 2*len(iv))
+	for _, h := range iv {
+		evs = append(evs, ev{h.Start, +1}, ev{h.End, -1})
+	}
+	slices.SortFunc(evs, func(a, b ev) int {
+		if c := cmp.Compare(a.at, b.at); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.delta, b.delta) // ends first
+	})
+	out := make([]PhaseMax, len(phases))
+	for i, p := range phases {
+		out[i].Phase = p.Name
+	}
+	n := 0
+	for _, e := range evs {
+		n += e.delta
+		if e.delta < 0 {
+			continue
+		}
+		for i, p := range phases {
+			if e.at >= p.Start && e.at < p.End && n > out[i].Max {
+				out[i].Max, out[i].At = n, e.at
+			}
+		}
+	}
+	// A phase that starts while leases are held counts them at its start.
+	for i, p := range phases {
+		c := 0
+		for _, h := range iv {
+			if h.Start < p.Start && h.End > p.Start {
+				c++
+			}
+		}
+		if c > out[i].Max {
+			out[i].Max, out[i].At = c, p.Start
+		}
+	}
+	return out
+}
+
+// FencingViolation is a grant whose token is not above the token of a
+// grant of the same key that returned before this one was called.
+type FencingViolation struct {
+	Earlier, Later HeldGrant
+}
+
+// HeldGrant is one granted acquire as the fencing check sees it.
+type HeldGrant struct {
+	ID           string
+	Node         string
+	Call, Return int64
+	Fencing      uint64
+}
+
+// FencingCheck returns the grants of one key (granted acquires in ops)
+// whose token is at or below the highest token of the grants that
+// returned before their call, each with the earlier grant of that highest
+// token. Only such pairs are certainly ordered in real time.
+func FencingCheck(ops []Op) []FencingViolation {
+	var gs []HeldGrant
+	for _, o := range ops {
+		if o.Kind == KindAcquire && o.Result == Allowed {
+			gs = append(gs, HeldGrant{ID: o.LeaseID, Node: o.Node, Call: o.Call, Return: o.Return, Fencing: o.Fencing})
+		}
+	}
+	byReturn := slices.Clone(gs)
+	slices.SortFunc(byReturn, func(a, b HeldGrant) int { return cmp.Compare(a.Return, b.Return) })
+	byCall := slices.Clone(gs)
+	slices.SortFunc(byCall, func(a, b HeldGrant) int { return cmp.Compare(a.Call, b.Call) })
+	var out []FencingViolation
+	var best HeldGrant
+	have := false
+	j := 0
+	for _, g := range byCall {
+		for ; j < len(byReturn) && byReturn[j].Return < g.Call; j++ {
+			if !have || byReturn[j].Fencing > best.Fencing {
+				best, have = byReturn[j], true
+			}
+		}
+		if have && g.Fencing <= best.Fencing {
+			out = append(out, FencingViolation{Earlier: best, Later: g})
+		}
+	}
+	return out
+}
+
+// LeaseKeyCheck is the lease verdict for one (limit, key).
+type LeaseKeyCheck struct {
+	ID       BucketID
+	Owner    string
+	Relation Relation
+	Bound    LeaseBound
+	Phases   []PhaseMax // before, during, after
+	Grants   int
+	Refused  int // 429s
+	Renewed  int
+	Lost     int // renews answered 404
+	Unknown  int // acquires that timed out or failed
+	// Fencing lists fencing-order violations (report-only: across owners
+	// the design does not promise order without replication).
+	Fencing []FencingViolation
+	// FencingHealthy counts the violations whose later grant was called
+	// before the fault, when one owner issued every token.
+	FencingHealthy int
+	Pass           bool // every phase's max within its bound
+}
+
+// Worst returns the phase with the largest max minus bound.
+func (k LeaseKeyCheck) Worst() PhaseMax {
+	var w PhaseMax
+	for i, p := range k.Phases {
+		if i == 0 || p.Max-p.Bound > w.Max-w.Bound {
+			w = p
+		}
+	}
+	return w
+}
+
+// CheckLeases runs the lease checker over the lease ops of a history: per
+// key, the most leases surely held at once in each phase against the
+// bound, and the fencing order. phases must be before, during, after; the
+// first is healthy. owner and rel give each key's owner and relation.
+func CheckLeases(ops []Op, phases []Phase, bound func(BucketID) LeaseBound, owner func(BucketID) (string, Relation)) []LeaseKeyCheck {
+	var out []LeaseKeyCheck
+	for id, kops := range GroupByBucket(LeaseOps(ops)) {
+		bd := bound(id)
+		ow, rel := owner(id)
+		k := LeaseKeyCheck{ID: id, Owner: ow, Relation: rel, Bound: bd, Pass: true}
+		for _, o := range kops {
+			switch {
+			case o.Kind == KindAcquire && o.Result == Allowed:
+				k.Grants++
+			case o.Kind == KindAcquire && o.Result == Denied:
+				k.Refused++
+			case o.Kind == KindAcquire:
+				k.Unknown++
+			case o.Kind == KindRenew && o.Result == Allowed:
+				k.Renewed++
+			case o.Kind == KindRenew && o.Result == Denied:
+				k.Lost++
+			}
+		}
+		k.Phases = MaxHeld(HeldIntervals(kops), phases)
+		for i := range k.Phases {
+			k.Phases[i].Bound = bd.Faulty
+			if i == 0 {
+				k.Phases[i].Bound = bd.Healthy
+			}
+			if k.Phases[i].Max > k.Phases[i].Bound {
+				k.Pass = false
+			}
+		}
+		k.Fencing = FencingCheck(kops)
+		for _, v := range k.Fencing {
+			if len(phases) > 0 && v.Later.Call < phases[0].End {
+				k.FencingHealthy++
+			}
+		}
+		out = append(out, k)
+	}
+	slices.SortFunc(out, func(a, b LeaseKeyCheck) int { return cmp.Compare(a.ID.Limit+"/"+a.ID.Key, b.ID.Limit+"/"+b.ID.Key) })
+	return out
+}

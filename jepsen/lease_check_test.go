@@ -1,0 +1,165 @@
+package jepsen
+
+import (
+	"strings"
+	"testing"
+)
+
+const ms = int64(1e6)
+
+// grant is a granted acquire of key k by client c at [call, ret] (ms).
+func grant(id string, call, ret int64, ttlMs int64, token uint64) Op {
+	return Op{
+		Kind: KindAcquire, Limit: "conc", Key: "k", Node: "n1", LeaseID: id,
+		Call: call * ms, Return: ret * ms, TTLms: ttlMs, Fencing: token, Result: Allowed,
+	}
+}
+
+func release(id string, call int64) Op {
+	return Op{Kind: KindRelease, Limit: "conc", Key: "k", LeaseID: id, Call: call * ms, Return: (call + 1) * ms, Result: Allowed}
+}
+
+func renew(id string, call int64, ttlMs int64, r Outcome) Op {
+	return Op{Kind: KindRenew, Limit: "conc", Key: "k", LeaseID: id, Call: call * ms, Return: (call + 1) * ms, TTLms: ttlMs, Result: r}
+}
+
+func TestHeldIntervals(t *testing.T) {
+	ops := []Op{
+		grant("a", 0, 10, 100, 1), // released at 50: [10, 50]
+		release("a", 50),          //
+		grant("b", 0, 10, 100, 2), // never released: [10, 100]
+		grant("c", 0, 10, 100, 3), // renewed at 80 for 100: [10, 180]
+		renew("c", 80, 100, Allowed),
+		release("c", 200),
+		grant("e", 0, 10, 100, 5), // renewed, then lost at 150: [10, 150]
+		renew("e", 60, 100, Allowed),
+		renew("e", 150, 500, Denied), // a lost renew extends nothing and ends it
+		release("e", 300),
+		grant("d", 0, 200, 100, 4), // returned after its ttl: empty, dropped
+		{Kind: KindAcquire, Key: "k", LeaseID: "", Result: Denied, Call: 0, Return: ms},
+	}
+	got := HeldIntervals(ops)
+	want := map[string][2]int64{"a": {10, 50}, "b": {10, 100}, "c": {10, 180}, "e": {10, 150}}
+	if len(got) != len(want) {
+		t.Fatalf("got %d intervals %+v, want %d", len(got), got, len(want))
+	}
+	for _, h := range got {
+		w := want[h.ID]
+		if h.Start != w[0]*ms || h.End != w[1]*ms {
+			t.Errorf("%s: [%d, %d] ms, want %v", h.ID, h.Start/ms, h.End/ms, w)
+		}
+	}
+}
+
+func TestMaxHeld(t *testing.T) {
+	iv := []HeldInterval{
+		{ID: "a", Start: 0, End: 10},
+		{ID: "b", Start: 5, End: 15},
+		{ID: "c", Start: 10, End: 20}, // touches a: not counted with it
+		{ID: "d", Start: 12, End: 30},
+		{ID: "e", Start: 25, End: 40},
+	}
+	phases := []Phase{{"before", 0, 11}, {"during", 11, 26}, {"after", 26, 100}}
+	got := MaxHeld(iv, phases)
+	want := []int{2, 3, 2} // before: a+b; during at 12: b,c,d; after at 26: d,e
+	for i, p := range got {
+		if p.Max != want[i] {
+			t.Errorf("%s: max %d at %d, want %d", p.Phase, p.Max, p.At, want[i])
+		}
+	}
+}
+
+func TestFencingCheck(t *testing.T) {
+	ops := []Op{
+		grant("a", 0, 10, 100, 5),
+		grant("b", 5, 20, 100, 3),  // overlaps a: order unknown, fine
+		grant("c", 30, 40, 100, 7), // after a and b: 7 > 5, fine
+		grant("d", 50, 60, 100, 6), // after c (7): violation
+		grant("e", 70, 80, 100, 7), // equal to c's: violation
+		grant("f", 90, 95, 100, 8),
+	}
+	v := FencingCheck(ops)
+	if len(v) != 2 || v[0].Later.ID != "d" || v[0].Earlier.ID != "c" || v[1].Later.ID != "e" {
+		t.Fatalf("violations %+v, want d and e after c", v)
+	}
+}
+
+func TestCheckLeasesBound(t *testing.T) {
+	l := ConcLimit{Name: "conc", Permits: 2, LeaseTTLms: 1000}
+	var ops []Op
+	// Three leases held at once before the fault (bound 2): a violation.
+	for i, id := range []string{"a", "b", "c"} {
+		ops = append(ops, grant(id, int64(i), 10+int64(i), 1000, uint64(i+1)))
+		ops = append(ops, release(id, 100))
+	}
+	phases := []Phase{{"before", 0, 200 * ms}, {"during", 200 * ms, 300 * ms}, {"after", 300 * ms, 400 * ms}}
+	bound := func(BucketID) LeaseBound { return NewLeaseBound(l, Kill, OwnedByTarget, 3) }
+	owner := func(BucketID) (string, Relation) { return "n1", OwnedByTarget }
+	ks := CheckLeases(ops, phases, bound, owner)
+	if len(ks) != 1 || ks[0].Pass || ks[0].Worst().Max != 3 || ks[0].Worst().Bound != 2 || ks[0].Grants != 3 {
+		t.Fatalf("got %+v, want one failing key with 3 held against 2", ks)
+	}
+	// The same three inside the fault are within permits + takeovers + ceilings.
+	for i := range ops {
+		ops[i].Call += 250 * ms
+		ops[i].Return += 250 * ms
+	}
+	ks = CheckLeases(ops, phases, bound, owner)
+	if !ks[0].Pass || ks[0].Phases[1].Max != 3 || ks[0].Phases[0].Max != 0 {
+		t.Fatalf("got %+v, want a pass with 3 held during the fault", ks[0])
+	}
+}
+
+func TestNewLeaseBound(t *testing.T) {
+	l := ConcLimit{Permits: 4}
+	cases := []struct {
+		f      Fault
+		rel    Relation
+		strict bool
+		want   int
+	}{
+		{Kill, OwnedByTarget, false, 4 + 1 + 4 + 3*1},
+		{Kill, OwnedByTarget, true, 4 + 4 + 3*1},
+		{Isolate, OwnedByTarget, false, 4 + 1 + 4 + 3*1},
+		{Isolate, OwnedElsewhere, false, 4 + 3*1},
+		{None, OwnedElsewhere, false, 4 + 3*1},
+		{Leave, OwnedByTarget, false, 4 + 2*2},
+	}
+	for _, c := range cases {
+		l.Strict = c.strict
+		if got := NewLeaseBound(l, c.f, c.rel, 3); got.Faulty != c.want || got.Healthy != 4 {
+			t.Errorf("%s %s strict=%v: %+v, want faulty %d", c.f, c.rel, c.strict, got, c.want)
+		}
+	}
+}
+
+func TestTakeOpsKeepsTakes(t *testing.T) {
+	ops := []Op{{ID: 1, Limit: "hot"}, {ID: 2, Kind: KindAcquire}, {ID: 3, Limit: "cold"}, {ID: 4, Kind: KindRelease}}
+	if got := TakeOps(ops); len(got) != 2 || got[0].ID != 1 || got[1].ID != 3 {
+		t.Fatalf("TakeOps = %+v", got)
+	}
+	if got := LeaseOps(ops); len(got) != 2 || got[0].ID != 2 || got[1].ID != 4 {
+		t.Fatalf("LeaseOps = %+v", got)
+	}
+}
+
+func TestSummaryLeaseColumn(t *testing.T) {
+	r := Result{
+		Name: "3-kill", Fault: Kill, Pass: true,
+		Buckets: []BucketCheck{{ID: BucketID{"hot", "h"}, Relation: OwnedByTarget, Pass: true}},
+		Leases: []LeaseKeyCheck{{
+			ID: BucketID{"conc", "k"}, Relation: OwnedByTarget,
+			Phases:  []PhaseMax{{Phase: "before", Max: 4, Bound: 4}, {Phase: "during", Max: 6, Bound: 9}, {Phase: "after", Max: 10, Bound: 9}},
+			Fencing: []FencingViolation{{}},
+		}},
+	}
+	var b strings.Builder
+	if err := WriteSummary(&b, []Result{r}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"leases max/bound", "4/4 10/9! f1"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("summary lacks %q:\n%s", want, b.String())
+		}
+	}
+}
