@@ -249,3 +249,10 @@ func (c *cluster) importLeases(entries []transport.HandoffEntry) {
 		c.log.Warn("lease handoff rejected", "err", err)
 	}
 }
+
+// reachable reports whether the peer answers within the forward deadline:
+// the ring may still list as alive an owner this node cannot reach.
+func (c *cluster) reachable(ctx context.Context, peer string) bool {
+	_, err := c.pool.Do(ctx, peer, transport.Request{Op: transport.OpPull})
+	return err == nil
+}

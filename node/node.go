@@ -389,10 +389,10 @@ func (n *Node) Renew(ctx context.Context, id string, ttl time.Duration) (time.Du
 	}
 	peer, self, ok := n.route(l.Name, key)
 	if n.fallbackLeases.holds(id) {
-		if ok {
+		if self || (ok && n.cluster.reachable(ctx, peer)) {
 			// Granted from a local ceiling while the owner was unreachable;
-			// now that it is back, only the owner's permits count. The
-			// holder must acquire again there.
+			// now that it answers again, only the owner's permits count.
+			// The holder must acquire again there.
 			n.fallbackLeases.release(id)
 			return 0, api.Errorf(api.CodeNotFound, "lease was granted from a local ceiling and the owner is reachable again: acquire anew")
 		}
@@ -419,7 +419,10 @@ func (n *Node) Release(ctx context.Context, id string) error {
 		}
 		return err
 	}
-	n.fallbackLeases.release(id)
+	if n.fallbackLeases.holds(id) {
+		n.fallbackLeases.release(id) // granted here from a local ceiling
+		return nil
+	}
 	switch peer, self, ok := n.route(l.Name, key); {
 	case self:
 		n.leases.release(id)
