@@ -37,7 +37,14 @@ import (
 //     answered NotOwner, and its sender falls back to a local ceiling.
 //
 // Receivers merge conservatively (the fewer tokens wins), so a state
-// arriving twice, by push and by pull, never mints tokens.
+// arriving twice, by push and by pull, never mints tokens. Striped key
+// locks keep a decision from interleaving with a handover of its key.
+//
+// Who may decide from the real bucket (route and mayDecide): the owner in
+// a majority view only; not, for TakeoverDelay, a key that changed owner
+// after a member failed; and a node started with --join not before its
+// view holds another member. Everything else is a local ceiling. Each rule
+// closes an over-admission that the fault harness in jepsen/ measured.
 type cluster struct {
 	self   string
 	ring   *ring.Ring

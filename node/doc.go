@@ -29,7 +29,9 @@
 // nothing. A crash loses the dead owner's debits: its keys start full at
 // the new owner (no replication yet), and its leases are unknown there, so
 // for one max_lease_ttl the new owner grants only a local share of permits
-// (or none, for strict limits).
+// (or none, for strict limits). A node on a minority side serves even its
+// own keys from local ceilings, and survivors wait TakeoverDelay before
+// deciding keys that changed owner after a failure (see cluster).
 //
 // # Concurrency
 //
