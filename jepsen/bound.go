@@ -18,6 +18,11 @@ const (
 	Split         Fault = "split"          // a minority half cut from the majority half
 	Loss          Fault = "loss"           // random loss of one node's peer packets
 	Leave         Fault = "leave"          // SIGTERM (graceful leave), restart after the fault length
+	// Skew restarts a node gracefully with its decision clock 30 s ahead
+	// (weir serve --test-clock-offset), and back at the heal: every bucket
+	// it hands over or takes in crosses clocks that disagree by 30 s, which
+	// would be a full bucket each way if state crossed as timestamps.
+	Skew Fault = "skew"
 )
 
 // Relation says how a bucket's owner (before the fault) relates to the
@@ -127,7 +132,7 @@ func FaultBound(f Fault, rel Relation, n int) Bound {
 			}
 		}
 		return Bound{Members: n, Why: "the lossy node falls back when its forwards fail"}
-	case Leave:
+	case Leave, Skew:
 		// A graceful leave is forgotten at once, so ceilings divide by n-1;
 		// the leaving owner hands its buckets over, keeping their debt.
 		return Bound{Members: max(n-1, 1), Why: "a leaving owner hands its buckets over (debt kept)"}

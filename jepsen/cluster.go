@@ -35,8 +35,9 @@ type Cluster struct {
 	cfg  ClusterConfig
 	http *http.Client
 
-	mu    sync.Mutex // guards procs
-	procs []*proc    // index i-1 for node i; nil when not running
+	mu      sync.Mutex      // guards procs and offsets
+	procs   []*proc         // index i-1 for node i; nil when not running
+	offsets []time.Duration // index i-1: decision clock offset for node i's next start
 }
 
 type proc struct {
@@ -49,8 +50,9 @@ type proc struct {
 // NewCluster returns a Cluster with no process running.
 func NewCluster(cfg ClusterConfig) *Cluster {
 	return &Cluster{
-		cfg:   cfg,
-		procs: make([]*proc, cfg.Net.N),
+		cfg:     cfg,
+		procs:   make([]*proc, cfg.Net.N),
+		offsets: make([]time.Duration, cfg.Net.N),
 		http: &http.Client{Timeout: time.Second, Transport: &http.Transport{
 			MaxIdleConnsPerHost: 4, IdleConnTimeout: 5 * time.Second,
 		}},
@@ -80,8 +82,20 @@ func (c *Cluster) args(i int) []string {
 			join = append(join, nw.IP(j)+":7946")
 		}
 	}
-	return append(a, "--gossip-addr", ip+":7946", "--advertise-addr", ip, "--peer-addr", ip+":7947",
+	a = append(a, "--gossip-addr", ip+":7946", "--advertise-addr", ip, "--peer-addr", ip+":7947",
 		"--join", strings.Join(join, ","), "--timing", "local")
+	if off := c.offsets[i-1]; off != 0 {
+		a = append(a, "--test-clock-offset", off.String())
+	}
+	return a
+}
+
+// SetClockOffset sets the decision clock offset node i gets at its next
+// start (0: none).
+func (c *Cluster) SetClockOffset(i int, d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.offsets[i-1] = d
 }
 
 // Start starts node i. `ip netns exec` execs the binary in place, so the

@@ -46,6 +46,8 @@ func (nm Nemesis) Inject(ctx context.Context, c *Cluster, nw *Net) error {
 			errs = append(errs, c.Pause(t))
 		case Leave:
 			errs = append(errs, c.Stop(t, 10*time.Second))
+		case Skew:
+			errs = append(errs, c.restartWithOffset(t, 30*time.Second))
 		case Isolate, LongPartition, Split:
 			errs = append(errs, nw.Block(ctx, t, nm.others(nw.N)))
 		case Loss:
@@ -68,9 +70,21 @@ func (nm Nemesis) Heal(ctx context.Context, c *Cluster, nw *Net) error {
 			errs = append(errs, c.Start(t))
 		case Pause:
 			errs = append(errs, c.Resume(t))
+		case Skew:
+			errs = append(errs, c.restartWithOffset(t, 0))
 		case Isolate, LongPartition, Split, Loss:
 			errs = append(errs, nw.Heal(ctx, t))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// restartWithOffset stops node i gracefully (it hands its buckets over) and
+// starts it again with its decision clock shifted by d.
+func (c *Cluster) restartWithOffset(i int, d time.Duration) error {
+	if err := c.Stop(i, 10*time.Second); err != nil {
+		return err
+	}
+	c.SetClockOffset(i, d)
+	return c.Start(i)
 }

@@ -28,7 +28,7 @@ import (
 // quick is the CI suite; all is the full matrix.
 var (
 	quick = []string{"kill", "pause", "isolate", "long-partition", "broken"}
-	all   = []string{"none", "kill", "pause", "isolate", "long-partition", "split", "loss", "leave", "broken"}
+	all   = []string{"none", "kill", "pause", "isolate", "long-partition", "split", "loss", "leave", "skew", "broken"}
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
@@ -169,7 +169,7 @@ func scenario(name string, n int) (jepsen.ScenarioConfig, error) {
 		sc.Fault, sc.Before = jepsen.None, 8*time.Second
 	case "broken":
 		sc.Fault, sc.Before, sc.Standalone, sc.ExpectViolation = jepsen.None, 6*time.Second, true, true
-	case "kill", "pause", "leave":
+	case "kill", "pause", "leave", "skew":
 		sc.Fault, sc.During = jepsen.Fault(name), 4*time.Second
 	case "isolate", "split":
 		sc.Fault, sc.During = jepsen.Fault(name), 5*time.Second
