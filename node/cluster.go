@@ -357,6 +357,7 @@ func (c *cluster) pullOne(ctx context.Context, f *limits.File, addr string, ch a
 	}
 	c.m.pulls.WithLabelValues("ok").Inc()
 	c.merge(f, rep.Entries)
+	c.importLeases(rep.Entries)
 	return true
 }
 
@@ -491,6 +492,8 @@ func (c *cluster) servePull(from string, r transport.Request) transport.Reply {
 				Limit: e.Name, Key: e.Key, Fields: encodeSnapshot(e.Snapshot),
 			})
 		}
+		limit, key := ch.Limit, ch.Key
+		rep.Entries = append(rep.Entries, c.takeLeases(func(l, k string) bool { return l == limit && k == key })...)
 	}
 	c.m.handoff.WithLabelValues("out").Add(float64(len(rep.Entries)))
 	return rep

@@ -74,6 +74,12 @@ func (c *cluster) takeover(l *limits.Limit, key string) (time.Duration, bool) {
 // window it grants only up to a local ceiling, or nothing for strict limits.
 func (n *Node) acquireOwned(ctx context.Context, l *limits.Limit, req api.AcquireRequest) (api.AcquireResponse, error) {
 	if n.cluster != nil {
+		// Right after a ring change the previous owner may still hold this
+		// key's leases (a restarted owner before they are handed back):
+		// pull them first, as for buckets.
+		if !n.cluster.pull(ctx, n.limits.Current(), []api.Check{{Limit: l.Name, Key: req.Key}}, "") {
+			return n.acquireFallback(ctx, l, req)
+		}
 		if left, ok := n.cluster.takeover(l, req.Key); ok {
 			if l.Strict {
 				n.leases.m.denials.WithLabelValues(l.Name, denialConcurrency).Inc()
@@ -205,15 +211,25 @@ func (c *cluster) serveLease(ctx context.Context, f *limits.File, from string, r
 // exportLeases removes the leases whose keys pick selects and returns them
 // as handoff entries by new owner.
 func (c *cluster) exportLeases(v *ring.View, pick func(limit, key string) bool) map[string][]transport.HandoffEntry {
+	out := map[string][]transport.HandoffEntry{}
+	for _, e := range c.takeLeases(pick) {
+		m, _ := v.Owner(ring.HashKey(e.Limit, e.Key))
+		out[m.Name] = append(out[m.Name], e)
+	}
+	return out
+}
+
+// takeLeases removes the leases whose keys pick selects from the table and
+// returns them as handoff entries: remaining time and the fencing floor.
+func (c *cluster) takeLeases(pick func(limit, key string) bool) []transport.HandoffEntry {
 	s := c.node.leases
 	s.mu.Lock()
 	h, ev := s.table.Export(c.now(), pick, true)
 	s.deliver(ev)
 	s.mu.Unlock()
-	out := map[string][]transport.HandoffEntry{}
+	out := make([]transport.HandoffEntry, 0, len(h.Leases))
 	for _, l := range h.Leases {
-		m, _ := v.Owner(ring.HashKey(l.Limit, l.Key))
-		out[m.Name] = append(out[m.Name], transport.HandoffEntry{
+		out = append(out, transport.HandoffEntry{
 			Kind: transport.HandoffLease, Limit: l.Limit, Key: l.Key,
 			Fields: []int64{int64(l.Fencing), int64(l.TTL), int64(l.Remaining), int64(h.NextFencing)},
 			Data:   []byte(l.ID + "\n" + l.Holder),
