@@ -16,8 +16,11 @@ build: ## build the weir binary into bin/
 run: ## start one node on the embedded default limits
 	$(GO) run ./cmd/weir serve
 
+# -p 1: one test binary at a time. The ring and node suites each run
+# memberlist clusters with sub-second failure detection; on two cores, run
+# side by side, they starve each other's probes and fail by timing alone.
 test: fmt-check vet tidy-check proto-check lint ## everything CI checks
-	$(GO) test -race -shuffle=on -count=1 -timeout 15m $(PKGS)
+	$(GO) test -race -shuffle=on -count=1 -p 1 -timeout 15m $(PKGS)
 	@if [ "$$(id -u)" = 0 ] || [ "$$CI" = "true" ]; then $(MAKE) --no-print-directory jepsen-quick; \
 	else echo "jepsen-quick skipped: it needs root for network namespaces (CI runs it)"; fi
 

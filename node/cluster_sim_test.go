@@ -307,9 +307,9 @@ func TestClusterKilledOwnerFallsBackThenMoves(t *testing.T) {
 			key = k
 		}
 	}
-	// Kill n3: its gossip and peer traffic stop without a goodbye.
+	// Kill n3: its gossip and peer traffic stop without a goodbye. To the
+	// others it is dead from this instant; its own teardown comes later.
 	c.net.Isolate(c.hosts["n3"])
-	_ = c.nodes["n3"].Shutdown(context.Background()) // its own teardown; peers see a silent node
 	start := time.Now()
 	resp, err := n1.Take(context.Background(), []api.Check{{Limit: "hot", Key: key, Cost: 1}})
 	if err != nil || !resp.Allowed || resp.Results[0].Source != api.SourceFallback {
@@ -318,6 +318,7 @@ func TestClusterKilledOwnerFallsBackThenMoves(t *testing.T) {
 	if d := time.Since(start); d > time.Second {
 		t.Fatalf("fallback took %v; the forward deadline is 100ms", d)
 	}
+	_ = c.nodes["n3"].Shutdown(context.Background())
 	waitFor(t, 15*time.Second, "n3's keys to move to a live member", func() bool {
 		o := ownerOf(n1, "hot", key)
 		return o != "n3" && o == ownerOf(c.nodes["n2"], "hot", key)
