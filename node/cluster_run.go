@@ -174,7 +174,11 @@ func (c *cluster) leave(ctx context.Context, timeout time.Duration) error {
 	without := c.ring.View().Without(c.self)
 	c.leaving.Store(without)
 	if without.Live > 0 {
-		c.pushMoved(ctx, without)
+		// Bounded by the leave timeout: a peer that cannot be reached
+		// would otherwise hold each handoff for HandoffDeadline.
+		hctx, cancel := context.WithTimeout(ctx, timeout)
+		c.pushMoved(hctx, without)
+		cancel()
 	}
 	return c.ring.Leave(timeout)
 }
