@@ -74,12 +74,14 @@ type cluster struct {
 	// that finds a newer view syncs first, so no decision runs on a view
 	// whose failures are not recorded yet.
 	synced atomic.Pointer[ring.View]
-	m      *clusterMetrics
+	// changed is when this node's view last changed (Unix ns), read on
+	// every owner decision to tell whether a pull may be needed.
+	changed atomic.Int64
+	m       *clusterMetrics
 
 	mu      sync.Mutex                 // guards the fields below
 	moved   map[movedKey]moved         // keys pulled away from this node, by (limit, key)
 	pulling map[movedKey]chan struct{} // in-flight pulls, so one key is pulled once
-	changed time.Time                  // when this node's view last changed
 	purgeAt time.Time                  // when expired moved marks are next swept
 	last    *ring.View                 // the last view synced, to spot failures
 }
@@ -293,9 +295,7 @@ func fromTransport(checks []transport.Check) []api.Check {
 // must not decide from a fresh bucket then.
 func (c *cluster) pull(ctx context.Context, f *limits.File, checks []api.Check, from string) bool {
 	v := c.sync()
-	c.mu.Lock()
-	recent := c.now().Sub(c.changed) < c.window
-	c.mu.Unlock()
+	recent := c.now().UnixNano()-c.changed.Load() < int64(c.window)
 	if !recent && from == "" {
 		return true
 	}
@@ -570,7 +570,7 @@ func (c *cluster) sync() *ring.View {
 	if c.synced.Load() == v {
 		return v
 	}
-	c.changed = c.now()
+	c.changed.Store(c.now().UnixNano())
 	c.noteFailures(c.last, v)
 	c.last = v
 	c.synced.Store(v)

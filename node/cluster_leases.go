@@ -108,11 +108,7 @@ func (n *Node) acquireFallback(ctx context.Context, l *limits.Limit, req api.Acq
 		return resp, err
 	}
 	share := *l
-	known := 1
-	if n.cluster != nil {
-		known = n.cluster.known()
-	}
-	share.Permits = max(1, l.Permits/int64(known))
+	share.Permits = max(1, l.Permits/int64(n.eng.known()))
 	resp, err := n.fallbackLeases.acquire(ctx, &share, req)
 	resp.Source = api.SourceFallback
 	return resp, err

@@ -57,6 +57,15 @@ type engine struct {
 	router   router // nil: a cluster of one
 }
 
+// known is the number of members a local ceiling divides a limit by: one
+// in a cluster of one.
+func (e *engine) known() int {
+	if e.router == nil {
+		return 1
+	}
+	return e.router.known()
+}
+
 // resolved is a validated check with its limit looked up.
 type resolved struct {
 	check api.Check
@@ -222,6 +231,7 @@ func (e *engine) ownerTake(f *limits.File, checks []api.Check) ([]api.Result, bo
 	out := make([]api.Result, len(checks))
 	var enforced []bucket.Check
 	var enforcedIdx []int
+	var enforcedLim []*limits.Limit
 	for i, c := range checks {
 		l, ok := f.Lookup(c.Limit)
 		if !ok || l.Kind != limits.KindRate {
@@ -234,6 +244,7 @@ func (e *engine) ownerTake(f *limits.File, checks []api.Check) ([]api.Result, bo
 		}
 		enforced = append(enforced, bc)
 		enforcedIdx = append(enforcedIdx, i)
+		enforcedLim = append(enforcedLim, l)
 	}
 	if len(enforced) == 0 {
 		return out, true, nil
@@ -246,8 +257,7 @@ func (e *engine) ownerTake(f *limits.File, checks []api.Check) ([]api.Result, bo
 		return nil, false, api.Errorf(api.CodeInvalid, "%v", err)
 	}
 	for j, i := range enforcedIdx {
-		l, _ := f.Lookup(checks[i].Limit)
-		out[i] = result(l, ds[j], api.SourceOwner)
+		out[i] = result(enforcedLim[j], ds[j], api.SourceOwner)
 	}
 	return out, ok, nil
 }
@@ -286,10 +296,7 @@ func (e *engine) overloaded(f *limits.File, checks []api.Check) ([]api.Result, b
 // on_owner_unreachable policy. Any closed limit fails the whole request.
 func (e *engine) fallbackTake(f *limits.File, rs []resolved, g *group, results []api.Result) (bool, error) {
 	now := e.now()
-	known := 1
-	if e.router != nil {
-		known = e.router.known()
-	}
+	known := e.known()
 	var local []bucket.Check
 	var localIdx []int
 	denied := false
@@ -353,11 +360,7 @@ func (e *engine) refund(ctx context.Context, rs []resolved, groups []group) {
 			}
 			if g.src == api.SourceFallback {
 				if l.OnOwnerUnreachable == limits.PolicyLocal {
-					known := 1
-					if e.router != nil {
-						known = e.router.known()
-					}
-					bcs = append(bcs, bucket.Check{Name: l.Name, Limit: l.Bucket.Scale(known), Key: rs[i].check.Key, Cost: rs[i].check.Cost})
+					bcs = append(bcs, bucket.Check{Name: l.Name, Limit: l.Bucket.Scale(e.known()), Key: rs[i].check.Key, Cost: rs[i].check.Cost})
 				}
 				continue
 			}
