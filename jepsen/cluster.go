@@ -2,20 +2,34 @@ package jepsen
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 )
+
+// NodesConfig is what every backend of a scenario's cluster gets.
+type NodesConfig struct {
+	Limits string // limits file path
+	LogDir string // node i's log goes to LogDir/n<i>.log
+	// Standalone starts every node with --cluster=false: each decides every
+	// key alone from a full bucket. This is the deliberately broken build of
+	// the acceptance test.
+	Standalone bool
+}
+
+// NetnsNodes returns the Nodes constructor of a scenario run as weir
+// processes started from bin in nw.
+func NetnsNodes(bin string, nw *Net) func(NodesConfig) (Nodes, error) {
+	return func(cfg NodesConfig) (Nodes, error) {
+		return NewCluster(ClusterConfig{Bin: bin, Net: nw, Limits: cfg.Limits, LogDir: cfg.LogDir, Standalone: cfg.Standalone}), nil
+	}
+}
 
 // ClusterConfig describes N weir processes in a Net.
 type ClusterConfig struct {
@@ -29,11 +43,10 @@ type ClusterConfig struct {
 	Standalone bool
 }
 
-// Cluster runs the weir processes of one scenario. Its methods are safe for
-// concurrent use.
+// Cluster runs the weir processes of one scenario in a Net; it implements
+// Nodes. Its methods are safe for concurrent use.
 type Cluster struct {
-	cfg  ClusterConfig
-	http *http.Client
+	cfg ClusterConfig
 
 	mu      sync.Mutex      // guards procs and offsets
 	procs   []*proc         // index i-1 for node i; nil when not running
@@ -53,9 +66,6 @@ func NewCluster(cfg ClusterConfig) *Cluster {
 		cfg:     cfg,
 		procs:   make([]*proc, cfg.Net.N),
 		offsets: make([]time.Duration, cfg.Net.N),
-		http: &http.Client{Timeout: time.Second, Transport: &http.Transport{
-			MaxIdleConnsPerHost: 4, IdleConnTimeout: 5 * time.Second,
-		}},
 	}
 }
 
@@ -92,10 +102,11 @@ func (c *Cluster) args(i int) []string {
 
 // SetClockOffset sets the decision clock offset node i gets at its next
 // start (0: none).
-func (c *Cluster) SetClockOffset(i int, d time.Duration) {
+func (c *Cluster) SetClockOffset(i int, d time.Duration) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.offsets[i-1] = d
+	return nil
 }
 
 // Start starts node i. `ip netns exec` execs the binary in place, so the
@@ -203,100 +214,25 @@ func (c *Cluster) Close() {
 		_ = p.cmd.Process.Kill()
 		_ = c.reap(i, p, 5*time.Second)
 	}
-	c.http.CloseIdleConnections()
 }
 
-// Member is one member in a node's /v1/cluster answer.
-type Member struct {
-	Name  string `json:"name"`
-	Addr  string `json:"addr"`
-	State string `json:"state"`
+// N is the number of nodes.
+func (c *Cluster) N() int { return c.cfg.Net.N }
+
+// Block drops node i's traffic with peers (Net.Block).
+func (c *Cluster) Block(ctx context.Context, i int, peers []int) error {
+	return c.cfg.Net.Block(ctx, i, peers)
 }
 
-// Info is a node's /v1/cluster answer.
-type Info struct {
-	Node    string   `json:"node"`
-	Epoch   uint64   `json:"epoch"`
-	Members []Member `json:"members"`
-	Owner   string   `json:"owner"`
+// Deafen drops what node i receives from each of from (Net.Deafen).
+func (c *Cluster) Deafen(ctx context.Context, i int, from []int) error {
+	return c.cfg.Net.Deafen(ctx, i, from)
 }
 
-// Info asks node i for its view; with limit and key set, also their owner.
-func (c *Cluster) Info(ctx context.Context, i int, limit, key string) (Info, error) {
-	u := c.URL(i) + "/v1/cluster"
-	if limit != "" {
-		u += "?limit=" + url.QueryEscape(limit) + "&key=" + url.QueryEscape(key)
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return Info{}, fmt.Errorf("jepsen: %w", err)
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return Info{}, fmt.Errorf("jepsen: %s: %w", Name(i), err)
-	}
-	defer resp.Body.Close()
-	var in Info
-	if resp.StatusCode != http.StatusOK {
-		return in, fmt.Errorf("jepsen: %s: /v1/cluster status %d", Name(i), resp.StatusCode)
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&in); err != nil {
-		return in, fmt.Errorf("jepsen: %s: %w", Name(i), err)
-	}
-	return in, nil
+// Loss drops node i's packets with peers at random (Net.Loss).
+func (c *Cluster) Loss(ctx context.Context, i int, peers []int, p float64) error {
+	return c.cfg.Net.Loss(ctx, i, peers, p)
 }
 
-// Converged reports whether every node in nodes answers, lists exactly the
-// members named want, all alive, and names the same owner for every sample
-// (limit, key). It returns a reason when not.
-func (c *Cluster) Converged(ctx context.Context, nodes []int, want []string, samples []BucketID) (bool, string) {
-	owners := make(map[BucketID]string)
-	for _, i := range nodes {
-		in, err := c.Info(ctx, i, "", "")
-		if err != nil {
-			return false, err.Error()
-		}
-		var alive []string
-		for _, m := range in.Members {
-			if m.State == "alive" {
-				alive = append(alive, m.Name)
-			}
-		}
-		slices.Sort(alive)
-		if len(in.Members) != len(want) || !slices.Equal(alive, want) {
-			return false, fmt.Sprintf("%s sees %v alive of %d members", Name(i), alive, len(in.Members))
-		}
-		for _, s := range samples {
-			in, err := c.Info(ctx, i, s.Limit, s.Key)
-			if err != nil {
-				return false, err.Error()
-			}
-			if o, ok := owners[s]; ok && o != in.Owner {
-				return false, fmt.Sprintf("owner of %s/%s: %s says %s, others %s", s.Limit, s.Key, Name(i), in.Owner, o)
-			}
-			owners[s] = in.Owner
-		}
-	}
-	return true, ""
-}
-
-// WaitConverged polls Converged every 100ms until it holds or ctx ends; it
-// returns how long that took and the last reason on failure.
-func (c *Cluster) WaitConverged(ctx context.Context, nodes []int, want []string, samples []BucketID) (time.Duration, error) {
-	start := time.Now()
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		qctx, cancel := context.WithTimeout(ctx, time.Second)
-		ok, why := c.Converged(qctx, nodes, want, samples)
-		cancel()
-		if ok {
-			return time.Since(start), nil
-		}
-		select {
-		case <-ctx.Done():
-			return time.Since(start), fmt.Errorf("jepsen: not converged after %v: %s", time.Since(start).Round(time.Millisecond), why)
-		case <-tick.C:
-		}
-	}
-}
+// Heal removes node i's rules (Net.Heal).
+func (c *Cluster) Heal(ctx context.Context, i int) error { return c.cfg.Net.Heal(ctx, i) }

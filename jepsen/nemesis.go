@@ -36,7 +36,7 @@ func (nm Nemesis) others(n int) []int {
 }
 
 // Inject starts the fault.
-func (nm Nemesis) Inject(ctx context.Context, c *Cluster, nw *Net) error {
+func (nm Nemesis) Inject(ctx context.Context, c Nodes) error {
 	var errs []error
 	for _, t := range nm.Targets {
 		switch nm.Fault {
@@ -47,11 +47,11 @@ func (nm Nemesis) Inject(ctx context.Context, c *Cluster, nw *Net) error {
 		case Leave:
 			errs = append(errs, c.Stop(t, 10*time.Second))
 		case Skew:
-			errs = append(errs, c.restartWithOffset(t, 30*time.Second))
+			errs = append(errs, restartWithOffset(c, t, 30*time.Second))
 		case Isolate, LongPartition, Split:
-			errs = append(errs, nw.Block(ctx, t, nm.others(nw.N)))
+			errs = append(errs, c.Block(ctx, t, nm.others(c.N())))
 		case Loss:
-			errs = append(errs, nw.Loss(ctx, t, nm.others(nw.N), nm.Loss))
+			errs = append(errs, c.Loss(ctx, t, nm.others(c.N()), nm.Loss))
 		case None:
 		default:
 			return fmt.Errorf("jepsen: unknown fault %q", nm.Fault)
@@ -62,7 +62,7 @@ func (nm Nemesis) Inject(ctx context.Context, c *Cluster, nw *Net) error {
 
 // Heal ends the fault: restarts a killed or stopped node, resumes a paused
 // one, removes the iptables rules.
-func (nm Nemesis) Heal(ctx context.Context, c *Cluster, nw *Net) error {
+func (nm Nemesis) Heal(ctx context.Context, c Nodes) error {
 	var errs []error
 	for _, t := range nm.Targets {
 		switch nm.Fault {
@@ -71,9 +71,9 @@ func (nm Nemesis) Heal(ctx context.Context, c *Cluster, nw *Net) error {
 		case Pause:
 			errs = append(errs, c.Resume(t))
 		case Skew:
-			errs = append(errs, c.restartWithOffset(t, 0))
+			errs = append(errs, restartWithOffset(c, t, 0))
 		case Isolate, LongPartition, Split, Loss:
-			errs = append(errs, nw.Heal(ctx, t))
+			errs = append(errs, c.Heal(ctx, t))
 		}
 	}
 	return errors.Join(errs...)
@@ -81,10 +81,12 @@ func (nm Nemesis) Heal(ctx context.Context, c *Cluster, nw *Net) error {
 
 // restartWithOffset stops node i gracefully (it hands its buckets over) and
 // starts it again with its decision clock shifted by d.
-func (c *Cluster) restartWithOffset(i int, d time.Duration) error {
+func restartWithOffset(c Nodes, i int, d time.Duration) error {
+	if err := c.SetClockOffset(i, d); err != nil {
+		return err
+	}
 	if err := c.Stop(i, 10*time.Second); err != nil {
 		return err
 	}
-	c.SetClockOffset(i, d)
 	return c.Start(i)
 }

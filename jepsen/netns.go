@@ -154,6 +154,17 @@ func (nw *Net) Loss(ctx context.Context, i int, peers []int, p float64) error {
 	return nw.drop(ctx, i, peers, []string{"-m", "statistic", "--mode", "random", "--probability", strconv.FormatFloat(p, 'f', 3, 64)})
 }
 
+// Deafen drops, inside node i's namespace, every packet from each of from;
+// what i sends still goes out. A one-way cut.
+func (nw *Net) Deafen(ctx context.Context, i int, from []int) error {
+	for _, p := range from {
+		if err := nw.ipt(ctx, i, "-A", "INPUT", "-s", nw.IP(p), "-j", "DROP"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (nw *Net) drop(ctx context.Context, i int, peers []int, match []string) error {
 	for _, p := range peers {
 		in := append(append([]string{"-A", "INPUT", "-s", nw.IP(p)}, match...), "-j", "DROP")
@@ -168,7 +179,7 @@ func (nw *Net) drop(ctx context.Context, i int, peers []int, match []string) err
 	return nil
 }
 
-// Heal removes every rule Block and Loss added in node i's namespace.
+// Heal removes every rule Block, Deafen and Loss added in node i's namespace.
 func (nw *Net) Heal(ctx context.Context, i int) error {
 	return errors.Join(nw.ipt(ctx, i, "-F", "INPUT"), nw.ipt(ctx, i, "-F", "OUTPUT"))
 }

@@ -35,9 +35,11 @@ type ScenarioConfig struct {
 	Fault Fault
 	Hit   int // nodes the fault hits; 0 means 1 (Split: N/2)
 	Seed  uint64
-	Bin   string
 	Dir   string // the scenario's output directory (created)
-	Net   *Net   // set up by the caller; N is the cluster size
+	// Nodes starts the cluster under test: for example NetnsNodes for
+	// processes in a Net, or a Compose cluster. Node i must call itself
+	// Name(i).
+	Nodes func(NodesConfig) (Nodes, error)
 
 	Before, During, After time.Duration
 	// ConvergeWithin is how long after heal every node must agree on the
@@ -67,7 +69,7 @@ type ScenarioConfig struct {
 }
 
 // DefaultScenario returns a ScenarioConfig with the quick-suite workload
-// and phase lengths; the caller sets Name, Fault, Seed, Bin, Dir and Net.
+// and phase lengths; the caller sets Name, Fault, Seed, Dir and Nodes.
 func DefaultScenario() ScenarioConfig {
 	return ScenarioConfig{
 		Before: 4 * time.Second, During: 5 * time.Second, After: 8 * time.Second,
@@ -156,8 +158,7 @@ func writeLimits(path string, conc ConcLimit, ls ...Limit) error {
 // run it (setup failure, cancelled); check failures are in Result.
 func Run(ctx context.Context, sc ScenarioConfig) (Result, error) {
 	start := time.Now()
-	n := sc.Net.N
-	res := Result{Name: sc.Name, Fault: sc.Fault, Nodes: n, Seed: sc.Seed, Dir: sc.Dir}
+	res := Result{Name: sc.Name, Fault: sc.Fault, Seed: sc.Seed, Dir: sc.Dir}
 	if err := os.MkdirAll(sc.Dir, 0o755); err != nil {
 		return res, fmt.Errorf("jepsen: %w", err)
 	}
@@ -166,9 +167,16 @@ func Run(ctx context.Context, sc ScenarioConfig) (Result, error) {
 	if err := writeLimits(limitsPath, sc.Conc, sc.Hot, sc.Cold); err != nil {
 		return res, err
 	}
-	c := NewCluster(ClusterConfig{Bin: sc.Bin, Net: sc.Net, Limits: limitsPath, LogDir: sc.Dir, Standalone: sc.Standalone})
+	c, err := sc.Nodes(NodesConfig{Limits: limitsPath, LogDir: sc.Dir, Standalone: sc.Standalone})
+	if err != nil {
+		return res, err
+	}
 	defer c.Close()
-	defer func() { _ = errors.Join(healAll(sc.Net)) }()
+	defer func() { _ = healAll(c) }()
+	n := c.N()
+	res.Nodes = n
+	pr := NewProber(c, Name)
+	defer pr.Close()
 
 	all := make([]int, n)
 	names := make([]string, n)
@@ -185,11 +193,11 @@ func Run(ctx context.Context, sc ScenarioConfig) (Result, error) {
 	defer cancel()
 	if sc.Standalone {
 		for _, i := range all {
-			if _, err := c.WaitConverged(wctx, []int{i}, []string{Name(i)}, nil); err != nil {
+			if _, err := pr.WaitConverged(wctx, []int{i}, []string{Name(i)}, nil); err != nil {
 				return res, err
 			}
 		}
-	} else if _, err := c.WaitConverged(wctx, all, names, nil); err != nil {
+	} else if _, err := pr.WaitConverged(wctx, all, names, nil); err != nil {
 		return res, fmt.Errorf("jepsen: cluster did not form: %w", err)
 	}
 
@@ -211,13 +219,13 @@ func Run(ctx context.Context, sc ScenarioConfig) (Result, error) {
 	for _, t := range nm.Targets {
 		res.Targets = append(res.Targets, Name(t))
 	}
-	owner, hot, cold, err := pickKeys(wctx, c, sc, n)
+	owner, hot, cold, err := pickKeys(wctx, pr, sc, n)
 	if err != nil {
 		return res, err
 	}
 	var leaseKeys []string
 	if sc.HoldersPerNode > 0 {
-		if leaseKeys, err = pickLeaseKeys(wctx, c, sc, n, owner); err != nil {
+		if leaseKeys, err = pickLeaseKeys(wctx, pr, sc, n, owner); err != nil {
 			return res, err
 		}
 	}
@@ -229,7 +237,7 @@ func Run(ctx context.Context, sc ScenarioConfig) (Result, error) {
 		samples = append(samples, BucketID{sc.Cold.Name, k})
 	}
 	if !sc.Standalone {
-		if _, err := c.WaitConverged(wctx, all, names, samples); err != nil {
+		if _, err := pr.WaitConverged(wctx, all, names, samples); err != nil {
 			return res, fmt.Errorf("jepsen: owners disagree before the run: %w", err)
 		}
 	}
@@ -278,21 +286,21 @@ func Run(ctx context.Context, sc ScenarioConfig) (Result, error) {
 	}
 	if sc.Fault != None {
 		tInject = rec.Event("inject", nm.String())
-		if err := nm.Inject(ctx, c, sc.Net); err != nil {
+		if err := nm.Inject(ctx, c); err != nil {
 			return res, err
 		}
 		if err := sleep(sc.During); err != nil {
 			return res, err
 		}
 		tHeal = rec.Event("heal-start", nm.String())
-		if err := nm.Heal(ctx, c, sc.Net); err != nil {
+		if err := nm.Heal(ctx, c); err != nil {
 			return res, err
 		}
 		rec.Event("heal", nm.String())
 		go func() {
 			cvctx, cancel := context.WithTimeout(ctx, sc.ConvergeWithin)
 			defer cancel()
-			d, err := c.WaitConverged(cvctx, all, names, samples)
+			d, err := pr.WaitConverged(cvctx, all, names, samples)
 			if err == nil {
 				rec.Event("converged", d.String())
 				res.Converge = d
@@ -324,7 +332,7 @@ func Run(ctx context.Context, sc ScenarioConfig) (Result, error) {
 
 // pickKeys finds one hot key owned by each node and names the cold keys,
 // returning every key's owner (by node name) as node 1 sees it.
-func pickKeys(ctx context.Context, c *Cluster, sc ScenarioConfig, n int) (map[BucketID]string, []string, []string, error) {
+func pickKeys(ctx context.Context, c *Prober, sc ScenarioConfig, n int) (map[BucketID]string, []string, []string, error) {
 	owner := make(map[BucketID]string)
 	hot := make([]string, n)
 	if sc.Standalone {
@@ -370,7 +378,7 @@ func pickKeys(ctx context.Context, c *Cluster, sc ScenarioConfig, n int) (map[Bu
 
 // pickLeaseKeys finds one key of the concurrency limit owned by each node
 // and adds their owners to owner.
-func pickLeaseKeys(ctx context.Context, c *Cluster, sc ScenarioConfig, n int, owner map[BucketID]string) ([]string, error) {
+func pickLeaseKeys(ctx context.Context, c *Prober, sc ScenarioConfig, n int, owner map[BucketID]string) ([]string, error) {
 	keys := make([]string, n)
 	if sc.Standalone {
 		for i := range n {
@@ -515,10 +523,10 @@ func checkLeases(res *Result, sc ScenarioConfig, all []Op, owner map[BucketID]st
 }
 
 // healAll flushes every namespace's rules (a no-op when none were added).
-func healAll(nw *Net) error {
+func healAll(c Nodes) error {
 	var errs []error
-	for i := 1; i <= nw.N; i++ {
-		errs = append(errs, nw.Heal(context.Background(), i))
+	for i := 1; i <= c.N(); i++ {
+		errs = append(errs, c.Heal(context.Background(), i))
 	}
 	return errors.Join(errs...)
 }

@@ -94,7 +94,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 				fmt.Fprintf(stderr, "jepsen: %v\n", err)
 				return 2
 			}
-			sc.Seed, sc.Bin, sc.Net = *seed, absBin, nw
+			sc.Seed, sc.Nodes = *seed, jepsen.NetnsNodes(absBin, nw)
 			sc.Dir = filepath.Join(runDir, sc.Name)
 			fmt.Fprintf(stderr, "jepsen: %s ...\n", sc.Name)
 			res, err := jepsen.Run(ctx, sc)
