@@ -23,6 +23,12 @@ const (
 	// it hands over or takes in crosses clocks that disagree by 30 s, which
 	// would be a full bucket each way if state crossed as timestamps.
 	Skew Fault = "skew"
+	// Ring is Jepsen's majorities ring: the nodes are placed on a ring and
+	// each hears only the majority nearest it (itself included), dropping
+	// what the others send. Every node sees a majority, but no two see the
+	// same one. With 3 nodes each cut is one-way: each node is deaf to its
+	// predecessor.
+	Ring Fault = "ring"
 )
 
 // Relation says how a bucket's owner (before the fault) relates to the
@@ -132,6 +138,14 @@ func FaultBound(f Fault, rel Relation, n int) Bound {
 			}
 		}
 		return Bound{Members: n, Why: "the lossy node falls back when its forwards fail"}
+	case Ring:
+		// Every node is hit and every node sees a majority, so each may
+		// take a key over from a full bucket once its view loses the
+		// owner, and the owner's return may lose the debt again.
+		return Bound{
+			OwnerChanges: n + 1, Members: n,
+			Why: "every node sees a majority: up to N takeovers from a full bucket plus the owner's return (+(N+1)B)",
+		}
 	case Leave, Skew:
 		// A graceful leave is forgotten at once, so ceilings divide by n-1;
 		// the leaving owner hands its buckets over, keeping their debt.

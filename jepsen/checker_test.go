@@ -3,6 +3,7 @@ package jepsen
 import (
 	"bytes"
 	"math"
+	"reflect"
 	"testing"
 	"time"
 )
@@ -220,5 +221,27 @@ func TestGroupAndIndeterminate(t *testing.T) {
 	}
 	if Indeterminate(g[BucketID{"a", "1"}]) != 1 || Indeterminate(ops) != 5 {
 		t.Fatal("indeterminate")
+	}
+}
+
+func TestRingDeaf(t *testing.T) {
+	// 3 nodes: each hears itself and its successor, so each is deaf to
+	// its predecessor only: every node sees a majority of 2, all different.
+	got := RingDeaf([]int{2, 3, 1})
+	want := map[int][]int{2: {1}, 3: {2}, 1: {3}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("3 nodes: got %v, want %v", got, want)
+	}
+	// 5 nodes: each hears its two neighbours and is deaf to the two
+	// across the ring; the cut is symmetric.
+	got = RingDeaf([]int{1, 2, 3, 4, 5})
+	want = map[int][]int{1: {3, 4}, 2: {4, 5}, 3: {1, 5}, 4: {1, 2}, 5: {2, 3}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("5 nodes: got %v, want %v", got, want)
+	}
+	for node, deaf := range got {
+		if len(deaf) != 2 {
+			t.Errorf("node %d is deaf to %v: it must hear a majority of 3", node, deaf)
+		}
 	}
 }

@@ -14,6 +14,35 @@ type Nemesis struct {
 	Fault   Fault
 	Targets []int
 	Loss    float64 // packet loss probability for Fault Loss
+	// Order is the ring order of Fault Ring (every node, shuffled).
+	Order []int
+}
+
+// RingDeaf returns, for a majorities ring over order, the nodes each node
+// (by number) drops packets from: all but the majority nearest it on the
+// ring. With an odd majority m the window is centred on the node; with an
+// even one it is the node and the m-1 after it, so with 3 nodes each node
+// hears itself and its successor only.
+func RingDeaf(order []int) map[int][]int {
+	n := len(order)
+	m := n/2 + 1
+	lo := -(m - 1) / 2
+	if m%2 == 0 {
+		lo = 0
+	}
+	out := make(map[int][]int, n)
+	for p, node := range order {
+		hears := make(map[int]bool, m)
+		for d := lo; d < lo+m; d++ {
+			hears[order[((p+d)%n+n)%n]] = true
+		}
+		for _, other := range order {
+			if !hears[other] {
+				out[node] = append(out[node], other)
+			}
+		}
+	}
+	return out
 }
 
 func (nm Nemesis) String() string {
@@ -50,6 +79,8 @@ func (nm Nemesis) Inject(ctx context.Context, c Nodes) error {
 			errs = append(errs, restartWithOffset(c, t, 30*time.Second))
 		case Isolate, LongPartition, Split:
 			errs = append(errs, c.Block(ctx, t, nm.others(c.N())))
+		case Ring:
+			errs = append(errs, c.Deafen(ctx, t, RingDeaf(nm.Order)[t]))
 		case Loss:
 			errs = append(errs, c.Loss(ctx, t, nm.others(c.N()), nm.Loss))
 		case None:
@@ -72,7 +103,7 @@ func (nm Nemesis) Heal(ctx context.Context, c Nodes) error {
 			errs = append(errs, c.Resume(t))
 		case Skew:
 			errs = append(errs, restartWithOffset(c, t, 0))
-		case Isolate, LongPartition, Split, Loss:
+		case Isolate, LongPartition, Split, Loss, Ring:
 			errs = append(errs, c.Heal(ctx, t))
 		}
 	}

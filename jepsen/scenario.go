@@ -206,12 +206,20 @@ func Run(ctx context.Context, sc ScenarioConfig) (Result, error) {
 	hit := sc.Hit
 	if hit == 0 {
 		hit = 1
-		if sc.Fault == Split {
+		switch sc.Fault {
+		case Split:
 			hit = n / 2
+		case Ring:
+			hit = n
 		}
 	}
 	perm := rng.Perm(n)
 	nm := Nemesis{Fault: sc.Fault, Loss: sc.Loss}
+	if sc.Fault == Ring {
+		for _, p := range perm {
+			nm.Order = append(nm.Order, p+1)
+		}
+	}
 	for _, p := range perm[:hit] {
 		nm.Targets = append(nm.Targets, p+1)
 	}

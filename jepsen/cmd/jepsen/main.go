@@ -28,7 +28,7 @@ import (
 // quick is the CI suite; all is the full matrix.
 var (
 	quick = []string{"kill", "pause", "isolate", "long-partition", "broken"}
-	all   = []string{"none", "kill", "pause", "isolate", "long-partition", "split", "loss", "leave", "skew", "broken"}
+	all   = []string{"none", "kill", "pause", "isolate", "long-partition", "split", "ring", "loss", "leave", "skew", "broken"}
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
@@ -171,7 +171,7 @@ func scenario(name string, n int) (jepsen.ScenarioConfig, error) {
 		sc.Fault, sc.Before, sc.Standalone, sc.ExpectViolation = jepsen.None, 6*time.Second, true, true
 	case "kill", "pause", "leave", "skew":
 		sc.Fault, sc.During = jepsen.Fault(name), 4*time.Second
-	case "isolate", "split":
+	case "isolate", "split", "ring":
 		sc.Fault, sc.During = jepsen.Fault(name), 5*time.Second
 	case "long-partition":
 		// Longer than GossipToTheDeadTime (2s) plus detection (~1.6s), so
