@@ -20,7 +20,7 @@ func BenchmarkDecodeTakeRequest(b *testing.B) {
 	body := []byte(`{"checks":[{"limit":"export","key":"tenant:acme","cost":1},{"limit":"search","key":"tenant:acme"}]}`)
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := decodeTakeRequest(body, fuzzLimits); err != nil {
+		if _, _, err := decodeTakeRequest(body, fuzzLimits); err != nil {
 			b.Fatal(err)
 		}
 	}

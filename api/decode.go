@@ -164,6 +164,8 @@ type wireCheck struct {
 
 type wireTakeRequest struct {
 	Checks []wireCheck `json:"checks"`
+	// Evidence asks for each result's evidence (Evidence).
+	Evidence bool `json:"evidence"`
 }
 
 type wireAcquireRequest struct {
@@ -181,14 +183,14 @@ type wireRenewRequest struct {
 // decodeTakeRequest decodes and validates the body of POST /v1/take.
 // An omitted or null cost is 1; unknown fields, trailing data and numbers
 // that are not integers (1.5, "1", 1e3) are invalid.
-func decodeTakeRequest(body []byte, lim inputLimits) ([]Check, error) {
+func decodeTakeRequest(body []byte, lim inputLimits) ([]Check, bool, error) {
 	var w wireTakeRequest
 	if e := decodeJSON(body, &w); e != nil {
-		return nil, e
+		return nil, false, e
 	}
 	// Bound the count before allocating for it.
 	if len(w.Checks) > lim.maxChecks {
-		return nil, invalidf("checks has %d entries, over the %d maximum", len(w.Checks), lim.maxChecks)
+		return nil, false, invalidf("checks has %d entries, over the %d maximum", len(w.Checks), lim.maxChecks)
 	}
 	checks := make([]Check, len(w.Checks))
 	for i, c := range w.Checks {
@@ -198,9 +200,9 @@ func decodeTakeRequest(body []byte, lim inputLimits) ([]Check, error) {
 		}
 	}
 	if e := checkChecks(checks, lim); e != nil {
-		return nil, e
+		return nil, false, e
 	}
-	return checks, nil
+	return checks, w.Evidence, nil
 }
 
 // decodeCheckQuery decodes and validates the query of GET /v1/check:

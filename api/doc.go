@@ -48,6 +48,13 @@
 // name the limit and never echo the key. Millisecond figures round up
 // (retry_after_ms, reset_after_ms) or, for lease TTLs, down.
 //
+// A take may ask for evidence ("evidence": true in the body, evidence in
+// the gRPC TakeRequest): each result decided by a bucket then also carries
+// "evidence": {"decider","decided_at_ns","instance"}, the node whose bucket
+// decided, its decision clock and the bucket instance (see Evidence). It
+// is for audits such as jepsen/'s checkers; without it the body is exactly
+// DESIGN §5's.
+//
 // # Rate-limit headers
 //
 // /v1/check (200 and 429) and /v1/take (200, for the first denied check, else

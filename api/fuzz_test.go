@@ -46,7 +46,7 @@ func FuzzDecodeTakeRequest(f *testing.F) {
 	f.Add([]byte(`{"checks":[{"limit":"export","key":"tenant:acme","cost":1}]}`))
 	f.Add([]byte(`{"checks":[{"limit":"export","key":"k","cost":1.5}]}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		checks, err := decodeTakeRequest(body, fuzzLimits)
+		checks, _, err := decodeTakeRequest(body, fuzzLimits)
 		if err != nil {
 			wantInvalid(t, err)
 			return

@@ -149,6 +149,13 @@ func (s *grpcServer) take(ctx context.Context, req *weirv1.TakeRequest) (*weirv1
 	}
 	out := takeResponseToProto(resp)
 	out.Id = req.GetId()
+	if req.GetEvidence() {
+		for i, r := range resp.Results {
+			if ev := r.Evidence; ev.Run != "" {
+				out.Results[i].Evidence = &weirv1.Evidence{Decider: ev.Decider(), DecidedAtNs: ev.DecidedAt.UnixNano(), Instance: ev.Instance()}
+			}
+		}
+	}
 	return out, nil
 }
 

@@ -5,6 +5,15 @@ import (
 	"strconv"
 )
 
+// withEvidence returns r's wire form with its evidence, when it has any.
+func withEvidence(r Result) resultJSON {
+	out := toResultJSON(r)
+	if ev := r.Evidence; ev.Run != "" {
+		out.Evidence = &evidenceJSON{Decider: ev.Decider(), DecidedAtNs: ev.DecidedAt.UnixNano(), Instance: ev.Instance()}
+	}
+	return out
+}
+
 // resultJSON is one Result on the wire, fields in the order of DESIGN §5.
 type resultJSON struct {
 	Limit        string `json:"limit"`
@@ -14,6 +23,16 @@ type resultJSON struct {
 	RetryAfterMs int64  `json:"retry_after_ms"`
 	ResetAfterMs int64  `json:"reset_after_ms"`
 	Source       string `json:"source"`
+	// Evidence is sent only when the request asks for it and a bucket
+	// decided.
+	Evidence *evidenceJSON `json:"evidence,omitempty"`
+}
+
+// evidenceJSON is an Evidence on the wire.
+type evidenceJSON struct {
+	Decider     string `json:"decider"`
+	DecidedAtNs int64  `json:"decided_at_ns"`
+	Instance    string `json:"instance"`
 }
 
 type takeResponseJSON struct {
@@ -61,7 +80,7 @@ func (h *httpHandler) take(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	checks, err := decodeTakeRequest(body, h.lim)
+	checks, evidence, err := decodeTakeRequest(body, h.lim)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -81,7 +100,11 @@ func (h *httpHandler) take(w http.ResponseWriter, r *http.Request) {
 		Results:      make([]resultJSON, len(resp.Results)),
 	}
 	for i, res := range resp.Results {
-		out.Results[i] = toResultJSON(res)
+		if evidence {
+			out.Results[i] = withEvidence(res)
+		} else {
+			out.Results[i] = toResultJSON(res)
+		}
 	}
 	writeJSON(w, http.StatusOK, out)
 }

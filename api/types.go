@@ -3,6 +3,8 @@ package api
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -46,6 +48,48 @@ type Result struct {
 	// Window is the policy window advertised in RateLimit-Policy (w=):
 	// capacity/rate for token buckets, the window for window algorithms.
 	Window time.Duration
+	// Evidence says which bucket state decided; zero when none did (an
+	// open limit's fallback, an overloaded store).
+	Evidence Evidence
+}
+
+// Evidence identifies the state behind a decision, so that a checker can
+// audit a cluster's answers (jepsen/ replays each instance's decisions).
+// Callers see it only when they ask (HTTP "evidence": true, gRPC
+// TakeRequest.evidence); deciding never formats it.
+type Evidence struct {
+	// Run is the deciding node run: its name, "/", and a random boot
+	// nonce. Empty when no bucket decided.
+	Run string
+	// DecidedAt is the decider's decision clock when it decided.
+	DecidedAt time.Time
+	// Bucket is the bucket's lineage in the decider's store
+	// (bucket.Decision.Instance); Fallback marks a local ceiling's store.
+	Bucket   uint64
+	Fallback bool
+}
+
+// Decider is the name of the node whose bucket decided.
+func (e Evidence) Decider() string {
+	if i := strings.LastIndexByte(e.Run, '/'); i >= 0 {
+		return e.Run[:i]
+	}
+	return e.Run
+}
+
+// Instance names one lineage of one bucket on one node run: it is the same
+// while only takes change the bucket, and a new one starts whenever its
+// state is handed over, merged, refunded or the node restarts. It is
+// opaque and begins with the decider's name; "" when no bucket decided.
+func (e Evidence) Instance() string {
+	if e.Run == "" {
+		return ""
+	}
+	kind := "/"
+	if e.Fallback {
+		kind = "/f"
+	}
+	return e.Run + kind + strconv.FormatUint(e.Bucket, 16)
 }
 
 // TakeResponse is the answer to a multi-check take: all checks were spent,

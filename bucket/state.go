@@ -75,6 +75,13 @@ type Decision struct {
 	RetryAfter time.Duration
 	// ResetAfter is the time until the bucket is full again, rounded up.
 	ResetAfter time.Duration
+	// Instance names the lineage of the state that decided, for checkers
+	// that replay a bucket's decisions (Store.TakeAt sets it; TakeAt leaves
+	// it zero). Within one Store it stays the same for as long as only
+	// takes change the bucket, and changes whenever state may have been
+	// replaced or changed otherwise: a refund, a merge, an import or a
+	// removal by export. It is not unique across Stores or restarts.
+	Instance uint64
 }
 
 // TakeAt is the atomic transition of one bucket at now: it refills (or

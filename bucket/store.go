@@ -178,6 +178,7 @@ func (s *Store) TakeAt(now time.Time, checks []Check, out []Decision) ([]Decisio
 			w.st, w.found, w.idx = sh.at(idx).st, true, idx
 		}
 		d := take(c.Limit, &w.st, ns, c.Cost)
+		d.Instance = instance(w.shard, sh.gen)
 		all = all && d.Allowed
 		out = append(out, d)
 	}
@@ -201,6 +202,9 @@ func (s *Store) TakeAt(now time.Time, checks []Check, out []Decision) ([]Decisio
 	}
 	return out, true, nil
 }
+
+// instance packs a shard's number and generation into a Decision.Instance.
+func instance(shard uint32, gen uint64) uint64 { return uint64(shard)<<48 | gen&(1<<48-1) }
 
 // lockOrder records each check's shard and returns the distinct shards in
 // ascending order.
@@ -327,6 +331,7 @@ func (s *Store) RefundAt(now time.Time, checks []Check) {
 		sh.mu.Lock()
 		if idx, ok := sh.find(h, c.Name, c.Key); ok {
 			refund(c.Limit, &sh.at(idx).st, ns, c.Cost)
+			sh.gen++
 		}
 		sh.mu.Unlock()
 	}
@@ -381,6 +386,7 @@ func (s *Store) ExportAt(now time.Time, pick func(name, key string) bool, remove
 			out = append(out, Entry{Name: name, Key: sl.key, Snapshot: exportAt(sl.st, ns)})
 			if remove {
 				s.remove(sh, idx)
+				sh.gen++
 			}
 		}
 		sh.mu.Unlock()
@@ -403,6 +409,7 @@ func (s *Store) MergeAt(now time.Time, entries []Entry, limit func(name string) 
 		}
 		sh, h := s.locate(e.Name, e.Key)
 		sh.mu.Lock()
+		sh.gen++
 		if idx, ok := sh.find(h, e.Name, e.Key); ok {
 			mergeAt(l, &sh.at(idx).st, e.Snapshot, ns)
 		} else if st := importAt(l, e.Snapshot, ns); st != (State{}) {
@@ -436,5 +443,6 @@ func (s *Store) ExtractAt(now time.Time, name, key string) (Entry, bool) {
 	}
 	e := Entry{Name: name, Key: key, Snapshot: exportAt(sh.at(idx).st, now.UnixNano())}
 	s.remove(sh, idx)
+	sh.gen++
 	return e, true
 }

@@ -68,6 +68,7 @@ type shard struct {
 	names   []interned        // limit names by id
 	ids     map[string]uint32 // limit name -> id
 	freeIDs []uint32          // ids no bucket uses
+	gen     uint64            // bumped when a bucket changes other than by a take (Decision.Instance)
 	_       [64]byte          // keeps neighbouring shards' locks off one cache line
 }
 

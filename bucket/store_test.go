@@ -190,3 +190,49 @@ func TestStoreTakeDoesNotAllocate(t *testing.T) {
 		t.Fatalf("TakeAt on existing buckets: %v allocs", n)
 	}
 }
+
+// TestStoreInstance checks the lineage a decision reports: it holds while
+// only takes change a bucket and changes after a refund, a merge or an
+// extract, so a checker never replays a state that changed unseen.
+func TestStoreInstance(t *testing.T) {
+	s := NewStore(Config{MaxBuckets: 16, Shards: 1})
+	l := tb(10, 1, time.Second)
+	lim := func(string) (Limit, bool) { return l, true }
+	take := func(key string) uint64 {
+		t.Helper()
+		ds, _, err := s.TakeAt(at(0), []Check{{"n", l, key, 1}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ds[0].Instance
+	}
+	first := take("a")
+	if again := take("a"); again != first {
+		t.Fatalf("two takes: instance %x then %x", first, again)
+	}
+	if other := take("b"); other != first {
+		t.Errorf("a new bucket changed the lineage: %x then %x", first, other)
+	}
+	seen := map[uint64]string{first: "takes"}
+	step := func(what string, f func()) {
+		t.Helper()
+		f()
+		got := take("a")
+		if prev, dup := seen[got]; dup {
+			t.Errorf("after %s: instance %x is the one seen after %s", what, got, prev)
+		}
+		seen[got] = what
+	}
+	step("refund", func() { s.RefundAt(at(0), []Check{{"n", l, "a", 1}}) })
+	step("extract", func() { s.ExtractAt(at(0), "n", "a") })
+	step("merge", func() {
+		s.MergeAt(at(0), []Entry{{Name: "n", Key: "a", Snapshot: ExportAt(l, State{}, at(0))}}, lim)
+	})
+	step("export with remove", func() { s.ExportAt(at(0), nil, true) })
+	// An export that keeps the buckets changes nothing.
+	before := take("a")
+	s.ExportAt(at(0), nil, false)
+	if after := take("a"); after != before {
+		t.Errorf("a read-only export changed the instance: %x then %x", before, after)
+	}
+}

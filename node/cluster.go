@@ -264,6 +264,9 @@ func (c *cluster) forward(ctx context.Context, peer string, op forwardOp, checks
 			Limit: checks[i].Limit, Allowed: r.Allowed, Remaining: r.Remaining, Capacity: r.Capacity,
 			RetryAfter: r.RetryAfter, ResetAfter: r.ResetAfter, Window: r.Window, Source: api.SourceOwner,
 		}
+		if r.Run != "" {
+			out[i].Evidence = api.Evidence{Run: r.Run, DecidedAt: time.Unix(0, r.DecidedAt), Bucket: r.Bucket}
+		}
 		allowed = allowed && r.Allowed
 	}
 	return out, allowed, nil
@@ -475,6 +478,9 @@ func (c *cluster) serveTake(ctx context.Context, f *limits.File, from string, r 
 		rep.Results[i] = transport.Result{
 			Allowed: x.Allowed, Remaining: x.Remaining, Capacity: x.Capacity,
 			RetryAfter: x.RetryAfter, ResetAfter: x.ResetAfter, Window: x.Window,
+		}
+		if ev := x.Evidence; ev.Run != "" {
+			rep.Results[i].Run, rep.Results[i].DecidedAt, rep.Results[i].Bucket = ev.Run, ev.DecidedAt.UnixNano(), ev.Bucket
 		}
 	}
 	return rep

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -237,6 +238,23 @@ func TestClusterExactUnderConcurrency(t *testing.T) {
 			resp, err = nodes[1].Take(context.Background(), []api.Check{{Limit: "hot", Key: a, Cost: 1}})
 			if err != nil || resp.Results[0].Remaining != 59 {
 				t.Fatalf("after a denied multi-check, %s has %+v, want 59 remaining (refunded)", a, resp)
+			}
+			// Evidence: whichever node is asked, the owner's bucket decided,
+			// and two takes with nothing in between share one instance.
+			ev := resp.Results[0].Evidence
+			again, err := nodes[len(nodes)-1].Take(context.Background(), []api.Check{{Limit: "hot", Key: a, Cost: 1}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ev2 := again.Results[0].Evidence
+			if owner := ownerOf(nodes[0], "hot", a); ev.Decider() != owner || ev2.Decider() != owner {
+				t.Errorf("deciders %q and %q, want the owner %s", ev.Decider(), ev2.Decider(), owner)
+			}
+			if !strings.HasPrefix(ev.Instance(), ev.Decider()+"/") || ev2.Instance() != ev.Instance() {
+				t.Errorf("instances %q then %q: want one instance of %s", ev.Instance(), ev2.Instance(), ev.Decider())
+			}
+			if ev2.DecidedAt.Before(ev.DecidedAt) {
+				t.Errorf("decided at %v then %v: the owner's clock went back", ev.DecidedAt, ev2.DecidedAt)
 			}
 		})
 	}

@@ -1,6 +1,7 @@
 package node_test
 
 import (
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -211,5 +212,41 @@ func wantHeaders(t *testing.T, h http.Header, want map[string]string) {
 		if got := h.Get(k); got != v {
 			t.Errorf("%s = %q, want %q", k, got, v)
 		}
+	}
+}
+
+// TestHTTPTakeEvidence checks the evidence a take carries when asked: the
+// deciding node, its clock, and one instance while only takes touch the
+// bucket. (Without "evidence": true the body is exactly DESIGN §5's, which
+// TestHTTPTakeAllowExactBody checks.)
+func TestHTTPTakeEvidence(t *testing.T) {
+	tn := startNode(t, nil)
+	type reply struct {
+		Results []struct {
+			Evidence *struct {
+				Decider     string `json:"decider"`
+				DecidedAtNs int64  `json:"decided_at_ns"`
+				Instance    string `json:"instance"`
+			} `json:"evidence"`
+		} `json:"results"`
+	}
+	var evs []reply
+	for range 2 {
+		r := tn.post("/v1/take", `{"checks":[{"limit":"export","key":"tenant:ev","cost":1}],"evidence":true}`)
+		var rep reply
+		if err := json.Unmarshal([]byte(r.body), &rep); err != nil || len(rep.Results) != 1 || rep.Results[0].Evidence == nil {
+			t.Fatalf("take %d: %s (%v): want one result with evidence", len(evs), r.body, err)
+		}
+		evs = append(evs, rep)
+	}
+	a, b := evs[0].Results[0].Evidence, evs[1].Results[0].Evidence
+	if a.Decider == "" || !strings.HasPrefix(a.Instance, a.Decider+"/") {
+		t.Errorf("evidence %+v: want a decider and an instance that starts with it", *a)
+	}
+	if b.Instance != a.Instance || b.Decider != a.Decider {
+		t.Errorf("two takes: %+v then %+v, want one instance", *a, *b)
+	}
+	if a.DecidedAtNs <= 0 || b.DecidedAtNs < a.DecidedAtNs {
+		t.Errorf("decided at %d then %d: want a positive, non-decreasing clock", a.DecidedAtNs, b.DecidedAtNs)
 	}
 }

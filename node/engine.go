@@ -55,6 +55,9 @@ type engine struct {
 	fallback *bucket.Store // local ceilings for keys whose owner is unreachable
 	m        *metrics
 	router   router // nil: a cluster of one
+	// run names this node run in evidence: the node's name and a random
+	// boot nonce, so instances never repeat across restarts.
+	run string
 }
 
 // known is the number of members a local ceiling divides a limit by: one
@@ -257,7 +260,7 @@ func (e *engine) ownerTake(f *limits.File, checks []api.Check) ([]api.Result, bo
 		return nil, false, api.Errorf(api.CodeInvalid, "%v", err)
 	}
 	for j, i := range enforcedIdx {
-		out[i] = result(enforcedLim[j], ds[j], api.SourceOwner)
+		out[i] = e.result(enforcedLim[j], ds[j], api.SourceOwner, now)
 	}
 	return out, ok, nil
 }
@@ -271,7 +274,7 @@ func (e *engine) shadowTake(now time.Time, l *limits.Limit, bc bucket.Check) api
 	if err != nil {
 		return api.Result{Limit: l.Name, Allowed: true, Capacity: l.Bucket.Capacity, Remaining: l.Bucket.Capacity, Window: l.Bucket.PolicyWindow()}
 	}
-	r := result(l, ds[0], api.SourceOwner)
+	r := e.result(l, ds[0], api.SourceOwner, now)
 	r.Allowed, r.RetryAfter = true, 0
 	return r
 }
@@ -338,7 +341,7 @@ func (e *engine) fallbackTake(f *limits.File, rs []resolved, g *group, results [
 		return false, api.Errorf(api.CodeOverloaded, "limiter_overloaded: %v", err)
 	}
 	for j, i := range localIdx {
-		results[i] = result(rs[i].limit, ds[j], api.SourceFallback)
+		results[i] = e.result(rs[i].limit, ds[j], api.SourceFallback, now)
 	}
 	return ok, nil
 }
@@ -419,9 +422,11 @@ func (e *engine) count(l *limits.Limit, r *api.Result, allowed bool) {
 	}
 }
 
-// result turns a bucket decision into an API result.
-func result(l *limits.Limit, d bucket.Decision, src api.Source) api.Result {
+// result turns a bucket decision taken at now into an API result with its
+// evidence.
+func (e *engine) result(l *limits.Limit, d bucket.Decision, src api.Source, now time.Time) api.Result {
 	return api.Result{
+		Evidence:   api.Evidence{Run: e.run, DecidedAt: now, Bucket: d.Instance, Fallback: src == api.SourceFallback},
 		Limit:      l.Name,
 		Allowed:    d.Allowed,
 		Remaining:  d.Remaining,

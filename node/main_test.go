@@ -288,13 +288,13 @@ func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
 	}
 }
 
-// jsonEqual compares two JSON documents for equal content.
 func jsonEqual(t *testing.T, got, want string) {
 	t.Helper()
 	var g, w any
 	if err := json.Unmarshal([]byte(got), &g); err != nil {
 		t.Fatalf("got is not JSON: %q: %v", got, err)
 	}
+
 	if err := json.Unmarshal([]byte(want), &w); err != nil {
 		t.Fatalf("want is not JSON: %q: %v", want, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -117,7 +118,10 @@ func New(cfg Config, deps Deps) (*Node, error) {
 	}
 	n.m.limitsVersion.Set(float64(file.Version))
 	n.limits = limits.NewReloader(cfg.LimitsPath, file, log, n.onReload)
-	n.eng = &engine{now: clock, limits: n.limits.Current, store: store, fallback: fallback, m: n.m}
+	n.eng = &engine{
+		now: clock, limits: n.limits.Current, store: store, fallback: fallback, m: n.m,
+		run: cfg.NodeName + "/" + strconv.FormatUint(rand.Uint64()&0xffffff, 16),
+	}
 	return n, nil
 }
 

@@ -111,6 +111,9 @@ func encodeReplies(reps []Reply) []*peerpb.Reply {
 				pr.RetryAfterNs = int64(res.RetryAfter)
 				pr.ResetAfterNs = int64(res.ResetAfter)
 				pr.WindowNs = int64(res.Window)
+				pr.Run = res.Run
+				pr.DecidedAtNs = res.DecidedAt
+				pr.Bucket = res.Bucket
 				rp[j] = pr
 			}
 			results = results[len(r.Results):]
@@ -155,6 +158,9 @@ func decodeReply(m *peerpb.Reply) Reply {
 				RetryAfter: time.Duration(res.GetRetryAfterNs()),
 				ResetAfter: time.Duration(res.GetResetAfterNs()),
 				Window:     time.Duration(res.GetWindowNs()),
+				Run:        res.GetRun(),
+				DecidedAt:  res.GetDecidedAtNs(),
+				Bucket:     res.GetBucket(),
 			}
 		}
 	}

@@ -79,6 +79,11 @@ type Result struct {
 	RetryAfter time.Duration // zero when allowed
 	ResetAfter time.Duration // until the bucket is full again
 	Window     time.Duration // the policy window (RateLimit-Policy w=)
+	// Run, DecidedAt (Unix ns) and Bucket are the decision's evidence
+	// (api.Evidence).
+	Run       string
+	DecidedAt int64
+	Bucket    uint64
 }
 
 // Grant is the lease part of a Reply, set for acquire and renew.

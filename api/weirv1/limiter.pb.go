@@ -277,7 +277,9 @@ type TakeRequest struct {
 	Checks []*Check               `protobuf:"bytes,1,rep,name=checks,proto3" json:"checks,omitempty"`
 	// id is echoed in the response; it correlates TakeStream messages and is
 	// otherwise ignored.
-	Id            uint64 `protobuf:"varint,2,opt,name=id,proto3" json:"id,omitempty"`
+	Id uint64 `protobuf:"varint,2,opt,name=id,proto3" json:"id,omitempty"`
+	// evidence asks for each result's evidence (Result.evidence).
+	Evidence      bool `protobuf:"varint,3,opt,name=evidence,proto3" json:"evidence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -326,6 +328,13 @@ func (x *TakeRequest) GetId() uint64 {
 	return 0
 }
 
+func (x *TakeRequest) GetEvidence() bool {
+	if x != nil {
+		return x.Evidence
+	}
+	return false
+}
+
 // Result is the decision for one check.
 type Result struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -341,7 +350,10 @@ type Result struct {
 	Source       Source `protobuf:"varint,7,opt,name=source,proto3,enum=weir.v1.Source" json:"source,omitempty"`
 	// window_ms is the policy window (RateLimit-Policy w=): capacity/rate for
 	// token buckets and GCRA, the window for window algorithms.
-	WindowMs      int64 `protobuf:"varint,8,opt,name=window_ms,json=windowMs,proto3" json:"window_ms,omitempty"`
+	WindowMs int64 `protobuf:"varint,8,opt,name=window_ms,json=windowMs,proto3" json:"window_ms,omitempty"`
+	// evidence says which bucket state decided: set only when the request
+	// asked for it and a bucket decided.
+	Evidence      *Evidence `protobuf:"bytes,9,opt,name=evidence,proto3" json:"evidence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -432,6 +444,78 @@ func (x *Result) GetWindowMs() int64 {
 	return 0
 }
 
+func (x *Result) GetEvidence() *Evidence {
+	if x != nil {
+		return x.Evidence
+	}
+	return nil
+}
+
+// Evidence identifies the state behind a decision, for audits: the node
+// whose bucket decided, its decision clock (Unix ns), and the bucket
+// instance, an opaque id that stays the same while only takes change the
+// bucket and changes when its state is handed over, merged, refunded or the
+// node restarts.
+type Evidence struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Decider       string                 `protobuf:"bytes,1,opt,name=decider,proto3" json:"decider,omitempty"`
+	DecidedAtNs   int64                  `protobuf:"varint,2,opt,name=decided_at_ns,json=decidedAtNs,proto3" json:"decided_at_ns,omitempty"`
+	Instance      string                 `protobuf:"bytes,3,opt,name=instance,proto3" json:"instance,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Evidence) Reset() {
+	*x = Evidence{}
+	mi := &file_weir_v1_limiter_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Evidence) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Evidence) ProtoMessage() {}
+
+func (x *Evidence) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_limiter_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Evidence.ProtoReflect.Descriptor instead.
+func (*Evidence) Descriptor() ([]byte, []int) {
+	return file_weir_v1_limiter_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *Evidence) GetDecider() string {
+	if x != nil {
+		return x.Decider
+	}
+	return ""
+}
+
+func (x *Evidence) GetDecidedAtNs() int64 {
+	if x != nil {
+		return x.DecidedAtNs
+	}
+	return 0
+}
+
+func (x *Evidence) GetInstance() string {
+	if x != nil {
+		return x.Instance
+	}
+	return ""
+}
+
 // TakeResponse answers a TakeRequest.
 type TakeResponse struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
@@ -453,7 +537,7 @@ type TakeResponse struct {
 
 func (x *TakeResponse) Reset() {
 	*x = TakeResponse{}
-	mi := &file_weir_v1_limiter_proto_msgTypes[4]
+	mi := &file_weir_v1_limiter_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -465,7 +549,7 @@ func (x *TakeResponse) String() string {
 func (*TakeResponse) ProtoMessage() {}
 
 func (x *TakeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_limiter_proto_msgTypes[4]
+	mi := &file_weir_v1_limiter_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -478,7 +562,7 @@ func (x *TakeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TakeResponse.ProtoReflect.Descriptor instead.
 func (*TakeResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_limiter_proto_rawDescGZIP(), []int{4}
+	return file_weir_v1_limiter_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *TakeResponse) GetAllowed() bool {
@@ -540,7 +624,7 @@ type AcquireRequest struct {
 
 func (x *AcquireRequest) Reset() {
 	*x = AcquireRequest{}
-	mi := &file_weir_v1_limiter_proto_msgTypes[5]
+	mi := &file_weir_v1_limiter_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -552,7 +636,7 @@ func (x *AcquireRequest) String() string {
 func (*AcquireRequest) ProtoMessage() {}
 
 func (x *AcquireRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_limiter_proto_msgTypes[5]
+	mi := &file_weir_v1_limiter_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -565,7 +649,7 @@ func (x *AcquireRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireRequest.ProtoReflect.Descriptor instead.
 func (*AcquireRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_limiter_proto_rawDescGZIP(), []int{5}
+	return file_weir_v1_limiter_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *AcquireRequest) GetLimit() string {
@@ -624,7 +708,7 @@ type AcquireResponse struct {
 
 func (x *AcquireResponse) Reset() {
 	*x = AcquireResponse{}
-	mi := &file_weir_v1_limiter_proto_msgTypes[6]
+	mi := &file_weir_v1_limiter_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -636,7 +720,7 @@ func (x *AcquireResponse) String() string {
 func (*AcquireResponse) ProtoMessage() {}
 
 func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_limiter_proto_msgTypes[6]
+	mi := &file_weir_v1_limiter_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -649,7 +733,7 @@ func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireResponse.ProtoReflect.Descriptor instead.
 func (*AcquireResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_limiter_proto_rawDescGZIP(), []int{6}
+	return file_weir_v1_limiter_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *AcquireResponse) GetGranted() bool {
@@ -720,7 +804,7 @@ type RenewRequest struct {
 
 func (x *RenewRequest) Reset() {
 	*x = RenewRequest{}
-	mi := &file_weir_v1_limiter_proto_msgTypes[7]
+	mi := &file_weir_v1_limiter_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -732,7 +816,7 @@ func (x *RenewRequest) String() string {
 func (*RenewRequest) ProtoMessage() {}
 
 func (x *RenewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_limiter_proto_msgTypes[7]
+	mi := &file_weir_v1_limiter_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -745,7 +829,7 @@ func (x *RenewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewRequest.ProtoReflect.Descriptor instead.
 func (*RenewRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_limiter_proto_rawDescGZIP(), []int{7}
+	return file_weir_v1_limiter_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RenewRequest) GetId() string {
@@ -772,7 +856,7 @@ type RenewResponse struct {
 
 func (x *RenewResponse) Reset() {
 	*x = RenewResponse{}
-	mi := &file_weir_v1_limiter_proto_msgTypes[8]
+	mi := &file_weir_v1_limiter_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -784,7 +868,7 @@ func (x *RenewResponse) String() string {
 func (*RenewResponse) ProtoMessage() {}
 
 func (x *RenewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_limiter_proto_msgTypes[8]
+	mi := &file_weir_v1_limiter_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -797,7 +881,7 @@ func (x *RenewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewResponse.ProtoReflect.Descriptor instead.
 func (*RenewResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_limiter_proto_rawDescGZIP(), []int{8}
+	return file_weir_v1_limiter_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RenewResponse) GetTtlMs() int64 {
@@ -817,7 +901,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_weir_v1_limiter_proto_msgTypes[9]
+	mi := &file_weir_v1_limiter_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -829,7 +913,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_limiter_proto_msgTypes[9]
+	mi := &file_weir_v1_limiter_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -842,7 +926,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_limiter_proto_rawDescGZIP(), []int{9}
+	return file_weir_v1_limiter_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ReleaseRequest) GetId() string {
@@ -861,7 +945,7 @@ type ReleaseResponse struct {
 
 func (x *ReleaseResponse) Reset() {
 	*x = ReleaseResponse{}
-	mi := &file_weir_v1_limiter_proto_msgTypes[10]
+	mi := &file_weir_v1_limiter_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -873,7 +957,7 @@ func (x *ReleaseResponse) String() string {
 func (*ReleaseResponse) ProtoMessage() {}
 
 func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_limiter_proto_msgTypes[10]
+	mi := &file_weir_v1_limiter_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -886,7 +970,7 @@ func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_limiter_proto_rawDescGZIP(), []int{10}
+	return file_weir_v1_limiter_proto_rawDescGZIP(), []int{11}
 }
 
 var File_weir_v1_limiter_proto protoreflect.FileDescriptor
@@ -900,10 +984,11 @@ const file_weir_v1_limiter_proto_rawDesc = "" +
 	"\x05Check\x12\x14\n" +
 	"\x05limit\x18\x01 \x01(\tR\x05limit\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x12\n" +
-	"\x04cost\x18\x03 \x01(\x03R\x04cost\"E\n" +
+	"\x04cost\x18\x03 \x01(\x03R\x04cost\"a\n" +
 	"\vTakeRequest\x12&\n" +
 	"\x06checks\x18\x01 \x03(\v2\x0e.weir.v1.CheckR\x06checks\x12\x0e\n" +
-	"\x02id\x18\x02 \x01(\x04R\x02id\"\x84\x02\n" +
+	"\x02id\x18\x02 \x01(\x04R\x02id\x12\x1a\n" +
+	"\bevidence\x18\x03 \x01(\bR\bevidence\"\xb3\x02\n" +
 	"\x06Result\x12\x14\n" +
 	"\x05limit\x18\x01 \x01(\tR\x05limit\x12\x18\n" +
 	"\aallowed\x18\x02 \x01(\bR\aallowed\x12\x1c\n" +
@@ -912,7 +997,12 @@ const file_weir_v1_limiter_proto_rawDesc = "" +
 	"\x0eretry_after_ms\x18\x05 \x01(\x03R\fretryAfterMs\x12$\n" +
 	"\x0ereset_after_ms\x18\x06 \x01(\x03R\fresetAfterMs\x12'\n" +
 	"\x06source\x18\a \x01(\x0e2\x0f.weir.v1.SourceR\x06source\x12\x1b\n" +
-	"\twindow_ms\x18\b \x01(\x03R\bwindowMs\"\xd4\x01\n" +
+	"\twindow_ms\x18\b \x01(\x03R\bwindowMs\x12-\n" +
+	"\bevidence\x18\t \x01(\v2\x11.weir.v1.EvidenceR\bevidence\"d\n" +
+	"\bEvidence\x12\x18\n" +
+	"\adecider\x18\x01 \x01(\tR\adecider\x12\"\n" +
+	"\rdecided_at_ns\x18\x02 \x01(\x03R\vdecidedAtNs\x12\x1a\n" +
+	"\binstance\x18\x03 \x01(\tR\binstance\"\xd4\x01\n" +
 	"\fTakeResponse\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x12$\n" +
 	"\x0eretry_after_ms\x18\x02 \x01(\x03R\fretryAfterMs\x12#\n" +
@@ -976,7 +1066,7 @@ func file_weir_v1_limiter_proto_rawDescGZIP() []byte {
 }
 
 var file_weir_v1_limiter_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_weir_v1_limiter_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_weir_v1_limiter_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_weir_v1_limiter_proto_goTypes = []any{
 	(Source)(0),             // 0: weir.v1.Source
 	(ErrorCode)(0),          // 1: weir.v1.ErrorCode
@@ -984,36 +1074,38 @@ var file_weir_v1_limiter_proto_goTypes = []any{
 	(*Check)(nil),           // 3: weir.v1.Check
 	(*TakeRequest)(nil),     // 4: weir.v1.TakeRequest
 	(*Result)(nil),          // 5: weir.v1.Result
-	(*TakeResponse)(nil),    // 6: weir.v1.TakeResponse
-	(*AcquireRequest)(nil),  // 7: weir.v1.AcquireRequest
-	(*AcquireResponse)(nil), // 8: weir.v1.AcquireResponse
-	(*RenewRequest)(nil),    // 9: weir.v1.RenewRequest
-	(*RenewResponse)(nil),   // 10: weir.v1.RenewResponse
-	(*ReleaseRequest)(nil),  // 11: weir.v1.ReleaseRequest
-	(*ReleaseResponse)(nil), // 12: weir.v1.ReleaseResponse
+	(*Evidence)(nil),        // 6: weir.v1.Evidence
+	(*TakeResponse)(nil),    // 7: weir.v1.TakeResponse
+	(*AcquireRequest)(nil),  // 8: weir.v1.AcquireRequest
+	(*AcquireResponse)(nil), // 9: weir.v1.AcquireResponse
+	(*RenewRequest)(nil),    // 10: weir.v1.RenewRequest
+	(*RenewResponse)(nil),   // 11: weir.v1.RenewResponse
+	(*ReleaseRequest)(nil),  // 12: weir.v1.ReleaseRequest
+	(*ReleaseResponse)(nil), // 13: weir.v1.ReleaseResponse
 }
 var file_weir_v1_limiter_proto_depIdxs = []int32{
 	1,  // 0: weir.v1.Error.code:type_name -> weir.v1.ErrorCode
 	3,  // 1: weir.v1.TakeRequest.checks:type_name -> weir.v1.Check
 	0,  // 2: weir.v1.Result.source:type_name -> weir.v1.Source
-	5,  // 3: weir.v1.TakeResponse.results:type_name -> weir.v1.Result
-	2,  // 4: weir.v1.TakeResponse.error:type_name -> weir.v1.Error
-	0,  // 5: weir.v1.AcquireResponse.source:type_name -> weir.v1.Source
-	4,  // 6: weir.v1.Limiter.Take:input_type -> weir.v1.TakeRequest
-	4,  // 7: weir.v1.Limiter.TakeStream:input_type -> weir.v1.TakeRequest
-	7,  // 8: weir.v1.Limiter.Acquire:input_type -> weir.v1.AcquireRequest
-	9,  // 9: weir.v1.Limiter.Renew:input_type -> weir.v1.RenewRequest
-	11, // 10: weir.v1.Limiter.Release:input_type -> weir.v1.ReleaseRequest
-	6,  // 11: weir.v1.Limiter.Take:output_type -> weir.v1.TakeResponse
-	6,  // 12: weir.v1.Limiter.TakeStream:output_type -> weir.v1.TakeResponse
-	8,  // 13: weir.v1.Limiter.Acquire:output_type -> weir.v1.AcquireResponse
-	10, // 14: weir.v1.Limiter.Renew:output_type -> weir.v1.RenewResponse
-	12, // 15: weir.v1.Limiter.Release:output_type -> weir.v1.ReleaseResponse
-	11, // [11:16] is the sub-list for method output_type
-	6,  // [6:11] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	6,  // 3: weir.v1.Result.evidence:type_name -> weir.v1.Evidence
+	5,  // 4: weir.v1.TakeResponse.results:type_name -> weir.v1.Result
+	2,  // 5: weir.v1.TakeResponse.error:type_name -> weir.v1.Error
+	0,  // 6: weir.v1.AcquireResponse.source:type_name -> weir.v1.Source
+	4,  // 7: weir.v1.Limiter.Take:input_type -> weir.v1.TakeRequest
+	4,  // 8: weir.v1.Limiter.TakeStream:input_type -> weir.v1.TakeRequest
+	8,  // 9: weir.v1.Limiter.Acquire:input_type -> weir.v1.AcquireRequest
+	10, // 10: weir.v1.Limiter.Renew:input_type -> weir.v1.RenewRequest
+	12, // 11: weir.v1.Limiter.Release:input_type -> weir.v1.ReleaseRequest
+	7,  // 12: weir.v1.Limiter.Take:output_type -> weir.v1.TakeResponse
+	7,  // 13: weir.v1.Limiter.TakeStream:output_type -> weir.v1.TakeResponse
+	9,  // 14: weir.v1.Limiter.Acquire:output_type -> weir.v1.AcquireResponse
+	11, // 15: weir.v1.Limiter.Renew:output_type -> weir.v1.RenewResponse
+	13, // 16: weir.v1.Limiter.Release:output_type -> weir.v1.ReleaseResponse
+	12, // [12:17] is the sub-list for method output_type
+	7,  // [7:12] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_weir_v1_limiter_proto_init() }
@@ -1027,7 +1119,7 @@ func file_weir_v1_limiter_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_weir_v1_limiter_proto_rawDesc), len(file_weir_v1_limiter_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   11,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -317,6 +317,9 @@ type Result struct {
 	RetryAfterNs  int64                  `protobuf:"varint,4,opt,name=retry_after_ns,json=retryAfterNs,proto3" json:"retry_after_ns,omitempty"`
 	ResetAfterNs  int64                  `protobuf:"varint,5,opt,name=reset_after_ns,json=resetAfterNs,proto3" json:"reset_after_ns,omitempty"`
 	WindowNs      int64                  `protobuf:"varint,6,opt,name=window_ns,json=windowNs,proto3" json:"window_ns,omitempty"`
+	Run           string                 `protobuf:"bytes,7,opt,name=run,proto3" json:"run,omitempty"`                                       // evidence (api.Evidence): the deciding node run
+	DecidedAtNs   int64                  `protobuf:"varint,8,opt,name=decided_at_ns,json=decidedAtNs,proto3" json:"decided_at_ns,omitempty"` // its decision clock
+	Bucket        uint64                 `protobuf:"varint,9,opt,name=bucket,proto3" json:"bucket,omitempty"`                                // the bucket's lineage in its store
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -389,6 +392,27 @@ func (x *Result) GetResetAfterNs() int64 {
 func (x *Result) GetWindowNs() int64 {
 	if x != nil {
 		return x.WindowNs
+	}
+	return 0
+}
+
+func (x *Result) GetRun() string {
+	if x != nil {
+		return x.Run
+	}
+	return ""
+}
+
+func (x *Result) GetDecidedAtNs() int64 {
+	if x != nil {
+		return x.DecidedAtNs
+	}
+	return 0
+}
+
+func (x *Result) GetBucket() uint64 {
+	if x != nil {
+		return x.Bucket
 	}
 	return 0
 }
@@ -812,14 +836,17 @@ const file_peer_proto_rawDesc = "" +
 	"\aproxied\x18\b \x01(\bR\aproxied\"U\n" +
 	"\fBatchRequest\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x121\n" +
-	"\brequests\x18\x02 \x03(\v2\x15.weir.peer.v1.RequestR\brequests\"\xc5\x01\n" +
+	"\brequests\x18\x02 \x03(\v2\x15.weir.peer.v1.RequestR\brequests\"\x93\x02\n" +
 	"\x06Result\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x12\x1c\n" +
 	"\tremaining\x18\x02 \x01(\x03R\tremaining\x12\x1a\n" +
 	"\bcapacity\x18\x03 \x01(\x03R\bcapacity\x12$\n" +
 	"\x0eretry_after_ns\x18\x04 \x01(\x03R\fretryAfterNs\x12$\n" +
 	"\x0ereset_after_ns\x18\x05 \x01(\x03R\fresetAfterNs\x12\x1b\n" +
-	"\twindow_ns\x18\x06 \x01(\x03R\bwindowNs\"\xa2\x01\n" +
+	"\twindow_ns\x18\x06 \x01(\x03R\bwindowNs\x12\x10\n" +
+	"\x03run\x18\a \x01(\tR\x03run\x12\"\n" +
+	"\rdecided_at_ns\x18\b \x01(\x03R\vdecidedAtNs\x12\x16\n" +
+	"\x06bucket\x18\t \x01(\x04R\x06bucket\"\xa2\x01\n" +
 	"\x05Grant\x12\x18\n" +
 	"\agranted\x18\x01 \x01(\bR\agranted\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x18\n" +
