@@ -144,7 +144,14 @@ func (w *worker) run(ctx context.Context) {
 type takeReply struct {
 	Allowed bool `json:"allowed"`
 	Results []struct {
-		Source string `json:"source"`
+		Source       string `json:"source"`
+		Remaining    int64  `json:"remaining"`
+		ResetAfterMs int64  `json:"reset_after_ms"`
+		Evidence     *struct {
+			Decider     string `json:"decider"`
+			DecidedAtNs int64  `json:"decided_at_ns"`
+			Instance    string `json:"instance"`
+		} `json:"evidence"`
 	} `json:"results"`
 }
 
@@ -156,7 +163,7 @@ func (w *worker) once(ctx context.Context) {
 	} else {
 		o.Limit, o.Key, o.Cost = w.wl.ColdLimit, w.wl.ColdKeys[w.rnd.IntN(len(w.wl.ColdKeys))], coldCost(w.rnd)
 	}
-	body, _ := json.Marshal(map[string]any{"checks": []map[string]any{{"limit": o.Limit, "key": o.Key, "cost": o.Cost}}})
+	body, _ := json.Marshal(map[string]any{"checks": []map[string]any{{"limit": o.Limit, "key": o.Key, "cost": o.Cost}}, "evidence": true})
 	rctx, cancel := context.WithTimeout(ctx, w.wl.Deadline)
 	defer cancel()
 	o.ID = w.rec.id.Add(1)
@@ -189,7 +196,11 @@ func (w *worker) once(ctx context.Context) {
 			o.Result = Allowed
 		}
 		if len(rep.Results) > 0 {
-			o.Source = rep.Results[0].Source
+			r := rep.Results[0]
+			o.Source, o.Remaining, o.ResetAfterMs = r.Source, r.Remaining, r.ResetAfterMs
+			if ev := r.Evidence; ev != nil {
+				o.Decider, o.DecidedAt, o.Instance = ev.Decider, ev.DecidedAtNs, ev.Instance
+			}
 		}
 	case resp.StatusCode < 500 || resp.StatusCode == http.StatusServiceUnavailable:
 		o.Result, o.Err = Failed, fmt.Sprintf("status %d: %.100s", resp.StatusCode, data)

@@ -38,6 +38,17 @@ type Op struct {
 	Source string  `json:"source,omitempty"` // owner | fallback, for decisions
 	Status int     `json:"status,omitempty"` // HTTP status, 0 when none
 	Err    string  `json:"err,omitempty"`
+	// Evidence a take's decision carries (HTTP 200 answers): the node
+	// whose bucket decided, its decision clock in Unix ns, the bucket
+	// instance (an opaque id that changes whenever the bucket's state is
+	// replaced or changed other than by a take: created by a handoff,
+	// merged, refunded, or the node restarted), and the bucket's answer.
+	// The linearizability checker replays each instance's decisions.
+	Decider      string `json:"decider,omitempty"`
+	DecidedAt    int64  `json:"decided_at_ns,omitempty"`
+	Instance     string `json:"instance,omitempty"`
+	Remaining    int64  `json:"remaining,omitempty"`
+	ResetAfterMs int64  `json:"reset_after_ms,omitempty"`
 	// Kind is empty for a take; lease ops are KindAcquire, KindRenew and
 	// KindRelease, with the lease's fields below (Limit, Key and Client
 	// are set as for a take; Cost is 0).
@@ -49,12 +60,16 @@ type Op struct {
 
 // The lease op kinds. An acquire's Result is Allowed when granted (201),
 // Denied when refused (429); a renew's is Allowed (200) or Denied (404,
-// expired or unknown); a release's is Allowed (204). Failed and Timeout
-// mean what they mean for a take.
+// expired or unknown); a release's is Allowed (204); an abandon's is
+// Allowed. Failed and Timeout mean what they mean for a take.
 const (
 	KindAcquire = "acquire"
 	KindRenew   = "renew"
 	KindRelease = "release"
+	// KindAbandon records a holder that dies holding a lease: it never
+	// renews or releases it (Call = Return = the moment it gave up), so the
+	// owner must reclaim the permit when the lease expires.
+	KindAbandon = "abandon"
 )
 
 // TakeOps returns the ops of ops that are takes (Kind empty), in order.

@@ -345,14 +345,54 @@ func writeVerdictsHTML(b *strings.Builder, r Result) {
 	if len(r.Leases) == 0 {
 		return
 	}
-	b.WriteString("<table><tr><th>lease key</th><th>owner</th><th>relation</th><th>held before</th><th>held during</th><th>held after</th><th>grants</th><th>refused</th><th>renewed</th><th>lost</th><th>unknown</th><th>fencing violations</th><th>verdict</th></tr>\n")
+	b.WriteString("<table><tr><th>lease key</th><th>owner</th><th>relation</th>")
+	for _, p := range r.Leases[0].Phases {
+		fmt.Fprintf(b, "<th>held %s</th>", e(p.Phase))
+	}
+	b.WriteString("<th>grants</th><th>refused</th><th>renewed</th><th>lost</th><th>unknown</th><th>abandoned</th><th>unreclaimed (leaks)</th><th>fencing violations</th><th>verdict</th></tr>\n")
 	for _, k := range r.Leases {
 		fmt.Fprintf(b, "<tr><td>%s/%s</td><td>%s</td><td>%s</td>", e(k.ID.Limit), e(k.ID.Key), e(k.Owner), e(string(k.Relation)))
 		for _, p := range k.Phases {
 			fmt.Fprintf(b, "<td>%d/%d</td>", p.Max, p.Bound)
 		}
-		fmt.Fprintf(b, "<td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d (%d healthy)</td><td>%s</td></tr>\n",
-			k.Grants, k.Refused, k.Renewed, k.Lost, k.Unknown, len(k.Fencing), k.FencingHealthy, passCell(k.Pass))
+		fmt.Fprintf(b, "<td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d (%d healthy)</td><td>%s</td></tr>\n",
+			k.Grants, k.Refused, k.Renewed, k.Lost, k.Unknown, k.Abandoned, len(k.Leaks), len(k.Fencing), k.FencingHealthy, passCell(k.Pass))
+	}
+	b.WriteString("</table>\n")
+	writeLinear(b, r)
+}
+
+// writeLinear writes the linearizability verdicts: a count of the
+// instances that replayed, and a row with a link to porcupine's
+// visualization for each that did not.
+func writeLinear(b *strings.Builder, r Result) {
+	e := html.EscapeString
+	if len(r.Linear) == 0 {
+		return
+	}
+	ok, decisions := 0, 0
+	for _, lc := range r.Linear {
+		decisions += lc.Ops
+		if lc.Pass {
+			ok++
+		}
+	}
+	fmt.Fprintf(b, "<p>Linearizability (porcupine, per owner bucket instance): %d of %d instances replay exactly, %d decisions.</p>\n", ok, len(r.Linear), decisions)
+	if ok == len(r.Linear) {
+		return
+	}
+	b.WriteString("<table><tr><th>bucket</th><th>instance</th><th>decisions</th><th>timeouts</th><th>result</th><th>visualization</th></tr>\n")
+	for _, lc := range r.Linear {
+		if lc.Pass {
+			continue
+		}
+		link := "-"
+		if lc.Visualization != "" {
+			href := e(filepath.ToSlash(filepath.Join(filepath.Base(r.Dir), lc.Visualization)))
+			link = `<a href="` + href + `">` + e(lc.Visualization) + `</a>`
+		}
+		fmt.Fprintf(b, "<tr><td>%s/%s</td><td>%s</td><td>%d</td><td>%d</td><td><span class=\"fail\">%s</span></td><td>%s</td></tr>\n",
+			e(lc.ID.Limit), e(lc.ID.Key), e(lc.Instance), lc.Ops, lc.Unknown, e(lc.Result), link)
 	}
 	b.WriteString("</table>\n")
 }

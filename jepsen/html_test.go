@@ -30,9 +30,14 @@ func syntheticScenario() ReportScenario {
 		Avail:    map[string]Availability{"before": {Ops: 10, Answered: 10}},
 	}
 	phases := []Phase{{"before", 0, int64(time.Second)}, {"during", int64(time.Second), 2 * int64(time.Second)}, {"after", 2 * int64(time.Second), 3 * int64(time.Second)}}
-	res.Leases = CheckLeases(ops, phases,
+	res.Leases = CheckLeases(ops, phases, time.Second,
 		func(BucketID) LeaseBound { return NewLeaseBound(ConcLimit{Permits: 4}, Kill, OwnedByTarget, 3) },
 		func(BucketID) (string, Relation) { return "n2", OwnedElsewhere })
+	res.Dir = "/runs/x/3-kill"
+	res.Linear = []LinearCheck{
+		{ID: BucketID{"hot", "hot-1"}, Instance: "n1/ab/1", Ops: 40, Result: LinearOK, Pass: true},
+		{ID: BucketID{"hot", "hot-2"}, Instance: "n2/cd/7", Ops: 12, Unknown: 1, Result: LinearIllegal, Visualization: "linear-hot-hot-2.html"},
+	}
 	ev := []Event{
 		{At: 0, Kind: "start"},
 		{At: int64(time.Second), Kind: "inject", Detail: "kill n1"},
@@ -70,6 +75,8 @@ func TestWriteHTML(t *testing.T) {
 		"take latency per 250 ms", ">p50<", ">p99<",
 		"<td>hot/hot-1</td><td>n1</td><td>target-owned</td>",
 		"<td>conc/k</td><td>n2</td><td>other-owned</td><td>1/4</td><td>0/12</td><td>0/12</td>",
+		"1 of 2 instances replay exactly, 52 decisions",
+		`<td>n2/cd/7</td><td>12</td><td>1</td><td><span class="fail">illegal</span></td><td><a href="3-kill/linear-hot-hot-2.html">`,
 		"</svg>", "</body></html>",
 	} {
 		if !strings.Contains(out, want) {

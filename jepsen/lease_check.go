@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"time"
 )
 
 // ConcLimit is a concurrency limit written to the run's limits file.
@@ -214,6 +215,132 @@ func FencingCheck(ops []Op) []FencingViolation {
 	return out
 }
 
+// Healthy reports whether phase name is one in which the cluster is
+// whole and settled, so a key's leases are bound by its permits: "before"
+// the fault, and "settled", which starts once every lease granted before
+// convergence has surely ended.
+func Healthy(phase string) bool { return phase == "before" || phase == "settled" }
+
+// Leak is a refused acquire that only a lease the owner failed to reclaim
+// explains: at every instant of the acquire, fewer leases of the key could
+// possibly have been held than the key has permits.
+type Leak struct {
+	Refused   Op
+	MostHeld  int    // the most leases possibly held during the acquire
+	Phase     string // the healthy phase it fell in
+	Abandoned int    // abandoned leases of the key that had expired by its call
+}
+
+// possiblyHeld returns, per lease of one key, the widest span in which the
+// owner may still have counted it: from the acquire's Call to the Return
+// of its release or of a renew answered 404, or else to the latest expiry
+// it may have been given (the Return of its last acquire or renew that may
+// have succeeded, plus the lifetime granted, or maxTTL when unknown). An
+// acquire that timed out may have been granted unseen and counts from its
+// Call to its Return plus maxTTL.
+func possiblyHeld(ops []Op, maxTTL int64) [][2]int64 {
+	type lease struct {
+		start, expiry, end int64
+	}
+	byID := make(map[string]*lease)
+	var order []string
+	var out [][2]int64
+	for _, o := range ops {
+		switch {
+		case o.Kind == KindAcquire && o.Result == Allowed && o.LeaseID != "":
+			byID[o.LeaseID] = &lease{start: o.Call, expiry: o.Return + o.TTLms*1e6, end: math.MaxInt64}
+			order = append(order, o.LeaseID)
+		case o.Kind == KindAcquire && o.Result == Timeout:
+			out = append(out, [2]int64{o.Call, o.Return + maxTTL})
+		}
+	}
+	for _, o := range ops {
+		l := byID[o.LeaseID]
+		if l == nil {
+			continue
+		}
+		switch {
+		case o.Kind == KindRenew && o.Result == Allowed:
+			l.expiry = max(l.expiry, o.Return+o.TTLms*1e6)
+		case o.Kind == KindRenew && o.Result == Timeout:
+			l.expiry = max(l.expiry, o.Return+maxTTL)
+		case o.Kind == KindRenew && o.Result == Denied, o.Kind == KindRelease && o.Result == Allowed:
+			l.end = min(l.end, o.Return)
+		}
+	}
+	for _, id := range order {
+		l := byID[id]
+		out = append(out, [2]int64{l.start, min(l.end, l.expiry)})
+	}
+	return out
+}
+
+// Leaks returns the refused acquires of one key (its lease ops, any
+// order) that fall inside a healthy phase and that no lease explains: at
+// every instant of [Call, Return] fewer than permits leases were possibly
+// held (possiblyHeld). A holder that abandons its lease never releases it,
+// so a leak is a lease the owner did not reclaim when it expired. Only
+// refusals wholly inside a healthy phase count, where one owner decides.
+func Leaks(ops []Op, permits int, maxTTL time.Duration, phases []Phase) []Leak {
+	spans := possiblyHeld(ops, int64(maxTTL))
+	var out []Leak
+	for _, o := range ops {
+		if o.Kind != KindAcquire || o.Result != Denied {
+			continue
+		}
+		phase := ""
+		for _, p := range phases {
+			if Healthy(p.Name) && o.Call >= p.Start && o.Return < p.End {
+				phase = p.Name
+			}
+		}
+		if phase == "" {
+			continue
+		}
+		// The most spans overlapping one instant of [Call, Return]: count
+		// those open at Call, then sweep the starts inside the interval.
+		type ev struct {
+			at    int64
+			delta int
+		}
+		var evs []ev
+		open := 0
+		for _, sp := range spans {
+			if sp[0] <= o.Call && sp[1] > o.Call {
+				open++
+			}
+			if sp[0] > o.Call && sp[0] <= o.Return {
+				evs = append(evs, ev{sp[0], +1})
+			}
+			if sp[1] > o.Call && sp[1] <= o.Return {
+				evs = append(evs, ev{sp[1], -1})
+			}
+		}
+		slices.SortFunc(evs, func(a, b ev) int {
+			if c := cmp.Compare(a.at, b.at); c != 0 {
+				return c
+			}
+			return cmp.Compare(b.delta, a.delta) // starts first: the larger count
+		})
+		most := open
+		for _, e := range evs {
+			open += e.delta
+			most = max(most, open)
+		}
+		if most >= permits {
+			continue
+		}
+		abandoned := 0
+		for _, a := range ops {
+			if a.Kind == KindAbandon && a.Call < o.Call {
+				abandoned++
+			}
+		}
+		out = append(out, Leak{Refused: o, MostHeld: most, Phase: phase, Abandoned: abandoned})
+	}
+	return out
+}
+
 // LeaseKeyCheck is the lease verdict for one (limit, key).
 type LeaseKeyCheck struct {
 	ID       BucketID
@@ -226,13 +353,17 @@ type LeaseKeyCheck struct {
 	Renewed  int
 	Lost     int // renews answered 404
 	Unknown  int // acquires that timed out or failed
+	// Abandoned counts the leases whose holder died holding them; Leaks
+	// lists refusals that only an unreclaimed lease explains (Leaks).
+	Abandoned int
+	Leaks     []Leak
 	// Fencing lists fencing-order violations (report-only: across owners
 	// the design does not promise order without replication).
 	Fencing []FencingViolation
 	// FencingHealthy counts the violations whose later grant was called
 	// before the fault, when one owner issued every token.
 	FencingHealthy int
-	Pass           bool // every phase's max within its bound
+	Pass           bool // every phase's max within its bound, and no leak
 }
 
 // Worst returns the phase with the largest max minus bound.
@@ -248,9 +379,11 @@ func (k LeaseKeyCheck) Worst() PhaseMax {
 
 // CheckLeases runs the lease checker over the lease ops of a history: per
 // key, the most leases surely held at once in each phase against the
-// bound, and the fencing order. phases must be before, during, after; the
-// first is healthy. owner and rel give each key's owner and relation.
-func CheckLeases(ops []Op, phases []Phase, bound func(BucketID) LeaseBound, owner func(BucketID) (string, Relation)) []LeaseKeyCheck {
+// bound (Healthy phases against permits, the others against the fault's
+// bound), reclamation (Leaks) and the fencing order. The first phase must
+// be the healthy one before the fault. owner and rel give each key's owner
+// and relation; maxTTL is the limit's max_lease_ttl.
+func CheckLeases(ops []Op, phases []Phase, maxTTL time.Duration, bound func(BucketID) LeaseBound, owner func(BucketID) (string, Relation)) []LeaseKeyCheck {
 	var out []LeaseKeyCheck
 	for id, kops := range GroupByBucket(LeaseOps(ops)) {
 		bd := bound(id)
@@ -268,17 +401,23 @@ func CheckLeases(ops []Op, phases []Phase, bound func(BucketID) LeaseBound, owne
 				k.Renewed++
 			case o.Kind == KindRenew && o.Result == Denied:
 				k.Lost++
+			case o.Kind == KindAbandon:
+				k.Abandoned++
 			}
 		}
 		k.Phases = MaxHeld(HeldIntervals(kops), phases)
 		for i := range k.Phases {
 			k.Phases[i].Bound = bd.Faulty
-			if i == 0 {
+			if Healthy(k.Phases[i].Phase) {
 				k.Phases[i].Bound = bd.Healthy
 			}
 			if k.Phases[i].Max > k.Phases[i].Bound {
 				k.Pass = false
 			}
+		}
+		k.Leaks = Leaks(kops, bd.Healthy, maxTTL, phases)
+		if len(k.Leaks) > 0 {
+			k.Pass = false
 		}
 		k.Fencing = FencingCheck(kops)
 		for _, v := range k.Fencing {

@@ -3,6 +3,7 @@ package jepsen
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 const ms = int64(1e6)
@@ -95,7 +96,7 @@ func TestCheckLeasesBound(t *testing.T) {
 	phases := []Phase{{"before", 0, 200 * ms}, {"during", 200 * ms, 300 * ms}, {"after", 300 * ms, 400 * ms}}
 	bound := func(BucketID) LeaseBound { return NewLeaseBound(l, Kill, OwnedByTarget, 3) }
 	owner := func(BucketID) (string, Relation) { return "n1", OwnedByTarget }
-	ks := CheckLeases(ops, phases, bound, owner)
+	ks := CheckLeases(ops, phases, time.Second, bound, owner)
 	if len(ks) != 1 || ks[0].Pass || ks[0].Worst().Max != 3 || ks[0].Worst().Bound != 2 || ks[0].Grants != 3 {
 		t.Fatalf("got %+v, want one failing key with 3 held against 2", ks)
 	}
@@ -104,7 +105,7 @@ func TestCheckLeasesBound(t *testing.T) {
 		ops[i].Call += 250 * ms
 		ops[i].Return += 250 * ms
 	}
-	ks = CheckLeases(ops, phases, bound, owner)
+	ks = CheckLeases(ops, phases, time.Second, bound, owner)
 	if !ks[0].Pass || ks[0].Phases[1].Max != 3 || ks[0].Phases[0].Max != 0 {
 		t.Fatalf("got %+v, want a pass with 3 held during the fault", ks[0])
 	}
@@ -160,6 +161,52 @@ func TestSummaryLeaseColumn(t *testing.T) {
 	for _, want := range []string{"leases max/bound", "4/4 10/9! f1"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("summary lacks %q:\n%s", want, b.String())
+		}
+	}
+}
+
+func refused(call int64) Op {
+	return Op{Kind: KindAcquire, Limit: "conc", Key: "k", Node: "n2", Call: call * ms, Return: (call + 2) * ms, Result: Denied}
+}
+
+// TestLeaks: a refusal while fewer leases than permits could be held is a
+// lease the owner did not reclaim; a refusal a possible lease explains is
+// not, and neither is one outside a healthy phase.
+func TestLeaks(t *testing.T) {
+	phases := []Phase{{"before", 0, 1000 * ms}, {"during", 1000 * ms, 2000 * ms}, {"after", 2000 * ms, 3000 * ms}, {"settled", 3000 * ms, 4000 * ms}}
+	base := []Op{
+		grant("a", 0, 10, 100, 1), // abandoned: possibly held until 10+100
+		{Kind: KindAbandon, Limit: "conc", Key: "k", LeaseID: "a", Call: 12 * ms, Return: 12 * ms, Result: Allowed},
+		grant("b", 0, 10, 100, 2), // held by a live holder, renewed, released at 500
+		renew("b", 60, 100, Allowed),
+		renew("b", 120, 100, Allowed),
+		renew("b", 180, 100, Allowed),
+		renew("b", 240, 100, Allowed),
+		renew("b", 300, 100, Allowed),
+		renew("b", 360, 100, Allowed),
+		renew("b", 420, 100, Allowed),
+		release("b", 500),
+	}
+	cases := []struct {
+		name  string
+		extra []Op
+		leaks int
+	}{
+		{"a and b possibly held: full", []Op{refused(50)}, 0},
+		{"a expired, only b held: leak", []Op{refused(200)}, 1},
+		{"the refusal straddles a's expiry: explained", []Op{refused(109)}, 0},
+		{"an unseen grant explains it", []Op{refused(200), {Kind: KindAcquire, Key: "k", Call: 150 * ms, Return: 160 * ms, Result: Timeout}}, 0},
+		{"during the fault: not judged", []Op{refused(1200)}, 0},
+		{"settled: judged", []Op{refused(3500)}, 1},
+	}
+	for _, c := range cases {
+		got := Leaks(append(append([]Op(nil), base...), c.extra...), 2, 100*time.Millisecond, phases)
+		if len(got) != c.leaks {
+			t.Errorf("%s: %d leaks %+v, want %d", c.name, len(got), got, c.leaks)
+			continue
+		}
+		if c.leaks > 0 && (got[0].MostHeld >= 2 || got[0].Abandoned != 1) {
+			t.Errorf("%s: %+v: want fewer than 2 held and the abandoned lease counted", c.name, got[0])
 		}
 	}
 }

@@ -25,8 +25,13 @@ type LeaseWorkload struct {
 	MinHold        time.Duration
 	MaxHold        time.Duration
 	Pause          time.Duration // the most a holder waits between leases (random)
-	Deadline       time.Duration // per request
-	Seed           uint64
+	// AbandonShare is the share of granted leases whose holder dies right
+	// after the grant: it records a KindAbandon op and never renews or
+	// releases the lease, then comes back as a fresh holder after its
+	// pause. The owner must reclaim the permit when the lease expires.
+	AbandonShare float64
+	Deadline     time.Duration // per request
+	Seed         uint64
 }
 
 // RunHolders runs wl against the nodes (name -> base URL) until ctx ends
@@ -90,7 +95,12 @@ func (h *holder) run(ctx context.Context) {
 		key := h.wl.Keys[h.rnd.IntN(len(h.wl.Keys))]
 		acq := h.do(ctx, Op{Kind: KindAcquire, Key: key}, http.MethodPost, "/v1/leases",
 			map[string]any{"limit": h.wl.Limit.Name, "key": key, "ttl_ms": h.wl.Limit.LeaseTTLms, "wait_ms": 0})
-		if acq.Result == Allowed {
+		switch {
+		case acq.Result == Allowed && h.rnd.Float64() < h.wl.AbandonShare:
+			now := h.rec.Now()
+			h.rec.add(Op{ID: h.rec.id.Add(1), Kind: KindAbandon, Client: h.id, Node: h.node, Limit: acq.Limit,
+				Key: acq.Key, LeaseID: acq.LeaseID, Call: now, Return: now, Result: Allowed})
+		case acq.Result == Allowed:
 			h.hold(ctx, acq)
 		}
 		if !wait(ctx, h.randDur(h.wl.Pause/4, h.wl.Pause)) {

@@ -37,17 +37,46 @@ type Row struct {
 	// "max/bound" held at once ("-" without lease keys), with "!" when
 	// over the bound and "f<n>" for fencing-order violations.
 	Leases  string
+	// Linear is "ok" when every owner bucket instance of the scenario
+	// replayed exactly, else "<failed>/<instances>!"; "?" counts
+	// instances porcupine gave up on.
+	Linear  string
 	Verdict string
 }
 
+// linearCell formats the linearizability verdict of r's instances.
+func (r Result) linearCell() string {
+	if len(r.Linear) == 0 {
+		return "-"
+	}
+	failed, unknown := 0, 0
+	for _, lc := range r.Linear {
+		switch {
+		case !lc.Pass:
+			failed++
+		case lc.Result == LinearUnknown:
+			unknown++
+		}
+	}
+	c := fmt.Sprintf("ok %d", len(r.Linear))
+	if failed > 0 {
+		c = fmt.Sprintf("%d/%d!", failed, len(r.Linear))
+	}
+	if unknown > 0 {
+		c += fmt.Sprintf(" ?%d", unknown)
+	}
+	return c
+}
+
 // leaseCell formats the lease verdict of the keys of relation rel in r:
-// the most leases held at once before the fault against permits, then
-// during or after it against the fault's bound ("before fault"), each for
-// the worst key; "!" marks a bound exceeded and "f<n>" counts fencing-order
-// violations (report-only).
+// the most leases held at once in the healthy phases (before the fault and
+// once settled) against permits, then during or after the fault against
+// the fault's bound, each for the worst key; "!" marks a bound exceeded,
+// "L<n>" refusals only an unreclaimed lease explains, and "f<n>" counts
+// fencing-order violations (report-only).
 func (r Result) leaseCell(rel Relation) string {
 	var healthy, faulty *PhaseMax
-	fencing, any := 0, false
+	fencing, leaks, any := 0, 0, false
 	for i := range r.Leases {
 		k := &r.Leases[i]
 		if k.Relation != rel {
@@ -55,10 +84,11 @@ func (r Result) leaseCell(rel Relation) string {
 		}
 		any = true
 		fencing += len(k.Fencing)
+		leaks += len(k.Leaks)
 		for j := range k.Phases {
 			p := &k.Phases[j]
 			w := &faulty
-			if j == 0 {
+			if Healthy(p.Phase) {
 				w = &healthy
 			}
 			if *w == nil || p.Max-p.Bound > (*w).Max-(*w).Bound {
@@ -82,6 +112,9 @@ func (r Result) leaseCell(rel Relation) string {
 	c := cell(healthy)
 	if r.Fault != None {
 		c += " " + cell(faulty)
+	}
+	if leaks > 0 {
+		c += fmt.Sprintf(" L%d!", leaks)
 	}
 	if fencing > 0 {
 		c += fmt.Sprintf(" f%d", fencing)
@@ -128,7 +161,7 @@ func (r Result) Rows() []Row {
 			Scenario: r.Name, Fault: r.Fault, Relation: rel, Bucket: worst.ID,
 			Excess: worst.Whole.Excess, Ratio: worst.Whole.Ratio(), Bound: worst.Bound, Fallbacks: worst.Fallbacks,
 			Avail: av.Share(), AvailRest: r.AvailOther.Share(), P99: av.P99, Converge: r.Converge,
-			Leases: r.leaseCell(rel), Verdict: v,
+			Leases: r.leaseCell(rel), Linear: r.linearCell(), Verdict: v,
 		})
 	}
 	return rows
@@ -149,16 +182,16 @@ func worse(a, b *BucketCheck) bool {
 // WriteSummary prints the one-screen table of results, then each failure.
 func WriteSummary(w io.Writer, results []Result) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\tkeys\tworst key\texcess\tratio\tbound\tfb\tavail\tavail(rest)\tp99\theal\tleases max/bound\tverdict\t")
+	fmt.Fprintln(tw, "scenario\tkeys\tworst key\texcess\tratio\tbound\tfb\tavail\tavail(rest)\tp99\theal\tleases max/bound\tlinear\tverdict\t")
 	for _, r := range results {
 		for _, row := range r.Rows() {
 			conv := "-"
 			if row.Converge > 0 {
 				conv = row.Converge.Round(100 * time.Millisecond).String()
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s/%s\t%.1f\t%.2f\t%.1f\t%d\t%.1f%%\t%.1f%%\t%v\t%s\t%s\t%s\t\n",
+			fmt.Fprintf(tw, "%s\t%s\t%s/%s\t%.1f\t%.2f\t%.1f\t%d\t%.1f%%\t%.1f%%\t%v\t%s\t%s\t%s\t%s\t\n",
 				row.Scenario, row.Relation, row.Bucket.Limit, row.Bucket.Key, row.Excess, row.Ratio, row.Bound, row.Fallbacks,
-				100*row.Avail, 100*row.AvailRest, row.P99.Round(time.Millisecond), conv, row.Leases, row.Verdict)
+				100*row.Avail, 100*row.AvailRest, row.P99.Round(time.Millisecond), conv, row.Leases, row.Linear, row.Verdict)
 		}
 	}
 	if err := tw.Flush(); err != nil {

@@ -60,6 +60,9 @@ type ScenarioConfig struct {
 	HoldersPerNode int
 	MinHold        time.Duration
 	MaxHold        time.Duration
+	// AbandonShare is the share of granted leases whose holder dies
+	// holding them: no renew, no release (the reclamation check).
+	AbandonShare float64
 
 	// Standalone runs every node with --cluster=false (the broken build);
 	// ExpectViolation then passes the run only when the over-admission
@@ -72,7 +75,10 @@ type ScenarioConfig struct {
 // and phase lengths; the caller sets Name, Fault, Seed, Dir and Nodes.
 func DefaultScenario() ScenarioConfig {
 	return ScenarioConfig{
-		Before: 4 * time.Second, During: 5 * time.Second, After: 8 * time.Second,
+		// After is long enough for the "settled" phase: it starts once every
+		// lease granted before convergence has surely ended (convergence +
+		// MaxHold + max_lease_ttl, about 6-8 s after the heal).
+		Before: 4 * time.Second, During: 5 * time.Second, After: 11 * time.Second,
 		ConvergeWithin: 10 * time.Second, Loss: 0.3,
 		Hot:      Limit{Name: "hot", Capacity: 12, RatePerSec: 6},
 		Cold:     Limit{Name: "cold", Capacity: 4, RatePerSec: 1},
@@ -82,6 +88,7 @@ func DefaultScenario() ScenarioConfig {
 		// 12 holders on 3 keys: about 4 per key, so permits are often all
 		// held and some acquires are refused.
 		HoldersPerNode: 4, MinHold: 100 * time.Millisecond, MaxHold: 2500 * time.Millisecond,
+		AbandonShare: 0.1,
 	}
 }
 
@@ -122,6 +129,10 @@ type Result struct {
 	// held more leases at once than its bound.
 	Leases        []LeaseKeyCheck
 	LeaseDetected bool
+	// Linear is the per-instance linearizability verdict of the owners'
+	// decisions (CheckLinear); LinearDetected says some instance failed.
+	Linear         []LinearCheck
+	LinearDetected bool
 	// Hot is the hot keys' limit (for the HTML report).
 	Hot Limit
 	// KnownBug marks a scenario the caller expects to fail (xfail): the
@@ -267,7 +278,7 @@ func Run(ctx context.Context, sc ScenarioConfig) (Result, error) {
 	clientsDone := make(chan struct{})
 	lw := LeaseWorkload{
 		Limit: sc.Conc, Keys: leaseKeys, HoldersPerNode: sc.HoldersPerNode,
-		MinHold: sc.MinHold, MaxHold: sc.MaxHold, Pause: 200 * time.Millisecond,
+		MinHold: sc.MinHold, MaxHold: sc.MaxHold, Pause: 200 * time.Millisecond, AbandonShare: sc.AbandonShare,
 		Deadline: sc.Deadline, Seed: sc.Seed,
 	}
 	go func() {
@@ -280,7 +291,11 @@ func Run(ctx context.Context, sc ScenarioConfig) (Result, error) {
 	defer func() { stopClients(); <-clientsDone }()
 
 	tInject, tHeal := int64(0), int64(0)
-	convDone := make(chan error, 1)
+	type converged struct {
+		at  int64 // on the recorder's base
+		err error
+	}
+	convDone := make(chan converged, 1)
 	sleep := func(d time.Duration) error {
 		select {
 		case <-ctx.Done():
@@ -309,31 +324,38 @@ func Run(ctx context.Context, sc ScenarioConfig) (Result, error) {
 			cvctx, cancel := context.WithTimeout(ctx, sc.ConvergeWithin)
 			defer cancel()
 			d, err := pr.WaitConverged(cvctx, all, names, samples)
+			var at int64
 			if err == nil {
-				rec.Event("converged", d.String())
+				at = rec.Event("converged", d.String())
 				res.Converge = d
 			}
-			convDone <- err
+			convDone <- converged{at, err}
 		}()
 		if err := sleep(sc.After); err != nil {
 			return res, err
 		}
 	} else {
-		convDone <- nil
+		convDone <- converged{}
 	}
 	tEnd := rec.Event("end", "")
 	stopClients()
 	<-clientsDone
-	if cerr := <-convDone; cerr != nil {
-		res.Failures = append(res.Failures, "convergence: "+cerr.Error())
+	conv := <-convDone
+	if conv.err != nil {
+		res.Failures = append(res.Failures, "convergence: "+conv.err.Error())
 	}
 	if sc.Fault == None {
 		tInject, tHeal = tEnd, tEnd
 	}
+	// Settled: every lease granted before convergence has surely ended.
+	tSettle := tEnd + 1
+	if conv.at > 0 {
+		tSettle = min(tEnd+1, conv.at+int64(sc.MaxHold)+sc.Conc.MaxLeaseTTL*int64(time.Millisecond))
+	}
 
 	ops := rec.Ops()
 	slices.SortFunc(ops, func(a, b Op) int { return int(a.ID - b.ID) })
-	check(&res, sc, ops, owner, nm, n, tInject, tHeal, tEnd)
+	check(&res, sc, ops, owner, nm, n, tInject, tHeal, tSettle, tEnd)
 	res.Elapsed = time.Since(start)
 	return res, save(sc.Dir, ops, rec.Events(), res)
 }
@@ -418,9 +440,10 @@ func pickLeaseKeys(ctx context.Context, c *Prober, sc ScenarioConfig, n int, own
 }
 
 // check fills res's verdicts from the history.
-func check(res *Result, sc ScenarioConfig, all []Op, owner map[BucketID]string, nm Nemesis, n int, tInject, tHeal, tEnd int64) {
+func check(res *Result, sc ScenarioConfig, all []Op, owner map[BucketID]string, nm Nemesis, n int, tInject, tHeal, tSettle, tEnd int64) {
 	ops := TakeOps(all)
 	phases := []Phase{{"before", 0, tInject}, {"during", tInject, tHeal}, {"after", tHeal, tEnd + 1}}
+	leasePhases := []Phase{phases[0], phases[1], {"after", tHeal, tSettle}, {"settled", tSettle, tEnd + 1}}
 	res.Avail = make(map[string]Availability)
 	for _, p := range phases {
 		res.Avail[p.Name] = Availabilities(ops, p, nil)
@@ -488,7 +511,8 @@ func check(res *Result, sc ScenarioConfig, all []Op, owner map[BucketID]string, 
 	if hotDenied == 0 && tInject > 0 {
 		res.Failures = append(res.Failures, "sanity: hot keys were never denied before the fault (not saturated; the check is vacuous)")
 	}
-	checkLeases(res, sc, all, owner, hitNames, fault, n, phases)
+	checkLeases(res, sc, all, owner, hitNames, fault, n, leasePhases)
+	checkLinear(res, sc, ops)
 	if sc.ExpectViolation {
 		if !res.Detected {
 			res.Failures = append(res.Failures, "acceptance: the broken build's over-admission went undetected")
@@ -513,7 +537,7 @@ func checkLeases(res *Result, sc ScenarioConfig, all []Op, owner map[BucketID]st
 		}
 		return OwnedElsewhere
 	}
-	res.Leases = CheckLeases(all, phases,
+	res.Leases = CheckLeases(all, phases, time.Duration(sc.Conc.MaxLeaseTTL)*time.Millisecond,
 		func(id BucketID) LeaseBound { return NewLeaseBound(sc.Conc, fault, rel(id), n) },
 		func(id BucketID) (string, Relation) { return owner[id], rel(id) })
 	for _, k := range res.Leases {
@@ -524,9 +548,35 @@ func checkLeases(res *Result, sc ScenarioConfig, all []Op, owner map[BucketID]st
 		if sc.ExpectViolation {
 			continue
 		}
-		w := k.Worst()
-		res.Failures = append(res.Failures, fmt.Sprintf("leases: %s/%s (%s, owner %s): %d held at once %s (at %.3fs) > bound %d (%s)",
-			k.ID.Limit, k.ID.Key, k.Relation, k.Owner, w.Max, w.Phase, float64(w.At)/1e9, w.Bound, k.Bound.Why))
+		if w := k.Worst(); w.Max > w.Bound {
+			res.Failures = append(res.Failures, fmt.Sprintf("leases: %s/%s (%s, owner %s): %d held at once %s (at %.3fs) > bound %d (%s)",
+				k.ID.Limit, k.ID.Key, k.Relation, k.Owner, w.Max, w.Phase, float64(w.At)/1e9, w.Bound, k.Bound.Why))
+		}
+		if len(k.Leaks) > 0 {
+			l := k.Leaks[0]
+			res.Failures = append(res.Failures, fmt.Sprintf("leases: %s/%s: %d acquires refused %s while fewer than %d leases could be held (first at %.3fs by %s, at most %d held; %d abandoned leases expired before it): a lease was not reclaimed",
+				k.ID.Limit, k.ID.Key, len(k.Leaks), l.Phase, k.Bound.Healthy, float64(l.Refused.Call)/1e9, l.Refused.Node, l.MostHeld, l.Abandoned))
+		}
+	}
+}
+
+// checkLinear fills res's linearizability verdicts: every instance of an
+// owner's bucket must replay its decisions exactly. A failed instance
+// fails the run (porcupine's visualization is written next to the
+// history), except in the broken-build run.
+func checkLinear(res *Result, sc ScenarioConfig, ops []Op) {
+	limits := map[string]Limit{sc.Hot.Name: sc.Hot, sc.Cold.Name: sc.Cold}
+	res.Linear = CheckLinear(ops, func(name string) (Limit, bool) { l, ok := limits[name]; return l, ok }, sc.Dir, 30*time.Second)
+	for _, lc := range res.Linear {
+		if lc.Pass {
+			continue
+		}
+		res.LinearDetected = true
+		if sc.ExpectViolation {
+			continue
+		}
+		res.Failures = append(res.Failures, fmt.Sprintf("linearizability: %s/%s instance %s (%d decisions, %d timeouts): %s; see %s",
+			lc.ID.Limit, lc.ID.Key, lc.Instance, lc.Ops, lc.Unknown, lc.Result, lc.Visualization))
 	}
 }
 
