@@ -40,15 +40,22 @@ import (
 // millitokens after its first decision, and every later decision must
 // replay exactly, up to the millisecond rounding of the reset.
 //
-// Decisions of one instance happen one at a time on one node, so they must
-// also follow its decision clock: a step whose DecidedAt is before the
-// state's Last is illegal. This is what the server's clamp t = max(now,
-// last) implies for a monotonic clock, and it prunes porcupine's search.
+// Time is clamped as the server clamps it: a decision whose DecidedAt is
+// before the state's Last is taken at Last (t = max(now, last)). The
+// decider reads its clock before it locks the bucket, so of two concurrent
+// takes the one that read the later clock may decide first, and the other
+// then decides at that later time while reporting its own reading (the
+// harness saw this: a denial and an allowance 0.1 ms apart, replayable
+// only in the order opposite to their clocks).
 //
-// # Timeouts
+// # Takes that may have been decided unseen
 //
 // A take that timed out may have been decided by the instance and spent
-// tokens no one saw. Each timeout of the same (limit, key) whose [Call,
+// tokens no one saw. So may a take that another node answered from its
+// local ceiling, or with an error: the node gave up on its forward, but
+// the forward may have reached the owner and been decided there, its
+// answer lost on the way back (the harness saw exactly this when a cut
+// fell between a forward and its reply). Each such take of the same (limit, key) whose [Call,
 // Return] overlaps the instance's span joins its history as an op that may
 // be placed anywhere after its Call (its Return is open-ended, since the
 // server may decide after the client gave up), whose step may have spent
@@ -146,7 +153,9 @@ func linearGroups(ops []Op) (map[instanceKey][]Op, map[BucketID][]Op) {
 		}
 		id := BucketID{o.Limit, o.Key}
 		switch {
-		case o.Result == Timeout:
+		case o.Result == Timeout, o.Result == Failed, o.Source == "fallback":
+			// The take may have reached an owner all the same: see
+			// "Takes that may have been decided unseen".
 			timeouts[id] = append(timeouts[id], o)
 		case (o.Result == Allowed || o.Result == Denied) && o.Source == "owner" && o.Instance != "":
 			k := instanceKey{id, o.Decider, o.Instance}
@@ -311,10 +320,7 @@ func (m tbModel) step(s linState, in linInput, out linOutput) (linState, bool) {
 	if !s.Known {
 		s = linState{Known: true, Lo: 0, Hi: m.capU, Last: in.At}
 	}
-	if in.At < s.Last {
-		return s, false
-	}
-	s = m.refill(s, in.At)
+	s = m.refill(s, max(in.At, s.Last))
 	cost := satMul(max(in.Cost, 0), linearPer)
 	if out.Allowed {
 		if s.Hi < cost {

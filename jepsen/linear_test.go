@@ -205,6 +205,15 @@ func TestLinearTimeoutMaySpend(t *testing.T) {
 	if c.Result != LinearOK || !c.Pass || c.Ops != 79 || c.Unknown != 1 {
 		t.Fatalf("spent take timed out: got %+v, want ok with 79 ops, 1 unknown", c)
 	}
+	// A take another node answered from its local ceiling after its
+	// forward failed may still have been decided by the owner: the answer
+	// was lost, not the debit (seen in a jepsen isolate run).
+	fellBack := slices.Clone(ops)
+	o = &fellBack[i]
+	o.Source, o.Decider, o.Instance = "fallback", "n9", "n9/x/f1"
+	if c := checkOne(t, fellBack, ""); c.Result != LinearOK || c.Ops != 79 || c.Unknown != 1 {
+		t.Fatalf("spent take answered from fallback: got %+v, want ok with 79 ops, 1 unknown", c)
+	}
 	// A timeout long before the instance's span is not its concern.
 	far := append(slices.Clone(dropped), Op{Limit: "api", Key: "k", Cost: 3, Call: -10 * sec, Return: -9 * sec, Result: Timeout})
 	if c := checkOne(t, far, ""); c.Unknown != 0 || c.Result != LinearIllegal {
@@ -294,11 +303,11 @@ func TestLinearModelSteps(t *testing.T) {
 			{at: 100 * ms, cost: 1, allowed: true, remaining: 8, resetMs: 567, legal: true, lo: 8*sec + 600*ms, hi: 8*sec + 600*ms},
 			{at: 150 * ms, cost: 1, allowed: true, remaining: 7, resetMs: 684, legal: true, lo: 7*sec + 900*ms, hi: 7*sec + 900*ms},
 		}},
-		// Decision clocks are monotonic: a decision before Last is illegal,
-		// whether read as clamped to Last (734 ms) or as anything else.
+		// A decision that read its clock before Last is taken at Last, as
+		// the server's clamp does: legal only when answered as if at Last.
 		{"clock went back, clamped answer", []step{
 			{at: 100 * ms, cost: 3, allowed: true, remaining: 9, resetMs: 500, legal: true, lo: 9 * sec, hi: 9 * sec},
-			{at: 50 * ms, cost: 1, allowed: true, remaining: 8, resetMs: 667},
+			{at: 50 * ms, cost: 1, allowed: true, remaining: 8, resetMs: 667, legal: true, lo: 8 * sec, hi: 8 * sec},
 		}},
 		{"clock went back, full answer", []step{
 			{at: 100 * ms, cost: 3, allowed: true, remaining: 9, resetMs: 500, legal: true, lo: 9 * sec, hi: 9 * sec},
