@@ -15,16 +15,21 @@
 //     and the fallback allowance of local ceilings;
 //   - avail.go: availability and latency per phase;
 //   - lease_check.go: the lease checker (CheckLeases): leases surely held
-//     at once per key and phase against LeaseBound, and fencing order;
+//     at once per key and phase against LeaseBound, reclamation of leases
+//     whose holder died (Leaks), and fencing order;
+//   - linear.go: per bucket instance linearizability with porcupine
+//     (CheckLinear), from the evidence every take asks for;
 //   - report.go: the one-screen summary table;
 //   - html.go: the self-contained HTML report (WriteHTML).
 //
 // The shell needs root, iproute2 and iptables and is only exercised by the
 // runner (jepsen/cmd/jepsen) and by tests gated on WEIR_JEPSEN=1:
 //
+//   - nodes.go: Nodes, the cluster as a scenario drives it, and Prober;
 //   - netns.go: a bridge and N namespaces with veth pairs (Net), and the
-//     iptables rules nemeses use (silent DROPs, random loss);
+//     iptables rules nemeses use (silent DROPs, one-way cuts, random loss);
 //   - cluster.go: N weir processes started with `ip netns exec` (Cluster);
+//   - compose.go: the deploy/ docker compose cluster (Compose);
 //   - nemesis.go: faults with Inject and Heal;
 //   - client.go: the recording, paced clients;
 //   - lease_client.go: the recording lease holders;
