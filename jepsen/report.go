@@ -36,7 +36,7 @@ type Row struct {
 	// Leases is the lease verdict of the worst lease key of the relation:
 	// "max/bound" held at once ("-" without lease keys), with "!" when
 	// over the bound and "f<n>" for fencing-order violations.
-	Leases  string
+	Leases string
 	// Linear is "ok" when every owner bucket instance of the scenario
 	// replayed exactly, else "<failed>/<instances>!"; "?" counts
 	// instances porcupine gave up on.
