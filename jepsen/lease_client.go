@@ -98,8 +98,10 @@ func (h *holder) run(ctx context.Context) {
 		switch {
 		case acq.Result == Allowed && h.rnd.Float64() < h.wl.AbandonShare:
 			now := h.rec.Now()
-			h.rec.add(Op{ID: h.rec.id.Add(1), Kind: KindAbandon, Client: h.id, Node: h.node, Limit: acq.Limit,
-				Key: acq.Key, LeaseID: acq.LeaseID, Call: now, Return: now, Result: Allowed})
+			h.rec.add(Op{
+				ID: h.rec.id.Add(1), Kind: KindAbandon, Client: h.id, Node: h.node, Limit: acq.Limit,
+				Key: acq.Key, LeaseID: acq.LeaseID, Call: now, Return: now, Result: Allowed,
+			})
 		case acq.Result == Allowed:
 			h.hold(ctx, acq)
 		}

@@ -262,7 +262,9 @@ func sanitizeName(s string) string {
 		b = b[:40]
 	}
 	for i, c := range b {
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_') {
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '.', c == '_':
+		default:
 			b[i] = '_'
 		}
 	}

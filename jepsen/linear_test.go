@@ -250,8 +250,10 @@ func TestLinearInstancesCheckedSeparately(t *testing.T) {
 func TestLinearIgnoresOtherOps(t *testing.T) {
 	g := newTakeGen(7, "i1")
 	ops := g.random(t, 50)
-	junk := Op{Limit: "api", Key: "k", Cost: 1, Call: 0, Return: 1, Decider: "n1", DecidedAt: linEpoch + sec,
-		Instance: "i1", Remaining: 11, ResetAfterMs: 1}
+	junk := Op{
+		Limit: "api", Key: "k", Cost: 1, Call: 0, Return: 1, Decider: "n1", DecidedAt: linEpoch + sec,
+		Instance: "i1", Remaining: 11, ResetAfterMs: 1,
+	}
 	fallback := junk
 	fallback.Result, fallback.Source = Allowed, "fallback"
 	failed := junk

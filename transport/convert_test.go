@@ -28,8 +28,10 @@ func TestRequestsRoundTrip(t *testing.T) {
 func TestRepliesRoundTrip(t *testing.T) {
 	in := []Reply{
 		{Results: []Result{
-			{Allowed: true, Remaining: 5, Capacity: 6, ResetAfter: 500 * time.Millisecond, Window: 3 * time.Second,
-				Run: "n1/ab", DecidedAt: 1_700_000_000_000_000_001, Bucket: 1<<48 | 7},
+			{
+				Allowed: true, Remaining: 5, Capacity: 6, ResetAfter: 500 * time.Millisecond, Window: 3 * time.Second,
+				Run: "n1/ab", DecidedAt: 1_700_000_000_000_000_001, Bucket: 1<<48 | 7,
+			},
 			{Allowed: false, Capacity: 6, RetryAfter: 499 * time.Millisecond, ResetAfter: 3 * time.Second},
 		}, RulesVersion: 3},
 		{ErrCode: 2, ErrDetail: "lease not found"},
