@@ -138,11 +138,11 @@ func (h *holder) hold(ctx context.Context, acq Op) {
 		}
 		renewAt = time.Now().Add(ttl / 2)
 	}
-	// Release even when the run ends, so the history closes the span; a
-	// short context of its own lets it through.
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.wl.Deadline)
-	defer cancel()
-	h.do(rctx, Op{Kind: KindRelease, Key: acq.Key, LeaseID: acq.LeaseID}, http.MethodDelete,
+	// Release even when the run ends, so the history closes the span: do
+	// bounds it by the request deadline, and a context that is never
+	// cancelled keeps a release that times out in the history (as a
+	// timeout) instead of dropping it as cut off by the end of the run.
+	h.do(context.WithoutCancel(ctx), Op{Kind: KindRelease, Key: acq.Key, LeaseID: acq.LeaseID}, http.MethodDelete,
 		"/v1/leases/"+url.PathEscape(acq.LeaseID), nil)
 }
 
