@@ -6,6 +6,8 @@
 //	jepsen -quick                       # 3 nodes: kill, pause, isolate, long-partition, broken
 //	jepsen -nodes 3,5 -faults all       # the full matrix
 //	jepsen -seed 42 -faults isolate     # reproduce one scenario
+//	jepsen -compose deploy/docker-compose.yml -image weir:jepsen -faults kill,pause
+//	                                    # the deploy/ compose cluster (3 nodes, docker)
 package main
 
 import (
@@ -45,6 +47,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	prefix := fs.String("prefix", "wj", "name prefix of the namespaces and veths")
 	xfail := fs.String("xfail", "", "scenarios expected to fail because of a known, reported bug (e.g. 3-long-partition):\n"+
 		"shown as XFAIL and not counted in the exit status; one that passes shows XPASS")
+	composeFile := fs.String("compose", "", "run on the deploy/ docker compose cluster from this file (deploy/docker-compose.yml)\n"+
+		"instead of processes in network namespaces: 3 nodes, the image given by -image; -bin and -prefix are unused")
+	image := fs.String("image", "weir:jepsen", "with -compose: the weir image, built beforehand from deploy/Dockerfile")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -57,8 +62,21 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if *seed == 0 {
 		*seed = uint64(time.Now().UnixNano() % 1_000_000)
 	}
+	var composeCfg jepsen.ComposeConfig
+	if *composeFile != "" {
+		composeCfg = jepsen.DefaultComposeConfig()
+		composeCfg.File, composeCfg.Image = *composeFile, *image
+		if err := composeCfg.Validate(); err != nil {
+			fmt.Fprintf(stderr, "%v\n", err)
+			return 2
+		}
+		if err := composeSupports(*nodes, *faults); err != nil {
+			fmt.Fprintf(stderr, "jepsen: -compose: %v\n", err)
+			return 2
+		}
+	}
 	absBin, err := filepath.Abs(*bin)
-	if err == nil {
+	if err == nil && *composeFile == "" {
 		_, err = os.Stat(absBin)
 	}
 	if err != nil {
@@ -83,18 +101,22 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		nw := &jepsen.Net{Prefix: *prefix, N: n}
-		if err := nw.Setup(ctx); err != nil {
+		backend, cleanup := jepsen.NetnsNodes(absBin, nw), func() { nw.Cleanup(ctx) }
+		if *composeFile != "" {
+			// Each scenario brings its containers up and down itself.
+			backend, cleanup = jepsen.ComposeNodes(composeCfg), func() {}
+		} else if err := nw.Setup(ctx); err != nil {
 			fmt.Fprintf(stderr, "jepsen: %v\n", err)
 			return 2
 		}
 		for _, f := range strings.Split(*faults, ",") {
 			sc, err := scenario(strings.TrimSpace(f), n)
 			if err != nil {
-				nw.Cleanup(ctx)
+				cleanup()
 				fmt.Fprintf(stderr, "jepsen: %v\n", err)
 				return 2
 			}
-			sc.Seed, sc.Nodes = *seed, jepsen.NetnsNodes(absBin, nw)
+			sc.Seed, sc.Nodes = *seed, backend
 			sc.Dir = filepath.Join(runDir, sc.Name)
 			fmt.Fprintf(stderr, "jepsen: %s ...\n", sc.Name)
 			res, err := jepsen.Run(ctx, sc)
@@ -110,7 +132,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "jepsen: %s %s in %v\n", sc.Name, map[bool]string{true: "passed", false: "FAILED"}[res.Pass], res.Elapsed.Round(time.Second))
 			results = append(results, res)
 		}
-		nw.Cleanup(ctx)
+		cleanup()
 		if ctx.Err() != nil {
 			break
 		}
@@ -136,6 +158,22 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	return 0
+}
+
+// composeSupports reports why the compose backend cannot run the cluster
+// sizes and scenarios asked for: deploy/docker-compose.yml has 3 nodes.
+func composeSupports(nodes, faults string) error {
+	for _, ns := range strings.Split(nodes, ",") {
+		if n, err := strconv.Atoi(strings.TrimSpace(ns)); err == nil && n != jepsen.ComposeN {
+			return fmt.Errorf("deploy/docker-compose.yml has %d nodes; -nodes %s is not supported", jepsen.ComposeN, nodes)
+		}
+	}
+	for _, f := range strings.Split(faults, ",") {
+		if f = strings.TrimSpace(f); !slices.Contains(all, f) {
+			return fmt.Errorf("unknown scenario %q (want one of %s)", f, strings.Join(all, ","))
+		}
+	}
+	return nil
 }
 
 // writeHTML renders the run's HTML report from the scenarios' saved
