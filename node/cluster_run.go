@@ -115,7 +115,9 @@ func (c *cluster) observe(v *ring.View) {
 
 // pushMoved hands every bucket and lease whose owner in v is another live
 // member to that member. A bucket leaves this node only once the new owner
-// stored it; until then a pull finds it here.
+// stored it; until then a pull finds it here. Two pushes may overlap (the
+// leave's and the watch's): a receiver keeps the fewer tokens of two
+// copies, and only one of them extracts each bucket.
 func (c *cluster) pushMoved(ctx context.Context, v *ring.View) {
 	now := c.now()
 	pick := func(name, key string) bool {
@@ -173,14 +175,26 @@ func (c *cluster) pushMoved(ctx context.Context, v *ring.View) {
 func (c *cluster) leave(ctx context.Context, timeout time.Duration) error {
 	without := c.ring.View().Without(c.self)
 	c.leaving.Store(without)
-	if without.Live > 0 {
+	push := func() {
+		if without.Live == 0 {
+			return
+		}
 		// Bounded by the leave timeout: a peer that cannot be reached
 		// would otherwise hold each handoff for HandoffDeadline.
 		hctx, cancel := context.WithTimeout(ctx, timeout)
 		c.pushMoved(hctx, without)
 		cancel()
 	}
-	return c.ring.Leave(timeout)
+	push()
+	err := c.ring.Leave(timeout)
+	// Peers that had not yet seen this node go kept sending it requests,
+	// some of which it had to decide here (a proxied request is never
+	// passed on twice), so buckets can exist again. Hand those over too,
+	// now, while the peer pool is open: the view change the leave causes
+	// makes watch push them as well, but that push races the pool's
+	// close (jepsen's skew scenario lost a hot bucket, +B, that way).
+	push()
+	return err
 }
 
 // info reports membership for /v1/cluster and weir status.

@@ -365,3 +365,38 @@ func TestClusterKilledOwnerTakeoverWindow(t *testing.T) {
 		t.Fatalf("n3 is %v, want dead", m.State)
 	}
 }
+
+// TestQuietSince: failures detected less than the delay apart form one run
+// that holds takeovers back until the delay after its latest failure.
+func TestQuietSince(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(ms int) failure { return failure{at: t0.Add(time.Duration(ms) * time.Millisecond)} }
+	d := 1200 * time.Millisecond
+	fs := []failure{at(0), at(400), at(1600)} // the 5-node split: gaps 0.4 s and 1.2 s
+	for _, c := range []struct {
+		now  int
+		want time.Time
+	}{
+		{500, t0},                               // the run 0, 400: both count
+		{1500, t0},                              // 1.1 s after the latest: the first still counts
+		{1700, t0.Add(1600 * time.Millisecond)}, // 1600 is 1.2 s after 400: a new run
+		{2900, t0.Add(2900*time.Millisecond + 1)}, // 1.3 s after the latest: nothing counts
+	} {
+		now := t0.Add(time.Duration(c.now) * time.Millisecond)
+		var seen []failure // the failures detected by now
+		for _, f := range fs {
+			if !f.at.After(now) {
+				seen = append(seen, f)
+			}
+		}
+		if got := quietSince(seen, now, d); !got.Equal(c.want) {
+			t.Errorf("at %d ms: %v, want %v", c.now, got.Sub(t0), c.want.Sub(t0))
+		}
+	}
+	// Before the fix, the failure at 0 stopped counting at 1200 ms although
+	// the node was still detecting failures (400): that is the window the
+	// 5-node split found.
+	if got := quietSince(fs[:2], t0.Add(1300*time.Millisecond), d); !got.Equal(t0) {
+		t.Errorf("at 1300 ms after failures at 0 and 400: %v, want the run from 0", got.Sub(t0))
+	}
+}
