@@ -174,6 +174,8 @@ type wireAcquireRequest struct {
 	Holder string `json:"holder"`
 	TTLMs  int64  `json:"ttl_ms"`
 	WaitMs int64  `json:"wait_ms"`
+	// Evidence asks for the decision's source in the answer.
+	Evidence bool `json:"evidence"`
 }
 
 type wireRenewRequest struct {
@@ -253,13 +255,15 @@ func decodeCheckQuery(rawQuery string, lim inputLimits) (Check, error) {
 	return c, nil
 }
 
-// decodeAcquireRequest decodes and validates the body of POST /v1/leases.
-func decodeAcquireRequest(body []byte, lim inputLimits) (AcquireRequest, error) {
+// decodeAcquireRequest decodes and validates the body of POST /v1/leases and
+// reports whether it asks for evidence.
+func decodeAcquireRequest(body []byte, lim inputLimits) (AcquireRequest, bool, error) {
 	var w wireAcquireRequest
 	if e := decodeJSON(body, &w); e != nil {
-		return AcquireRequest{}, e
+		return AcquireRequest{}, false, e
 	}
-	return acquireRequest(w.Limit, w.Key, w.Holder, w.TTLMs, w.WaitMs, lim)
+	req, err := acquireRequest(w.Limit, w.Key, w.Holder, w.TTLMs, w.WaitMs, lim)
+	return req, w.Evidence, err
 }
 
 // acquireRequest builds and validates an AcquireRequest from wire fields; the

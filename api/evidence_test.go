@@ -68,3 +68,22 @@ func TestGRPCEvidenceOnlyWhenAsked(t *testing.T) {
 		t.Errorf("evidence = %v", ev)
 	}
 }
+
+// TestHTTPLeaseSourceOnlyWhenAsked: a lease answer names its source (owner
+// or a local ceiling) only when the request asks for evidence.
+func TestHTTPLeaseSourceOnlyWhenAsked(t *testing.T) {
+	f := &fakeDecider{acquireFn: func(req AcquireRequest) (AcquireResponse, error) {
+		if req.Key == "full" {
+			return AcquireResponse{Permits: 8, RetryAfter: time.Second, Source: SourceFallback}, nil
+		}
+		return AcquireResponse{Granted: true, ID: "l-1", FencingToken: 17, TTL: 30 * time.Second, Permits: 8, Source: SourceFallback}, nil
+	}}
+	s := newTestServer(t, f, HTTPConfig{})
+	wantStatus(t, s.post(t, "/v1/leases", `{"limit":"export-db","key":"k"}`), 201, `{"id":"l-1","fencing_token":17,"ttl_ms":30000}`)
+	wantStatus(t, s.post(t, "/v1/leases", `{"limit":"export-db","key":"k","evidence":true}`), 201,
+		`{"id":"l-1","fencing_token":17,"ttl_ms":30000,"source":"fallback"}`)
+	wantStatus(t, s.post(t, "/v1/leases", `{"limit":"export-db","key":"full"}`), 429,
+		`{"error":"concurrency_limit_exceeded","limit":"export-db","retry_after_ms":1000}`)
+	wantStatus(t, s.post(t, "/v1/leases", `{"limit":"export-db","key":"full","evidence":true}`), 429,
+		`{"error":"concurrency_limit_exceeded","limit":"export-db","retry_after_ms":1000,"source":"fallback"}`)
+}

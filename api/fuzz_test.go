@@ -72,7 +72,7 @@ func FuzzDecodeLeaseRequests(f *testing.F) {
 	f.Add([]byte(`{"limit":"export-db","key":"tenant:acme","ttl_ms":30000,"wait_ms":0}`))
 	f.Add([]byte(`{"ttl_ms":-1}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		req, err := decodeAcquireRequest(body, fuzzLimits)
+		req, _, err := decodeAcquireRequest(body, fuzzLimits)
 		if err != nil {
 			wantInvalid(t, err)
 		} else if req.Limit == "" || req.Key == "" || len(req.Key) > 512 || len(req.Holder) > 512 || req.TTL < 0 || req.Wait < 0 {

@@ -175,6 +175,8 @@ type denialBody struct {
 	Error        string `json:"error"`
 	Limit        string `json:"limit"`
 	RetryAfterMs int64  `json:"retry_after_ms"`
+	// Source is set only for a lease request that asked for evidence.
+	Source string `json:"source,omitempty"`
 }
 
 type statusBody struct {

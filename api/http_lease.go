@@ -9,6 +9,8 @@ type leaseJSON struct {
 	ID           string `json:"id"`
 	FencingToken uint64 `json:"fencing_token"`
 	TTLMs        int64  `json:"ttl_ms"`
+	// Source is set only when the request asked for evidence.
+	Source string `json:"source,omitempty"`
 }
 
 type renewJSON struct {
@@ -22,7 +24,7 @@ func (h *httpHandler) acquire(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	req, err := decodeAcquireRequest(body, h.lim)
+	req, evidence, err := decodeAcquireRequest(body, h.lim)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -33,16 +35,21 @@ func (h *httpHandler) acquire(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	setLeaseHeaders(w.Header(), req.Limit, resp, h.cfg.LegacyHeaders)
+	source := ""
+	if evidence {
+		source = resp.Source.String()
+	}
 	if !resp.Granted {
 		writeJSON(w, http.StatusTooManyRequests, denialBody{
 			Error:        "concurrency_limit_exceeded",
 			Limit:        req.Limit,
 			RetryAfterMs: msUp(resp.RetryAfter),
+			Source:       source,
 		})
 		return
 	}
 	w.Header().Set("Location", "/v1/leases/"+url.PathEscape(resp.ID))
-	writeJSON(w, http.StatusCreated, leaseJSON{ID: resp.ID, FencingToken: resp.FencingToken, TTLMs: msDown(resp.TTL)})
+	writeJSON(w, http.StatusCreated, leaseJSON{ID: resp.ID, FencingToken: resp.FencingToken, TTLMs: msDown(resp.TTL), Source: source})
 }
 
 // renew serves POST /v1/leases/{id}/renew with an optional {"ttl_ms":N}:

@@ -236,8 +236,9 @@ type Leak struct {
 // of its release or of a renew answered 404, or else to the latest expiry
 // it may have been given (the Return of its last acquire or renew that may
 // have succeeded, plus the lifetime granted, or maxTTL when unknown). An
-// acquire that timed out may have been granted unseen and counts from its
-// Call to its Return plus maxTTL.
+// acquire that timed out, or that a node answered from its local ceiling
+// after its forward failed, may have been granted unseen by the owner and
+// also counts from its Call to its Return plus maxTTL.
 func possiblyHeld(ops []Op, maxTTL int64) [][2]int64 {
 	type lease struct {
 		start, expiry, end int64
@@ -251,6 +252,13 @@ func possiblyHeld(ops []Op, maxTTL int64) [][2]int64 {
 			byID[o.LeaseID] = &lease{start: o.Call, expiry: o.Return + o.TTLms*1e6, end: math.MaxInt64}
 			order = append(order, o.LeaseID)
 		case o.Kind == KindAcquire && o.Result == Timeout:
+			out = append(out, [2]int64{o.Call, o.Return + maxTTL})
+		}
+		// A node that gave up on its forward and answered from its local
+		// ceiling (granted or not) may have had the forward reach the
+		// owner, which then granted a lease nobody holds (a 3-loss run:
+		// eight refusals while two leases were held).
+		if o.Kind == KindAcquire && o.Source == "fallback" {
 			out = append(out, [2]int64{o.Call, o.Return + maxTTL})
 		}
 	}

@@ -94,7 +94,7 @@ func (h *holder) run(ctx context.Context) {
 	for ctx.Err() == nil {
 		key := h.wl.Keys[h.rnd.IntN(len(h.wl.Keys))]
 		acq := h.do(ctx, Op{Kind: KindAcquire, Key: key}, http.MethodPost, "/v1/leases",
-			map[string]any{"limit": h.wl.Limit.Name, "key": key, "ttl_ms": h.wl.Limit.LeaseTTLms, "wait_ms": 0})
+			map[string]any{"limit": h.wl.Limit.Name, "key": key, "ttl_ms": h.wl.Limit.LeaseTTLms, "wait_ms": 0, "evidence": true})
 		switch {
 		case acq.Result == Allowed && h.rnd.Float64() < h.wl.AbandonShare:
 			now := h.rec.Now()
@@ -150,6 +150,7 @@ type grantReply struct {
 	ID      string `json:"id"`
 	Fencing uint64 `json:"fencing_token"`
 	TTLms   int64  `json:"ttl_ms"`
+	Source  string `json:"source"` // owner | fallback (acquires ask for evidence)
 }
 
 // do sends one lease request, records it and returns the recorded op.
@@ -190,7 +191,7 @@ func (h *holder) do(ctx context.Context, o Op, method, path string, body any) Op
 			o.Result, o.Err = Timeout, fmt.Sprintf("bad grant: %.100s", data)
 			break
 		}
-		o.Result, o.LeaseID, o.Fencing, o.TTLms = Allowed, g.ID, g.Fencing, g.TTLms
+		o.Result, o.LeaseID, o.Fencing, o.TTLms, o.Source = Allowed, g.ID, g.Fencing, g.TTLms, g.Source
 	case resp.StatusCode == http.StatusOK && o.Kind == KindRenew:
 		var g grantReply
 		if jerr := json.Unmarshal(data, &g); jerr != nil {
@@ -200,8 +201,11 @@ func (h *holder) do(ctx context.Context, o Op, method, path string, body any) Op
 		o.Result, o.TTLms = Allowed, g.TTLms
 	case resp.StatusCode == http.StatusNoContent && o.Kind == KindRelease:
 		o.Result = Allowed
-	case resp.StatusCode == http.StatusTooManyRequests && o.Kind == KindAcquire,
-		resp.StatusCode == http.StatusNotFound && o.Kind == KindRenew:
+	case resp.StatusCode == http.StatusTooManyRequests && o.Kind == KindAcquire:
+		var g grantReply
+		_ = json.Unmarshal(data, &g) // the source is evidence only; a 429 is a refusal either way
+		o.Result, o.Source = Denied, g.Source
+	case resp.StatusCode == http.StatusNotFound && o.Kind == KindRenew:
 		o.Result = Denied
 	case resp.StatusCode < 500 || resp.StatusCode == http.StatusServiceUnavailable:
 		o.Result, o.Err = Failed, fmt.Sprintf("status %d: %.100s", resp.StatusCode, data)

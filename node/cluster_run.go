@@ -267,7 +267,7 @@ func (n *Node) startCluster(ctx context.Context) error {
 	}
 	c := &cluster{
 		self: cfg.NodeName, ring: r, pool: pool, eng: n.eng, node: n, log: n.log, now: n.eng.now,
-		window: cfg.HandoffWindow, takeoverDelay: cfg.TakeoverDelay, requireJoin: len(rc.Join) > 0, seeds: len(rc.Join), m: cm,
+		window: cfg.HandoffWindow, takeoverDelay: cfg.TakeoverDelay, timing: rc.Timing, requireJoin: len(rc.Join) > 0, seeds: len(rc.Join), m: cm,
 		moved: map[movedKey]moved{}, pulling: map[movedKey]chan struct{}{},
 	}
 	srv := transport.NewServer(c, token)

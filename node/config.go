@@ -63,8 +63,11 @@ type Config struct {
 	// TakeoverDelay is how long the keys of a member that failed are served
 	// from local ceilings before their new owner decides them, so that a
 	// node which loses its peers one at a time never takes over keys in the
-	// moment it wrongly believes itself a majority. Default 4s (LAN: the
-	// suspicion timeout of a small cluster); LocalConfig 1.2s.
+	// moment it wrongly believes itself a majority. Default 4s; LocalConfig
+	// 1.2s. The delay in force is never below the ring's DetectionSpread
+	// for the known members (LAN 22.5 s for 3, local 2.35 s), the span over
+	// which one member can declare several simultaneous failures, and it
+	// runs from the latest of failures detected less than it apart.
 	TakeoverDelay time.Duration
 	// LeaveTimeout bounds the graceful leave on shutdown. Default 5s.
 	LeaveTimeout time.Duration

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -131,6 +132,23 @@ func LocalTiming() Timing {
 		TCPTimeout:              500 * time.Millisecond,
 		DeadNodeReclaimTime:     time.Second,
 	}
+}
+
+// DetectionSpread bounds how far apart one member may declare dead several
+// members that failed at the same instant, in a cluster of n: it probes
+// one member per ProbeInterval in rounds of n-1, so it suspects them up to
+// (n-1)·ProbeInterval + ProbeTimeout apart, and a suspicion lasts from
+// memberlist's minimum timeout, SuspicionMult·max(1, log10 n)·ProbeInterval,
+// up to SuspicionMaxTimeoutMult times that, depending on confirmations. A
+// member cut off from a majority sees its peers die one at a time across
+// this span, and counts itself in a majority in between: a takeover must
+// wait at least this long after a failure (node.Config.TakeoverDelay).
+// Local profile: 2.35 s for 3 members, 2.75 s for 5; LAN: 22.5 s and 24.5 s.
+func (t Timing) DetectionSpread(n int) time.Duration {
+	n = max(n, 1)
+	scale := math.Max(1, math.Log10(float64(n)))
+	minSuspicion := time.Duration(float64(t.SuspicionMult) * scale * float64(t.ProbeInterval))
+	return time.Duration(n-1)*t.ProbeInterval + t.ProbeTimeout + time.Duration(t.SuspicionMaxTimeoutMult-1)*minSuspicion
 }
 
 // Validate reports the first bad field; it changes nothing.
