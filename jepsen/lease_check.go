@@ -35,7 +35,11 @@ type ConcLimit struct {
 // of one Share.
 type LeaseBound struct {
 	Healthy, Faulty int
-	Why             string
+	// Share is one local ceiling, max(1, floor(permits/members)): in a
+	// healthy phase, every node that granted from its ceiling (a forward
+	// that missed its deadline) adds one to Healthy, as for takes.
+	Share int
+	Why   string
 }
 
 // NewLeaseBound returns the bound of a key of limit l whose owner has
@@ -48,6 +52,7 @@ func NewLeaseBound(l ConcLimit, f Fault, rel Relation, n int) LeaseBound {
 		takeovers = 0
 	}
 	return LeaseBound{
+		Share:   share,
 		Healthy: l.Permits,
 		Faulty:  l.Permits + takeovers*share + returns*l.Permits + fb.Members*share,
 		Why: fmt.Sprintf("permits %d + %d takeover x share %d + %d second table x permits + %d local ceilings x share %d",
@@ -167,6 +172,18 @@ func MaxHeld(iv []HeldInterval, phases []Phase) []PhaseMax {
 		}
 	}
 	return out
+}
+
+// fallbackGranters counts the nodes that granted a lease of one key from
+// their local ceiling (Source "fallback") with the acquire called in p.
+func fallbackGranters(ops []Op, p Phase) int {
+	nodes := map[string]bool{}
+	for _, o := range ops {
+		if o.Kind == KindAcquire && o.Result == Allowed && o.Source == "fallback" && o.Call >= p.Start && o.Call < p.End {
+			nodes[o.Node] = true
+		}
+	}
+	return len(nodes)
 }
 
 // FencingViolation is a grant whose token is not above the token of a
@@ -417,7 +434,7 @@ func CheckLeases(ops []Op, phases []Phase, maxTTL time.Duration, bound func(Buck
 		for i := range k.Phases {
 			k.Phases[i].Bound = bd.Faulty
 			if Healthy(k.Phases[i].Phase) {
-				k.Phases[i].Bound = bd.Healthy
+				k.Phases[i].Bound = bd.Healthy + bd.Share*fallbackGranters(kops, phases[i])
 			}
 			if k.Phases[i].Max > k.Phases[i].Bound {
 				k.Pass = false

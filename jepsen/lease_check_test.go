@@ -210,3 +210,25 @@ func TestLeaks(t *testing.T) {
 		}
 	}
 }
+
+// TestHealthyBoundCountsCeilings: a node whose forward missed its deadline
+// grants from its local ceiling even in a healthy cluster (a compose pause
+// run: 5 held against 4 in the settled phase); each such node adds a share.
+func TestHealthyBoundCountsCeilings(t *testing.T) {
+	l := ConcLimit{Name: "conc", Permits: 2, LeaseTTLms: 1000}
+	phases := []Phase{{"before", 0, 1000 * ms}}
+	ops := []Op{grant("a", 0, 10, 1000, 1), grant("b", 0, 10, 1000, 2)}
+	fb := grant("c", 20, 30, 1000, 3)
+	fb.Node, fb.Source = "n3", "fallback"
+	bound := func(BucketID) LeaseBound { return NewLeaseBound(l, None, OwnedElsewhere, 3) }
+	owner := func(BucketID) (string, Relation) { return "n1", OwnedElsewhere }
+	ks := CheckLeases(append(ops, fb), phases, time.Second, bound, owner)
+	if !ks[0].Pass || ks[0].Phases[0].Max != 3 || ks[0].Phases[0].Bound != 3 {
+		t.Fatalf("a ceiling grant: got %+v, want 3 held against 2 + 1 share", ks[0].Phases)
+	}
+	// The same third grant from the owner is over the permits.
+	ks = CheckLeases(append(ops, grant("c", 20, 30, 1000, 3)), phases, time.Second, bound, owner)
+	if ks[0].Pass || ks[0].Phases[0].Bound != 2 {
+		t.Fatalf("an owner grant: got %+v, want a failure against 2", ks[0].Phases)
+	}
+}
