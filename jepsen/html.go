@@ -223,6 +223,9 @@ func verdictSpan(r Result) string {
 		v, cls = "XFAIL", "fail"
 	case !r.Pass:
 		v, cls = "FAIL", "fail"
+	case r.Detected || r.LeaseDetected:
+		// The broken-build run: its violations are the expected outcome.
+		v = "PASS (violation detected, as expected)"
 	}
 	return fmt.Sprintf(`<span class="%s">%s</span>`, cls, v)
 }
@@ -244,23 +247,27 @@ func writeScenarioHTML(b *strings.Builder, sc ReportScenario) {
 
 	// Timeline: one row of event marks.
 	tl := base
-	tl.h, tl.mb = 70, 20
+	// Marks close together (heal-start, heal, converged within a few
+	// hundred ms) get a label row each, so their labels never overlap.
+	tl.h, tl.mb = 84, 20
 	tb := &strings.Builder{}
 	fmt.Fprintf(tb, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" role="img"><text x="%d" y="14" class="t">timeline</text>`, tl.w, tl.h, tl.ml)
 	if heal > inject {
-		fmt.Fprintf(tb, `<rect class="fault" x="%.1f" y="20" width="%.1f" height="30"/>`, tl.x(inject), tl.x(heal)-tl.x(inject))
+		fmt.Fprintf(tb, `<rect class="fault" x="%.1f" y="20" width="%.1f" height="44"/>`, tl.x(inject), tl.x(heal)-tl.x(inject))
 	}
-	fmt.Fprintf(tb, `<line class="ax" x1="%d" y1="50" x2="%d" y2="50"/>`, tl.ml, tl.w-10)
-	for i, ev := range sc.Events {
+	fmt.Fprintf(tb, `<line class="ax" x1="%d" y1="64" x2="%d" y2="64"/>`, tl.ml, tl.w-10)
+	row := 0
+	for _, ev := range sc.Events {
 		if ev.Kind == "start" || ev.Kind == "end" {
 			continue
 		}
 		x := tl.x(ev.At)
-		fmt.Fprintf(tb, `<line x1="%.1f" y1="20" x2="%.1f" y2="50" stroke="#c00"/><text x="%.1f" y="%d" class="ev"><title>%s</title>%s %.2fs</text>`,
-			x, x, x+2, 30+12*(i%2), e(ev.Detail), e(ev.Kind), float64(ev.At)/1e9)
+		fmt.Fprintf(tb, `<line x1="%.1f" y1="20" x2="%.1f" y2="64" stroke="#c00"/><text x="%.1f" y="%d" class="ev"><title>%s</title>%s %.2fs</text>`,
+			x, x, x+2, 30+11*(row%4), e(ev.Detail), e(ev.Kind), float64(ev.At)/1e9)
+		row++
 	}
 	for t := int64(0); t <= end; t += int64(time.Second) {
-		fmt.Fprintf(tb, `<text x="%.1f" y="64" class="xl">%ds</text>`, tl.x(t), t/int64(time.Second))
+		fmt.Fprintf(tb, `<text x="%.1f" y="78" class="xl">%ds</text>`, tl.x(t), t/int64(time.Second))
 	}
 	tb.WriteString("</svg>\n")
 	b.WriteString(tb.String())
