@@ -363,7 +363,7 @@ func writeVerdictsHTML(b *strings.Builder, r Result) {
 			fmt.Fprintf(b, "<td>%d/%d</td>", p.Max, p.Bound)
 		}
 		fmt.Fprintf(b, "<td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d (%d healthy)</td><td>%s</td></tr>\n",
-			k.Grants, k.Refused, k.Renewed, k.Lost, k.Unknown, k.Abandoned, len(k.Leaks), len(k.Fencing), k.FencingHealthy, passCell(k.Pass))
+			k.Grants, k.Refused, k.Renewed, k.Lost, k.Unknown, k.Abandoned, len(k.Leaks), len(k.Fencing), len(k.FencingHealthy), passCell(k.Pass))
 	}
 	b.WriteString("</table>\n")
 	writeLinear(b, r)

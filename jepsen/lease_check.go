@@ -174,6 +174,18 @@ func MaxHeld(iv []HeldInterval, phases []Phase) []PhaseMax {
 	return out
 }
 
+// ownerGrants returns the acquires of ops granted by a key's owner (not a
+// local ceiling) and called in p.
+func ownerGrants(ops []Op, p Phase) []Op {
+	var out []Op
+	for _, o := range ops {
+		if o.Kind == KindAcquire && o.Result == Allowed && o.Source != "fallback" && o.Call >= p.Start && o.Call < p.End {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
 // fallbackGranters counts the nodes that granted a lease of one key from
 // their local ceiling (Source "fallback") with the acquire called in p.
 func fallbackGranters(ops []Op, p Phase) int {
@@ -382,13 +394,15 @@ type LeaseKeyCheck struct {
 	// lists refusals that only an unreclaimed lease explains (Leaks).
 	Abandoned int
 	Leaks     []Leak
-	// Fencing lists fencing-order violations (report-only: across owners
-	// the design does not promise order without replication).
+	// Fencing lists fencing-order violations over the whole run
+	// (report-only: across owners the design does not promise order
+	// without replication).
 	Fencing []FencingViolation
-	// FencingHealthy counts the violations whose later grant was called
-	// before the fault, when one owner issued every token.
-	FencingHealthy int
-	Pass           bool // every phase's max within its bound, and no leak
+	// FencingHealthy lists the violations among the owner's grants of one
+	// healthy phase (before, settled), when one owner issued every token:
+	// these fail the key.
+	FencingHealthy []FencingViolation
+	Pass           bool // every phase's max within its bound, no leak, tokens ordered while healthy
 }
 
 // Worst returns the phase with the largest max minus bound.
@@ -445,10 +459,13 @@ func CheckLeases(ops []Op, phases []Phase, maxTTL time.Duration, bound func(Buck
 			k.Pass = false
 		}
 		k.Fencing = FencingCheck(kops)
-		for _, v := range k.Fencing {
-			if len(phases) > 0 && v.Later.Call < phases[0].End {
-				k.FencingHealthy++
+		for _, p := range phases {
+			if Healthy(p.Name) {
+				k.FencingHealthy = append(k.FencingHealthy, FencingCheck(ownerGrants(kops, p))...)
 			}
+		}
+		if len(k.FencingHealthy) > 0 {
+			k.Pass = false
 		}
 		out = append(out, k)
 	}

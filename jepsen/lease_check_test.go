@@ -232,3 +232,38 @@ func TestHealthyBoundCountsCeilings(t *testing.T) {
 		t.Fatalf("an owner grant: got %+v, want a failure against 2", ks[0].Phases)
 	}
 }
+
+// TestFencingHealthy: within a healthy phase one owner issues every token,
+// so a later grant must carry a higher one; across phases and from local
+// ceilings the order is only reported.
+func TestFencingHealthy(t *testing.T) {
+	l := ConcLimit{Name: "conc", Permits: 4, LeaseTTLms: 1000}
+	phases := []Phase{{"before", 0, 1000 * ms}, {"during", 1000 * ms, 2000 * ms}, {"after", 2000 * ms, 3000 * ms}, {"settled", 3000 * ms, 4000 * ms}}
+	bound := func(BucketID) LeaseBound { return NewLeaseBound(l, Kill, OwnedByTarget, 3) }
+	owner := func(BucketID) (string, Relation) { return "n1", OwnedByTarget }
+	run := func(ops []Op) LeaseKeyCheck {
+		t.Helper()
+		ks := CheckLeases(ops, phases, time.Second, bound, owner)
+		if len(ks) != 1 {
+			t.Fatalf("%d keys", len(ks))
+		}
+		return ks[0]
+	}
+	// A takeover during the fault issues lower tokens: reported, not failed.
+	k := run([]Op{grant("a", 0, 10, 100, 50), release("a", 50), grant("b", 1500, 1510, 100, 7), release("b", 1550)})
+	if !k.Pass || len(k.Fencing) != 1 || len(k.FencingHealthy) != 0 {
+		t.Fatalf("across the fault: %+v", k)
+	}
+	// Two owner grants of the settled phase out of order fail.
+	k = run([]Op{grant("c", 3000, 3010, 100, 90), release("c", 3050), grant("d", 3100, 3110, 100, 80), release("d", 3150)})
+	if k.Pass || len(k.FencingHealthy) != 1 {
+		t.Fatalf("settled, out of order: %+v", k)
+	}
+	// The same from a local ceiling is only reported.
+	d := grant("d", 3100, 3110, 100, 80)
+	d.Source = "fallback"
+	k = run([]Op{grant("c", 3000, 3010, 100, 90), release("c", 3050), d, release("d", 3150)})
+	if !k.Pass || len(k.FencingHealthy) != 0 || len(k.Fencing) != 1 {
+		t.Fatalf("a ceiling's token: %+v", k)
+	}
+}

@@ -72,11 +72,12 @@ func (r Result) linearCell() string {
 // the most leases held at once in the healthy phases (before the fault and
 // once settled) against permits, then during or after the fault against
 // the fault's bound, each for the worst key; "!" marks a bound exceeded,
-// "L<n>" refusals only an unreclaimed lease explains, and "f<n>" counts
-// fencing-order violations (report-only).
+// "L<n>" refusals only an unreclaimed lease explains, "F<n>" fencing-order
+// violations among one owner's grants while healthy (these fail), and
+// "f<n>" fencing-order violations over the whole run (report-only).
 func (r Result) leaseCell(rel Relation) string {
 	var healthy, faulty *PhaseMax
-	fencing, leaks, any := 0, 0, false
+	fencing, leaks, healthyFencing, any := 0, 0, 0, false
 	for i := range r.Leases {
 		k := &r.Leases[i]
 		if k.Relation != rel {
@@ -85,6 +86,7 @@ func (r Result) leaseCell(rel Relation) string {
 		any = true
 		fencing += len(k.Fencing)
 		leaks += len(k.Leaks)
+		healthyFencing += len(k.FencingHealthy)
 		for j := range k.Phases {
 			p := &k.Phases[j]
 			w := &faulty
@@ -115,6 +117,9 @@ func (r Result) leaseCell(rel Relation) string {
 	}
 	if leaks > 0 {
 		c += fmt.Sprintf(" L%d!", leaks)
+	}
+	if healthyFencing > 0 {
+		c += fmt.Sprintf(" F%d!", healthyFencing)
 	}
 	if fencing > 0 {
 		c += fmt.Sprintf(" f%d", fencing)

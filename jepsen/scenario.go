@@ -552,6 +552,11 @@ func checkLeases(res *Result, sc ScenarioConfig, all []Op, owner map[BucketID]st
 			res.Failures = append(res.Failures, fmt.Sprintf("leases: %s/%s (%s, owner %s): %d held at once %s (at %.3fs) > bound %d (%s)",
 				k.ID.Limit, k.ID.Key, k.Relation, k.Owner, w.Max, w.Phase, float64(w.At)/1e9, w.Bound, k.Bound.Why))
 		}
+		if len(k.FencingHealthy) > 0 {
+			v := k.FencingHealthy[0]
+			res.Failures = append(res.Failures, fmt.Sprintf("leases: %s/%s: %d owner grants of a healthy phase with a fencing token not above an earlier one (first: %d at %.3fs after %d at %.3fs)",
+				k.ID.Limit, k.ID.Key, len(k.FencingHealthy), v.Later.Fencing, float64(v.Later.Call)/1e9, v.Earlier.Fencing, float64(v.Earlier.Return)/1e9))
+		}
 		if len(k.Leaks) > 0 {
 			l := k.Leaks[0]
 			res.Failures = append(res.Failures, fmt.Sprintf("leases: %s/%s: %d acquires refused %s while fewer than %d leases could be held (first at %.3fs by %s, at most %d held; %d abandoned leases expired before it): a lease was not reclaimed",
