@@ -309,6 +309,13 @@ func TestLeaveForgottenAndNotRetried(t *testing.T) {
 			t.Fatalf("%s did not record the leave of %s", r.cfg.Name, addr)
 		}
 	}
+	// A rejoin round that picked its targets before the leave was
+	// recorded may still be dialing: let every such round finish (one more
+	// round each) before counting.
+	before := []uint64{rest[0].rounds.Load(), rest[1].rounds.Load()}
+	waitFor(t, "in-flight rejoin rounds", func() bool {
+		return rest[0].rounds.Load() >= before[0]+1 && rest[1].rounds.Load() >= before[1]+1
+	})
 	dials := c.net.DialCount(addr)
 	rounds := []uint64{rest[0].rounds.Load(), rest[1].rounds.Load()}
 	waitFor(t, "three rejoin rounds", func() bool {
