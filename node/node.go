@@ -187,7 +187,9 @@ func (n *Node) Start(ctx context.Context) error {
 		ReadHeaderTimeout: 5 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 	}
-	n.grpcSrv = grpc.NewServer()
+	// A client that connects and never completes its handshake would hold
+	// GracefulStop/Stop for gRPC's default 120 s.
+	n.grpcSrv = grpc.NewServer(grpc.ConnectionTimeout(10 * time.Second))
 	api.RegisterGRPC(n.grpcSrv, n, api.DefaultGRPCConfig())
 	api.RegisterEnvoy(n.grpcSrv, n, n.cfg.Envoy)
 

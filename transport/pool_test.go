@@ -600,3 +600,37 @@ func TestConfigValidate(t *testing.T) {
 	}()
 	NewPool(Config{})
 }
+
+// TestStopDoesNotWaitForAStalledHandshake: a connection that never sends
+// its HTTP/2 preface (a peer cut off right after its TCP connect) must not
+// hold Stop for gRPC's default 120 s connection timeout; it holds it for
+// handshakeTimeout at most.
+func TestStopDoesNotWaitForAStalledHandshake(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := NewServer(nil, nil)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(lis) }()
+	conn, err := net.Dial("tcp", lis.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// The server is in its handshake once it accepted the connection;
+	// a byte short of the preface keeps it there.
+	if _, err := conn.Write([]byte("P")); err != nil {
+		t.Fatal(err)
+	}
+	stopped := make(chan struct{})
+	go func() { srv.Stop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(handshakeTimeout + 20*time.Second): // far below gRPC's 120 s
+		t.Fatalf("Stop still waiting for a stalled handshake after %v", handshakeTimeout+20*time.Second)
+	}
+	if err := <-served; err != nil {
+		t.Fatalf("Serve: %v", err)
+	}
+}

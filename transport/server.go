@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -22,6 +23,13 @@ type Server struct {
 	gs *grpc.Server
 }
 
+// handshakeTimeout bounds a new connection's HTTP/2 handshake. gRPC's
+// default is 120 s, and Stop waits for connections still in their
+// handshake: a peer whose packets stopped right after its TCP connect (a
+// partition) held a node's shutdown for two minutes in the simulated
+// network. Peers send their preface at once; 3 s is generous.
+const handshakeTimeout = 3 * time.Second
+
 // NewServer returns a Server that answers with h and accepts only calls
 // carrying token (the peerToken of DeriveKeys). An empty token disables
 // authentication; the node passes one whenever a cluster secret is
@@ -29,6 +37,7 @@ type Server struct {
 func NewServer(h Handler, token []byte) *Server {
 	v := newVerifier(token)
 	gs := grpc.NewServer(
+		grpc.ConnectionTimeout(handshakeTimeout),
 		grpc.ChainUnaryInterceptor(v.unary),
 		grpc.ChainStreamInterceptor(v.stream),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
