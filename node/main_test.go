@@ -15,20 +15,18 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/weir-rl/weir/api/weirv1"
+	"github.com/weir-rl/weir/internal/leakcheck"
 	"github.com/weir-rl/weir/node"
 )
 
 // The tests in this package are end-to-end: one real node on loopback
 // listeners, talked to over HTTP and gRPC, deciding on an injected clock.
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
-}
+func TestMain(m *testing.M) { leakcheck.Main(m) }
 
 // epoch is where every fake clock starts.
 var epoch = time.Date(2030, time.January, 2, 3, 4, 5, 0, time.UTC)

@@ -9,12 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
+	"github.com/weir-rl/weir/internal/leakcheck"
 	"github.com/weir-rl/weir/internal/simnet"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { leakcheck.Main(m) }
 
 // bound is the generous deadline for detection, convergence and healing
 // with LocalTiming (which documents ≈ 1–2 s), for -race on a loaded machine.
