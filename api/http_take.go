@@ -5,13 +5,12 @@ import (
 	"strconv"
 )
 
-// withEvidence returns r's wire form with its evidence, when it has any.
-func withEvidence(r Result) resultJSON {
-	out := toResultJSON(r)
-	if ev := r.Evidence; ev.Run != "" {
-		out.Evidence = &evidenceJSON{Decider: ev.Decider(), DecidedAtNs: ev.DecidedAt.UnixNano(), Instance: ev.Instance()}
+// evidenceOf returns ev's wire form, nil when no bucket decided.
+func evidenceOf(ev Evidence) *evidenceJSON {
+	if ev.Run == "" {
+		return nil
 	}
-	return out
+	return &evidenceJSON{Decider: ev.Decider(), DecidedAtNs: ev.DecidedAt.UnixNano(), Instance: ev.Instance()}
 }
 
 // resultJSON is one Result on the wire, fields in the order of DESIGN §5.
@@ -100,10 +99,9 @@ func (h *httpHandler) take(w http.ResponseWriter, r *http.Request) {
 		Results:      make([]resultJSON, len(resp.Results)),
 	}
 	for i, res := range resp.Results {
+		out.Results[i] = toResultJSON(res)
 		if evidence {
-			out.Results[i] = withEvidence(res)
-		} else {
-			out.Results[i] = toResultJSON(res)
+			out.Results[i].Evidence = evidenceOf(res.Evidence)
 		}
 	}
 	writeJSON(w, http.StatusOK, out)

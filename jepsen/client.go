@@ -141,6 +141,57 @@ func (w *worker) run(ctx context.Context) {
 	}
 }
 
+// exchange sends one request for o (a JSON body when body is not nil)
+// with deadline d, stamping o's ID, Call and Return on r's clock. answered
+// is false when no HTTP answer came, and o's Result and Err then say why:
+// Failed for a refused connection (nothing was sent), Timeout otherwise.
+// cut reports that ctx, the run, ended mid-request: the op is not part of
+// the history.
+func (r *Recorder) exchange(ctx context.Context, hc *http.Client, o *Op, d time.Duration, method, url string, body any) (status int, data []byte, answered, cut bool) {
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	rctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	o.ID = r.id.Add(1)
+	o.Call = r.Now()
+	req, _ := http.NewRequestWithContext(rctx, method, url, rd)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := hc.Do(req)
+	if err == nil {
+		data, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+	}
+	o.Return = r.Now()
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return 0, nil, false, true
+	case err != nil && errors.Is(err, syscall.ECONNREFUSED):
+		o.Result, o.Err = Failed, "connection refused"
+	case err != nil:
+		o.Result, o.Err = Timeout, err.Error()
+	}
+	if resp != nil {
+		o.Status = resp.StatusCode
+	}
+	return o.Status, data, err == nil, false
+}
+
+// otherStatus records an answer the op's kind does not expect: a 4xx or
+// 503 is a definite error that spent nothing, anything else (a 500, say)
+// is indeterminate.
+func (o *Op) otherStatus(status int, data []byte) {
+	if status < 500 || status == http.StatusServiceUnavailable {
+		o.Result, o.Err = Failed, fmt.Sprintf("status %d: %.100s", status, data)
+		return
+	}
+	o.Result, o.Err = Timeout, fmt.Sprintf("status %d: %.100s", status, data)
+}
+
 type takeReply struct {
 	Allowed bool `json:"allowed"`
 	Results []struct {
@@ -163,29 +214,14 @@ func (w *worker) once(ctx context.Context) {
 	} else {
 		o.Limit, o.Key, o.Cost = w.wl.ColdLimit, w.wl.ColdKeys[w.rnd.IntN(len(w.wl.ColdKeys))], coldCost(w.rnd)
 	}
-	body, _ := json.Marshal(map[string]any{"checks": []map[string]any{{"limit": o.Limit, "key": o.Key, "cost": o.Cost}}, "evidence": true})
-	rctx, cancel := context.WithTimeout(ctx, w.wl.Deadline)
-	defer cancel()
-	o.ID = w.rec.id.Add(1)
-	o.Call = w.rec.Now()
-	req, _ := http.NewRequestWithContext(rctx, http.MethodPost, w.url, bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := w.hc.Do(req)
-	var data []byte
-	if err == nil {
-		data, err = io.ReadAll(resp.Body)
-		resp.Body.Close()
-	}
-	o.Return = w.rec.Now()
-	if ctx.Err() != nil && err != nil {
+	body := map[string]any{"checks": []map[string]any{{"limit": o.Limit, "key": o.Key, "cost": o.Cost}}, "evidence": true}
+	status, data, answered, cut := w.rec.exchange(ctx, w.hc, &o, w.wl.Deadline, http.MethodPost, w.url, body)
+	if cut {
 		return // the run ended mid-request: not part of the history
 	}
 	switch {
-	case err != nil && errors.Is(err, syscall.ECONNREFUSED):
-		o.Result, o.Err = Failed, "connection refused"
-	case err != nil:
-		o.Result, o.Err = Timeout, err.Error()
-	case resp.StatusCode == http.StatusOK:
+	case !answered:
+	case status == http.StatusOK:
 		var rep takeReply
 		if jerr := json.Unmarshal(data, &rep); jerr != nil {
 			o.Result, o.Err = Timeout, "bad reply: "+jerr.Error()
@@ -202,13 +238,8 @@ func (w *worker) once(ctx context.Context) {
 				o.Decider, o.DecidedAt, o.Instance = ev.Decider, ev.DecidedAtNs, ev.Instance
 			}
 		}
-	case resp.StatusCode < 500 || resp.StatusCode == http.StatusServiceUnavailable:
-		o.Result, o.Err = Failed, fmt.Sprintf("status %d: %.100s", resp.StatusCode, data)
 	default:
-		o.Result, o.Err = Timeout, fmt.Sprintf("status %d: %.100s", resp.StatusCode, data)
-	}
-	if resp != nil {
-		o.Status = resp.StatusCode
+		o.otherStatus(status, data)
 	}
 	w.rec.add(o)
 }

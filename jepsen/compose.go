@@ -457,27 +457,7 @@ func (c *Compose) Loss(ctx context.Context, i int, peers []int, p float64) error
 // Heal flushes INPUT and OUTPUT in node i's network namespace. A container
 // that is not running has no rules (its namespace went with it): nil.
 func (c *Compose) Heal(ctx context.Context, i int) error {
-	return c.iptables(ctx, i, [][]string{{"-F", "INPUT"}, {"-F", "OUTPUT"}}, true)
-}
-
-// cutRules returns the iptables arguments (after `iptables -w`) that drop
-// traffic between a node and each of peers, whose addresses ip gives, with
-// the extra match (nil: every packet): INPUT from and OUTPUT to each peer,
-// or with oneWay only INPUT. These are Net's rules.
-func cutRules(ip func(int) string, peers []int, match []string, oneWay bool) [][]string {
-	var rules [][]string
-	for _, p := range peers {
-		rules = append(rules, slices.Concat([]string{"-A", "INPUT", "-s", ip(p)}, match, []string{"-j", "DROP"}))
-		if !oneWay {
-			rules = append(rules, slices.Concat([]string{"-A", "OUTPUT", "-d", ip(p)}, match, []string{"-j", "DROP"}))
-		}
-	}
-	return rules
-}
-
-// lossMatch is the iptables match of random loss with probability p.
-func lossMatch(p float64) []string {
-	return []string{"-m", "statistic", "--mode", "random", "--probability", strconv.FormatFloat(p, 'f', 3, 64)}
+	return c.iptables(ctx, i, healRules, true)
 }
 
 // Close saves every container's logs to LogDir/n<i>.log and removes the

@@ -77,17 +77,43 @@ type HeldInterval struct {
 // (limit, key) in ops (lease ops of that key, any order). Leases whose span
 // is empty are left out.
 func HeldIntervals(ops []Op) []HeldInterval {
-	type lease struct {
-		acq      Op
-		expiry   int64
-		released int64
+	var out []HeldInterval
+	for _, l := range leaseLives(ops, 0) {
+		if end := min(l.sureExpiry, l.sureEnd); end > l.acq.Return {
+			out = append(out, HeldInterval{ID: l.acq.LeaseID, Node: l.acq.Node, Start: l.acq.Return, End: end, Fencing: l.acq.Fencing})
+		}
 	}
-	byID := make(map[string]*lease)
-	var order []string
+	return out
+}
+
+// leaseLife is what the ops of one granted lease bound about its life, on
+// both sides of the uncertainty [Call, Return] of each op: the latest
+// expiry it was surely given (Call + TTL of its grant and successful
+// renews) and when its holder surely stopped counting on it (the Call of
+// any release or of a renew answered 404), for the surely-held span; the
+// latest expiry it may have been given (Return + TTL, or + maxTTL for a
+// renew that timed out) and when it surely ended (the Return of a release
+// answered 204 or of a renew answered 404), for the possibly-held span.
+type leaseLife struct {
+	acq                         Op
+	sureExpiry, sureEnd         int64
+	possibleExpiry, possibleEnd int64
+}
+
+// leaseLives returns the life of every granted lease in ops (lease ops of
+// one key, any order), in grant order.
+func leaseLives(ops []Op, maxTTL int64) []*leaseLife {
+	byID := make(map[string]*leaseLife)
+	var order []*leaseLife
 	for _, o := range ops {
 		if o.Kind == KindAcquire && o.Result == Allowed && o.LeaseID != "" {
-			byID[o.LeaseID] = &lease{acq: o, expiry: o.Call + o.TTLms*1e6, released: math.MaxInt64}
-			order = append(order, o.LeaseID)
+			l := &leaseLife{
+				acq:        o,
+				sureExpiry: o.Call + o.TTLms*1e6, sureEnd: math.MaxInt64,
+				possibleExpiry: o.Return + o.TTLms*1e6, possibleEnd: math.MaxInt64,
+			}
+			byID[o.LeaseID] = l
+			order = append(order, l)
 		}
 	}
 	for _, o := range ops {
@@ -97,23 +123,23 @@ func HeldIntervals(ops []Op) []HeldInterval {
 		}
 		switch {
 		case o.Kind == KindRenew && o.Result == Allowed:
-			l.expiry = max(l.expiry, o.Call+o.TTLms*1e6)
-		case o.Kind == KindRelease, o.Kind == KindRenew && o.Result == Denied:
+			l.sureExpiry = max(l.sureExpiry, o.Call+o.TTLms*1e6)
+			l.possibleExpiry = max(l.possibleExpiry, o.Return+o.TTLms*1e6)
+		case o.Kind == KindRenew && o.Result == Timeout:
+			l.possibleExpiry = max(l.possibleExpiry, o.Return+maxTTL)
+		case o.Kind == KindRenew && o.Result == Denied:
 			// A renew answered 404 tells the holder to stop: from its
 			// call on the holder no longer counts on the lease.
-			l.released = min(l.released, o.Call)
+			l.sureEnd = min(l.sureEnd, o.Call)
+			l.possibleEnd = min(l.possibleEnd, o.Return)
+		case o.Kind == KindRelease:
+			l.sureEnd = min(l.sureEnd, o.Call)
+			if o.Result == Allowed {
+				l.possibleEnd = min(l.possibleEnd, o.Return)
+			}
 		}
 	}
-	var out []HeldInterval
-	for _, id := range order {
-		l := byID[id]
-		end := min(l.expiry, l.released)
-		if end <= l.acq.Return {
-			continue
-		}
-		out = append(out, HeldInterval{ID: id, Node: l.acq.Node, Start: l.acq.Return, End: end, Fencing: l.acq.Fencing})
-	}
-	return out
+	return order
 }
 
 // PhaseMax is the most leases of one key surely held at one instant of a
@@ -269,45 +295,18 @@ type Leak struct {
 // after its forward failed, may have been granted unseen by the owner and
 // also counts from its Call to its Return plus maxTTL.
 func possiblyHeld(ops []Op, maxTTL int64) [][2]int64 {
-	type lease struct {
-		start, expiry, end int64
-	}
-	byID := make(map[string]*lease)
-	var order []string
 	var out [][2]int64
 	for _, o := range ops {
-		switch {
-		case o.Kind == KindAcquire && o.Result == Allowed && o.LeaseID != "":
-			byID[o.LeaseID] = &lease{start: o.Call, expiry: o.Return + o.TTLms*1e6, end: math.MaxInt64}
-			order = append(order, o.LeaseID)
-		case o.Kind == KindAcquire && o.Result == Timeout:
-			out = append(out, [2]int64{o.Call, o.Return + maxTTL})
-		}
 		// A node that gave up on its forward and answered from its local
 		// ceiling (granted or not) may have had the forward reach the
 		// owner, which then granted a lease nobody holds (a 3-loss run:
 		// eight refusals while two leases were held).
-		if o.Kind == KindAcquire && o.Source == "fallback" {
+		if o.Kind == KindAcquire && (o.Result == Timeout || o.Source == "fallback") {
 			out = append(out, [2]int64{o.Call, o.Return + maxTTL})
 		}
 	}
-	for _, o := range ops {
-		l := byID[o.LeaseID]
-		if l == nil {
-			continue
-		}
-		switch {
-		case o.Kind == KindRenew && o.Result == Allowed:
-			l.expiry = max(l.expiry, o.Return+o.TTLms*1e6)
-		case o.Kind == KindRenew && o.Result == Timeout:
-			l.expiry = max(l.expiry, o.Return+maxTTL)
-		case o.Kind == KindRenew && o.Result == Denied, o.Kind == KindRelease && o.Result == Allowed:
-			l.end = min(l.end, o.Return)
-		}
-	}
-	for _, id := range order {
-		l := byID[id]
-		out = append(out, [2]int64{l.start, min(l.end, l.expiry)})
+	for _, l := range leaseLives(ops, maxTTL) {
+		out = append(out, [2]int64{l.acq.Call, min(l.possibleEnd, l.possibleExpiry)})
 	}
 	return out
 }

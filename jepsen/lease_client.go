@@ -1,17 +1,13 @@
 package jepsen
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -156,64 +152,37 @@ type grantReply struct {
 // do sends one lease request, records it and returns the recorded op.
 func (h *holder) do(ctx context.Context, o Op, method, path string, body any) Op {
 	o.Client, o.Node, o.Limit = h.id, h.node, h.wl.Limit.Name
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
-	rctx, cancel := context.WithTimeout(ctx, h.wl.Deadline)
-	defer cancel()
-	o.ID = h.rec.id.Add(1)
-	o.Call = h.rec.Now()
-	req, _ := http.NewRequestWithContext(rctx, method, h.base+path, rd)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := h.hc.Do(req)
-	var data []byte
-	if err == nil {
-		data, err = io.ReadAll(resp.Body)
-		resp.Body.Close()
-	}
-	o.Return = h.rec.Now()
-	if ctx.Err() != nil && err != nil {
+	status, data, answered, cut := h.rec.exchange(ctx, h.hc, &o, h.wl.Deadline, method, h.base+path, body)
+	if cut {
 		o.Result = Timeout
 		return o // the run ended mid-request: not part of the history
 	}
 	switch {
-	case err != nil && errors.Is(err, syscall.ECONNREFUSED):
-		o.Result, o.Err = Failed, "connection refused"
-	case err != nil:
-		o.Result, o.Err = Timeout, err.Error()
-	case resp.StatusCode == http.StatusCreated && o.Kind == KindAcquire:
+	case !answered:
+	case status == http.StatusCreated && o.Kind == KindAcquire:
 		var g grantReply
 		if jerr := json.Unmarshal(data, &g); jerr != nil || g.ID == "" {
 			o.Result, o.Err = Timeout, fmt.Sprintf("bad grant: %.100s", data)
 			break
 		}
 		o.Result, o.LeaseID, o.Fencing, o.TTLms, o.Source = Allowed, g.ID, g.Fencing, g.TTLms, g.Source
-	case resp.StatusCode == http.StatusOK && o.Kind == KindRenew:
+	case status == http.StatusOK && o.Kind == KindRenew:
 		var g grantReply
 		if jerr := json.Unmarshal(data, &g); jerr != nil {
 			o.Result, o.Err = Timeout, fmt.Sprintf("bad renew: %.100s", data)
 			break
 		}
 		o.Result, o.TTLms = Allowed, g.TTLms
-	case resp.StatusCode == http.StatusNoContent && o.Kind == KindRelease:
+	case status == http.StatusNoContent && o.Kind == KindRelease:
 		o.Result = Allowed
-	case resp.StatusCode == http.StatusTooManyRequests && o.Kind == KindAcquire:
+	case status == http.StatusTooManyRequests && o.Kind == KindAcquire:
 		var g grantReply
 		_ = json.Unmarshal(data, &g) // the source is evidence only; a 429 is a refusal either way
 		o.Result, o.Source = Denied, g.Source
-	case resp.StatusCode == http.StatusNotFound && o.Kind == KindRenew:
+	case status == http.StatusNotFound && o.Kind == KindRenew:
 		o.Result = Denied
-	case resp.StatusCode < 500 || resp.StatusCode == http.StatusServiceUnavailable:
-		o.Result, o.Err = Failed, fmt.Sprintf("status %d: %.100s", resp.StatusCode, data)
 	default:
-		o.Result, o.Err = Timeout, fmt.Sprintf("status %d: %.100s", resp.StatusCode, data)
-	}
-	if resp != nil {
-		o.Status = resp.StatusCode
+		o.otherStatus(status, data)
 	}
 	h.rec.add(o)
 	return o

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -145,41 +146,60 @@ func (nw *Net) ipt(ctx context.Context, i int, args ...string) error {
 // i's namespace (INPUT from and OUTPUT to their addresses). The runner's
 // address is untouched, so clients still reach node i.
 func (nw *Net) Block(ctx context.Context, i int, peers []int) error {
-	return nw.drop(ctx, i, peers, nil)
+	return nw.apply(ctx, i, cutRules(nw.IP, peers, nil, false))
 }
 
 // Loss drops each packet between node i and each of peers with probability
 // p, in both directions (iptables statistic match).
 func (nw *Net) Loss(ctx context.Context, i int, peers []int, p float64) error {
-	return nw.drop(ctx, i, peers, []string{"-m", "statistic", "--mode", "random", "--probability", strconv.FormatFloat(p, 'f', 3, 64)})
+	return nw.apply(ctx, i, cutRules(nw.IP, peers, lossMatch(p), false))
 }
 
 // Deafen drops, inside node i's namespace, every packet from each of from;
 // what i sends still goes out. A one-way cut.
 func (nw *Net) Deafen(ctx context.Context, i int, from []int) error {
-	for _, p := range from {
-		if err := nw.ipt(ctx, i, "-A", "INPUT", "-s", nw.IP(p), "-j", "DROP"); err != nil {
+	return nw.apply(ctx, i, cutRules(nw.IP, from, nil, true))
+}
+
+// apply runs each rule with iptables in node i's namespace, stopping at the
+// first error.
+func (nw *Net) apply(ctx context.Context, i int, rules [][]string) error {
+	for _, r := range rules {
+		if err := nw.ipt(ctx, i, r...); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (nw *Net) drop(ctx context.Context, i int, peers []int, match []string) error {
+// cutRules returns the iptables arguments (after `iptables -w`) that drop
+// traffic between a node and each of peers, whose addresses ip gives, with
+// the extra match (nil: every packet): INPUT from and OUTPUT to each peer,
+// or with oneWay only INPUT.
+func cutRules(ip func(int) string, peers []int, match []string, oneWay bool) [][]string {
+	var rules [][]string
 	for _, p := range peers {
-		in := append(append([]string{"-A", "INPUT", "-s", nw.IP(p)}, match...), "-j", "DROP")
-		out := append(append([]string{"-A", "OUTPUT", "-d", nw.IP(p)}, match...), "-j", "DROP")
-		if err := nw.ipt(ctx, i, in...); err != nil {
-			return err
-		}
-		if err := nw.ipt(ctx, i, out...); err != nil {
-			return err
+		rules = append(rules, slices.Concat([]string{"-A", "INPUT", "-s", ip(p)}, match, []string{"-j", "DROP"}))
+		if !oneWay {
+			rules = append(rules, slices.Concat([]string{"-A", "OUTPUT", "-d", ip(p)}, match, []string{"-j", "DROP"}))
 		}
 	}
-	return nil
+	return rules
 }
+
+// lossMatch is the iptables match of random loss with probability p.
+func lossMatch(p float64) []string {
+	return []string{"-m", "statistic", "--mode", "random", "--probability", strconv.FormatFloat(p, 'f', 3, 64)}
+}
+
+// healRules flush what cutRules added.
+var healRules = [][]string{{"-F", "INPUT"}, {"-F", "OUTPUT"}}
 
 // Heal removes every rule Block, Deafen and Loss added in node i's namespace.
 func (nw *Net) Heal(ctx context.Context, i int) error {
-	return errors.Join(nw.ipt(ctx, i, "-F", "INPUT"), nw.ipt(ctx, i, "-F", "OUTPUT"))
+	var errs []error
+	for _, r := range healRules {
+		errs = append(errs, nw.ipt(ctx, i, r...))
+	}
+	return errors.Join(errs...)
 }

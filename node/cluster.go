@@ -64,8 +64,9 @@ type cluster struct {
 	// until a seed answered (DESIGN §6).
 	requireJoin bool
 	seeds       int // number of --join addresses
-	// failures are recent member failures (an immutable slice, replaced
-	// whole), read on the decision path without a lock.
+	// failures are recent member failures in detection order (an
+	// immutable slice, replaced whole), read on the decision path without
+	// a lock.
 	failures atomic.Pointer[[]failure]
 	locks    keyLocks // see hold and handOver
 	// leaving is set while this node hands everything off before leaving.
@@ -213,22 +214,18 @@ func (c *cluster) mayDecide(v *ring.View, hk string) bool {
 // split the minority node saw three failures 0.4 s and 1.2 s apart and,
 // timing each from its own detection, took over the first failed owner's
 // key before it noticed it was a minority. Failures at or after the
-// returned time count; none count when the latest is delay old.
+// returned time count; none count when the latest is delay old. fs must
+// be in detection order.
 func quietSince(fs []failure, now time.Time, delay time.Duration) time.Time {
-	ats := make([]time.Time, len(fs))
-	for i, f := range fs {
-		ats[i] = f.at
-	}
-	slices.SortFunc(ats, func(a, b time.Time) int { return b.Compare(a) }) // latest first
-	if len(ats) == 0 || now.Sub(ats[0]) >= delay {
+	// fs is in detection order (noteFailures appends), so the run is a
+	// suffix: walk it back from the latest without sorting or allocating
+	// on the decision path.
+	if len(fs) == 0 || now.Sub(fs[len(fs)-1].at) >= delay {
 		return now.Add(time.Nanosecond)
 	}
-	from := ats[0]
-	for _, at := range ats[1:] {
-		if from.Sub(at) >= delay {
-			break
-		}
-		from = at
+	from := fs[len(fs)-1].at
+	for k := len(fs) - 2; k >= 0 && from.Sub(fs[k].at) < delay; k-- {
+		from = fs[k].at
 	}
 	return from
 }

@@ -347,7 +347,7 @@ func (c *cluster) setLimitsVersion(v int64) {
 	c.ring.SetMeta(meta)
 }
 
-// warm dials every live member not dialled yet with an empty pull, so the
+// warm dials every live member not dialled yet (reachable's empty pull), so the
 // first real forward to a new member does not pay for the connection and
 // miss its deadline (seen in the compose test).
 func (c *cluster) warm(ctx context.Context, v *ring.View, seen map[string]bool) {
@@ -357,6 +357,6 @@ func (c *cluster) warm(ctx context.Context, v *ring.View, seen map[string]bool) 
 			continue
 		}
 		seen[addr] = true
-		c.node.goRun(func() { _, _ = c.pool.Do(ctx, addr, transport.Request{Op: transport.OpPull}) })
+		c.node.goRun(func() { c.reachable(ctx, addr) })
 	}
 }

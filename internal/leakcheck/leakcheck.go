@@ -24,18 +24,16 @@ const grace = 5 * time.Second
 func Main(m *testing.M) {
 	code := m.Run()
 	if code == 0 {
+		// goleak.Find itself retries with a growing backoff (about half a
+		// second in all) before it reports; ask again until grace is up.
 		deadline := time.Now().Add(grace)
-		for {
-			err := goleak.Find()
-			if err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				fmt.Fprintf(os.Stderr, "leakcheck: goroutines still running %v after the tests: %v\n", grace, err)
-				code = 1
-				break
-			}
-			time.Sleep(100 * time.Millisecond)
+		err := goleak.Find()
+		for err != nil && time.Now().Before(deadline) {
+			err = goleak.Find()
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "leakcheck: goroutines still running %v after the tests: %v\n", grace, err)
+			code = 1
 		}
 	}
 	os.Exit(code)
