@@ -24,7 +24,7 @@ test: fmt-check vet tidy-check proto-check lint ## everything CI checks
 	@if [ "$$(id -u)" = 0 ] || [ "$$CI" = "true" ]; then $(MAKE) --no-print-directory jepsen-quick; \
 	else echo "jepsen-quick skipped: it needs root for network namespaces (CI runs it)"; fi
 
-check: test ## alias kept for STYLE.md
+check: test ## alias of test
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

@@ -53,7 +53,7 @@
 // "evidence": {"decider","decided_at_ns","instance"}, the node whose bucket
 // decided, its decision clock and the bucket instance (see Evidence). It
 // is for audits such as jepsen/'s checkers; without it the body is exactly
-// DESIGN §5's. A lease request with "evidence": true gets "source" ("owner"
+// docs/architecture.md §5.1's. A lease request with "evidence": true gets "source" ("owner"
 // or "fallback") in its 201 or 429 body.
 //
 // # Rate-limit headers

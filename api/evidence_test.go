@@ -35,7 +35,7 @@ func TestEvidenceNames(t *testing.T) {
 	}
 }
 
-// TestHTTPEvidenceOnlyWhenAsked: the DESIGN §5 body unless the request
+// TestHTTPEvidenceOnlyWhenAsked: the docs/architecture.md §5.1 body unless the request
 // says "evidence": true.
 func TestHTTPEvidenceOnlyWhenAsked(t *testing.T) {
 	s := newTestServer(t, evidenceDecider(), HTTPConfig{})

@@ -72,7 +72,7 @@ type httpHandler struct {
 	mux    *http.ServeMux
 }
 
-// NewHTTPHandler returns the HTTP API of DESIGN §5 (see the package doc for
+// NewHTTPHandler returns the HTTP API of docs/architecture.md §5 (see the package doc for
 // routes, statuses, headers and bodies) served from d. metrics serves GET
 // /metrics and may be nil (then /metrics is 404). logger receives internal
 // errors and recovered panics, never a caller's key; nil discards. Zero

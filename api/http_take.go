@@ -13,7 +13,7 @@ func evidenceOf(ev Evidence) *evidenceJSON {
 	return &evidenceJSON{Decider: ev.Decider(), DecidedAtNs: ev.DecidedAt.UnixNano(), Instance: ev.Instance()}
 }
 
-// resultJSON is one Result on the wire, fields in the order of DESIGN §5.
+// resultJSON is one Result on the wire, fields in the order of docs/architecture.md §5.1.
 type resultJSON struct {
 	Limit        string `json:"limit"`
 	Allowed      bool   `json:"allowed"`

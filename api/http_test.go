@@ -135,7 +135,7 @@ func TestTakeAllowed(t *testing.T) {
 }
 
 // A denied take is still 200 (a decision was made); it carries the headers
-// of the first denied check and the body of DESIGN §5.
+// of the first denied check and the body of docs/architecture.md §5.1.
 func TestTakeDenied(t *testing.T) {
 	f := &fakeDecider{takeFn: func(_ context.Context, checks []Check) (TakeResponse, error) {
 		ok := exportAllowed()

@@ -40,7 +40,7 @@ type fakeDecider struct {
 
 var _ Decider = (*fakeDecider)(nil)
 
-// exportResult is the "export" limit of DESIGN §4 (capacity 6, 2/s, so a
+// exportResult is the "export" limit of the embedded default limits file (docs/architecture.md §4) (capacity 6, 2/s, so a
 // 3 s window) with 5 tokens left after an allowed take.
 func exportAllowed() Result {
 	return Result{
@@ -49,7 +49,7 @@ func exportAllowed() Result {
 	}
 }
 
-// exportDenied is the denial of DESIGN §5: 500 ms to retry, 3 s to full.
+// exportDenied is the denial of docs/architecture.md §5.1: 500 ms to retry, 3 s to full.
 func exportDenied() Result {
 	return Result{
 		Limit: "export", Allowed: false, Remaining: 0, Capacity: 6,

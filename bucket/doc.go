@@ -4,12 +4,12 @@
 // # Algorithms
 //
 // TakeAt is the atomic transition of one bucket: token_bucket, gcra,
-// sliding_window or fixed_window (DESIGN.md §3). The algorithms are pure
+// sliding_window or fixed_window (docs/architecture.md §3). The algorithms are pure
 // functions of (Limit, State, now, cost): they never read a clock, start no
 // goroutine and allocate nothing. A State is 32 bytes; its zero value is a
 // missing bucket, which is full.
 //
-//   - token_bucket is exactly the seeds' decide(): lazy refill capped at
+//   - token_bucket is the classic lazy-refill bucket: lazy refill capped at
 //     Capacity, t = max(now, last) so a backward clock mints nothing, spend on
 //     allow, store balance and time on allow and on deny.
 //   - gcra keeps the theoretical arrival time instead of a balance. Its

@@ -31,7 +31,7 @@ const (
 // Algorithm names a rate-limiting algorithm. The zero value is TokenBucket.
 type Algorithm uint8
 
-// The algorithms. DESIGN.md §3 gives their contracts.
+// The algorithms. docs/architecture.md §3 gives their contracts.
 const (
 	// TokenBucket refills Rate continuously up to Capacity.
 	TokenBucket Algorithm = iota

@@ -7,7 +7,7 @@ import (
 )
 
 // ideal replays admitted requests through the ideal bucket B + r*t and
-// fails when it goes below zero (DESIGN.md §11).
+// fails when it goes below zero (docs/architecture.md §11).
 type ideal struct {
 	l      Limit
 	tokens *big.Rat

@@ -86,7 +86,7 @@ type Decision struct {
 
 // TakeAt is the atomic transition of one bucket at now: it refills (or
 // rolls the window), tests whether cost fits, spends it when it does, and
-// stores the result in *s on allow and on deny, as the seeds' decide().
+// stores the result in *s on allow and on deny.
 // Time is clamped to the latest instant the state has seen, so a clock that
 // jumps backwards mints nothing. An invalid limit or a cost outside
 // 1..Capacity is an error wrapping ErrInvalid, and *s is not changed.

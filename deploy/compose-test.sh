@@ -215,7 +215,7 @@ done
 info "$total concurrent takes (round-robin, $per per node, $((3 * PARALLEL)) in flight) in $ms ms: HTTP 200 $ok200, allowed $allowed ($per_node), sources $sources"
 [ "$ok200" = "$total" ] && pass "every one of the $total takes got HTTP 200" || fail "only $ok200 of $total takes got HTTP 200"
 # Safety holds whatever the load: the owner never admits past capacity, and
-# each node that fell back adds at most its local share (DESIGN §6).
+# each node that fell back adds at most its local share (docs/architecture.md §6.4).
 share=$(((CAP + 2) / 3))
 own_ok=$(jq '[.[] | select(.source == "owner" and .allowed)] | length' "$tmp/exact.json")
 fb_nodes=0
@@ -314,9 +314,8 @@ else
 fi
 [ "$fb_allowed" -le $((2 * share)) ] && pass "fallback admitted $fb_allowed on the exhausted key, within 2 local shares (2x$share)" ||
 	fail "fallback admitted $fb_allowed on the exhausted key, more than 2 local shares (2x$share)"
-# DESIGN §6 wants at most the last replication interval of debits lost; the
-# node has no crash replication yet (node/doc.go), so the new owner starts the
-# key full. Reported, not checked, until replication lands.
+# A crash may lose the dead owner's debits: the node has no crash replication
+# yet (docs/architecture.md §6.8), so the new owner starts the key full. Reported, not checked, until replication lands.
 info "new owner admitted $own_allowed of $own on the exhausted key (0 = no debit lost in the crash)"
 alive=$(curl -sS --max-time 2 "$(url "${survivors[0]}")/v1/cluster" |
 	jq -r '[.members[] | "\(.name)=\(.state)"] | join(" ")')

@@ -44,7 +44,7 @@ const (
 )
 
 // Bound is the design bound on one bucket's excess under one fault
-// (DESIGN §6, no replication yet):
+// (docs/architecture.md §6.8 and §11, no replication yet):
 //
 //	OwnerChanges*B  +  sum over nodes that decided from fallback of
 //	                   (max(1, floor(B/Members)) + r/Members * span)

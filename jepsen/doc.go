@@ -11,7 +11,7 @@
 //     one monotonic base, and the JSONL encoding of a history;
 //   - checker.go: the over-admission checker (Excess): the largest excess of
 //     definitely admitted cost over an ideal token bucket, over every window;
-//   - bound.go: the design bound of each fault (Bound), from DESIGN §6,
+//   - bound.go: the design bound of each fault (Bound), from docs/architecture.md §6,
 //     and the fallback allowance of local ceilings;
 //   - avail.go: availability and latency per phase;
 //   - lease_check.go: the lease checker (CheckLeases): leases surely held
@@ -43,7 +43,7 @@
 // fell inside it (t1 <= Call and Return <= t2), like Jepsen's counter
 // checker counts only acknowledged increments for its lower bound. An ideal
 // token bucket of capacity B and rate r admits at most B + r*(t2-t1) over
-// any window, whatever its state at t1 (DESIGN §11), so
+// any window, whatever its state at t1 (docs/architecture.md §11), so
 //
 //	excess = max over windows of (surely admitted cost - B - r*(t2-t1))
 //

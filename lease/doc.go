@@ -64,6 +64,6 @@
 //
 // Config.MaxLeases and Config.MaxWaiters bound the memory one node spends;
 // at a cap Acquire returns ErrOverloaded so the node can apply the limit's
-// failure policy (DESIGN section 8). A (limit, key) with no lease and no
+// failure policy (docs/architecture.md §8.3). A (limit, key) with no lease and no
 // waiter is deleted at once.
 package lease

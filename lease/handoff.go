@@ -10,7 +10,7 @@ import (
 // Snapshot is one lease as it crosses nodes: on a handoff when ownership of
 // its key moves, or in the replication stream to the key's next node.
 // Its lifetime is relative (Remaining), never the sender's absolute clock,
-// so clock skew between nodes cannot lengthen or shorten it (DESIGN 6).
+// so clock skew between nodes cannot lengthen or shorten it (docs/architecture.md §7).
 type Snapshot struct {
 	// ID, Limit, Key, Holder, Fencing and TTL are the lease's Grant fields.
 	ID         string

@@ -107,7 +107,7 @@ func (p Params) Wait(wait time.Duration) time.Duration {
 // change fields; the zero Config is invalid.
 type Config struct {
 	// MaxLeases caps the leases held in the table across all keys, so that
-	// callers inventing keys cannot exhaust memory (DESIGN section 8). At
+	// callers inventing keys cannot exhaust memory (docs/architecture.md §8.3). At
 	// the cap Acquire returns ErrOverloaded instead of granting. Grants to
 	// already parked waiters and imported leases are not refused, so the
 	// table may exceed the cap by at most MaxWaiters plus what Import adds.

@@ -22,7 +22,7 @@ import (
 // engine's router and transport.Handler.
 //
 // Ownership changes are handled without consensus, in three moves that
-// keep a moved bucket's debt (DESIGN §6):
+// keep a moved bucket's debt (docs/architecture.md §6.5):
 //
 //   - push: when its view changes, a node hands every bucket it no longer
 //     owns to the new owner (transport Handoff) and only then forgets it;
@@ -61,7 +61,7 @@ type cluster struct {
 	// a floor under takeoverDelay.
 	timing ring.Timing
 	// requireJoin: started with --join, so decide only from local ceilings
-	// until a seed answered (DESIGN §6).
+	// until a seed answered (docs/architecture.md §6.7).
 	requireJoin bool
 	seeds       int // number of --join addresses
 	// failures are recent member failures in detection order (an
@@ -159,7 +159,7 @@ func (c *cluster) route(limit, key string, delay bool) (string, bool, bool) {
 		return "", false, false
 	}
 	if m.Name != c.self {
-		if m.State != ring.Alive { // suspect or dead: unreachable (DESIGN §6)
+		if m.State != ring.Alive { // suspect or dead: unreachable (docs/architecture.md §6.2)
 			return "", false, false
 		}
 		return m.Meta.GRPCAddr, false, true
@@ -173,7 +173,7 @@ func (c *cluster) route(limit, key string, delay bool) (string, bool, bool) {
 // mayDecide reports whether this node, the owner of hk in v, may decide it
 // from the real bucket. It may not on a minority side: the majority takes
 // the key over, so the minority serves even its own keys from local
-// ceilings (DESIGN §6: B + r·T on the majority side plus one share per
+// ceilings (docs/architecture.md §6.2: B + r·T on the majority side plus one share per
 // minority node). Nor may it, for TakeoverDelay after a member failed,
 // decide a key it did not own before that failure (the failed member's
 // keys, and keys that bounded-load hashing moved between survivors): an

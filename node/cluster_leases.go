@@ -14,7 +14,7 @@ import (
 
 // failure records a member that failed (not left), so that for one
 // lease_ttl its keys' new owner limits grants: it cannot know which of the
-// dead owner's leases are still running (DESIGN §6, issue 4).
+// dead owner's leases are still running (docs/architecture.md §6.6).
 type failure struct {
 	name string
 	at   time.Time

@@ -23,7 +23,7 @@ type Config struct {
 	GRPCAddr string
 	// LimitsPath is the limits file. Empty means the embedded default file.
 	LimitsPath string
-	// Store bounds the owner's live buckets (DESIGN §8).
+	// Store bounds the owner's live buckets (docs/architecture.md §8.3).
 	Store bucket.Config
 	// FallbackStore bounds the buckets of local ceilings used when an owner is unreachable.
 	FallbackStore bucket.Config
@@ -75,7 +75,7 @@ type Config struct {
 	ShutdownTimeout time.Duration
 }
 
-// DefaultConfig returns the production defaults of DESIGN §5 and §8.
+// DefaultConfig returns the production defaults of docs/architecture.md §5 and §8.
 func DefaultConfig() Config {
 	fb := bucket.DefaultConfig()
 	fb.MaxBuckets = 100_000

@@ -1,7 +1,7 @@
 // Package node wires one Weir member together: the limits file in force,
 // the bucket stores, the lease table, the ring and the peer transport, and
 // the public HTTP and gRPC listeners. It is the only package that knows all
-// the others (DESIGN §2); cmd/weir, jepsen and bench build on it.
+// the others (docs/architecture.md §2); cmd/weir, jepsen and bench build on it.
 //
 // # The decision engine
 //

@@ -217,7 +217,7 @@ func wantHeaders(t *testing.T, h http.Header, want map[string]string) {
 
 // TestHTTPTakeEvidence checks the evidence a take carries when asked: the
 // deciding node, its clock, and one instance while only takes touch the
-// bucket. (Without "evidence": true the body is exactly DESIGN §5's, which
+// bucket. (Without "evidence": true the body is exactly docs/architecture.md §5.1's, which
 // TestHTTPTakeAllowExactBody checks.)
 func TestHTTPTakeEvidence(t *testing.T) {
 	tn := startNode(t, nil)

@@ -10,7 +10,7 @@ import (
 	"github.com/weir-rl/weir/node/limits"
 )
 
-// MaxKeyBytes is the longest key a caller may send (DESIGN §5).
+// MaxKeyBytes is the longest key a caller may send (docs/architecture.md §5.4).
 const MaxKeyBytes = 512
 
 // router is what the engine needs of the cluster. A nil router is a cluster
@@ -280,7 +280,7 @@ func (e *engine) shadowTake(now time.Time, l *limits.Limit, bc bucket.Check) api
 }
 
 // overloaded answers a step the store could not take because it is at its
-// bucket cap with nothing evictable (DESIGN §8): open limits allow, others
+// bucket cap with nothing evictable (docs/architecture.md §8.3): open limits allow, others
 // answer limiter_overloaded. No state is created either way.
 func (e *engine) overloaded(f *limits.File, checks []api.Check) ([]api.Result, bool, error) {
 	out := make([]api.Result, len(checks))

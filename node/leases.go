@@ -13,7 +13,7 @@ import (
 
 // leases is the shell around the pure lease.Table: it serialises access
 // with one mutex, parks waiting callers on channels, and runs the one timer
-// that drives expiry (STYLE rule 4). Safe for concurrent use.
+// that drives expiry (the table is a step function; this loop does the I/O). Safe for concurrent use.
 type leases struct {
 	now func() time.Time
 	m   *metrics

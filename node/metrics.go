@@ -18,7 +18,7 @@ type metrics struct {
 }
 
 // Denial kinds, kept apart so a dashboard can tell a policy doing its job
-// from a limiter in trouble (seed 000).
+// from a limiter in trouble.
 const (
 	denialPolicy      = "policy"
 	denialConcurrency = "concurrency"

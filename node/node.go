@@ -23,7 +23,7 @@ import (
 )
 
 // Deps are the things a Node is handed rather than finding for itself, so
-// tests can inject them (STYLE rule 8).
+// tests can inject them: no global logger, registry or clock.
 type Deps struct {
 	// Logger receives structured logs. Nil discards them.
 	Logger *slog.Logger
@@ -338,7 +338,7 @@ func (n *Node) Cluster(_ context.Context, limit, key string) (api.ClusterInfo, e
 }
 
 // Ready implements api.Decider: started, not shutting down, and, for a
-// node started with --join, joined to a seed (DESIGN §6).
+// node started with --join, joined to a seed (docs/architecture.md §6.7).
 func (n *Node) Ready() bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()

@@ -13,7 +13,7 @@
 // are unrelated. Two members that know the same members in the same states
 // compute the same owners (buildView is a pure function of the member list).
 //
-// # Known members and the majority rule (DESIGN §6)
+// # Known members and the majority rule (docs/architecture.md §6.2)
 //
 // A member knows the members it has seen, alive or failed. One that leaves
 // gracefully (Leave) is forgotten at once and its address is no longer

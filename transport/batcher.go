@@ -3,7 +3,7 @@ package transport
 import "time"
 
 // Batcher groups items into batches. It is the pure core of forward
-// batching (STYLE rule 4): it reads no clock and starts no timer. The caller
+// batching, a step function: it reads no clock and starts no timer. The caller
 // passes now, sends what Add, Tick and Done return, calls Done when a sent
 // batch has been answered (or failed), and arranges a call to Tick at the
 // time Add returned as next.

@@ -5,7 +5,7 @@
 //
 // # Dependencies
 //
-// transport imports neither node, api nor ring (DESIGN §2). It defines its
+// transport imports neither node, api nor ring (docs/architecture.md §2). It defines its
 // own plain types (Request, Reply, HandoffEntry) and one interface, Handler,
 // which package node implements to answer forwarded requests. It maps no
 // keys to owners: callers pass the owner's address, and Reply.NotOwner tells
@@ -43,7 +43,7 @@
 // No field carries a timestamp. Durations on the wire (retry and reset
 // figures, lease TTLs, handoff payloads) are relative, computed by the
 // sender from its own monotonic clock, so clock skew between nodes cannot
-// mint tokens (DESIGN §6, §7).
+// mint tokens (docs/architecture.md §7).
 //
 // # Authentication
 //

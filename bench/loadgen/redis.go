@@ -11,7 +11,7 @@ import (
 )
 
 // redisScript is the classic Redis token bucket, written to decide like
-// Weir's token_bucket (DESIGN §3) so the comparison is like for like: a
+// Weir's token_bucket (docs/architecture.md §3) so the comparison is like for like: a
 // missing bucket starts full; the balance refills lazily from the time since
 // the last decision, capped at capacity, with a clock that went back
 // minting nothing; an allowed take subtracts the cost; balance and

@@ -15,7 +15,7 @@ var defaultYAML []byte
 const DefaultSource = "embedded default"
 
 // DefaultYAML returns the text of the embedded example limits file (the
-// example of DESIGN.md section 4), as a new slice the caller may keep or
+// example of docs/architecture.md §4), as a new slice the caller may keep or
 // modify. `weir serve` with no --limits serves it.
 func DefaultYAML() []byte { return bytes.Clone(defaultYAML) }
 

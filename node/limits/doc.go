@@ -1,4 +1,4 @@
-// Package limits reads Weir's limits file (DESIGN.md section 4): the named
+// Package limits reads Weir's limits file (docs/architecture.md §4): the named
 // rules callers refer to, with their algorithm, parameters and failure mode.
 //
 // # The file
