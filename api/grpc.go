@@ -121,6 +121,8 @@ func takeResponseToProto(resp TakeResponse) *weirv1.TakeResponse {
 		RetryAfterMs: msUp(resp.RetryAfter),
 		RulesVersion: resp.RulesVersion,
 		Results:      make([]*weirv1.Result, len(resp.Results)),
+		RingEpoch:    resp.RingEpoch,
+		Forwarded:    resp.Forwarded,
 	}
 	for i, r := range resp.Results {
 		out.Results[i] = &weirv1.Result{
@@ -142,6 +144,12 @@ func (s *grpcServer) take(ctx context.Context, req *weirv1.TakeRequest) (*weirv1
 	checks, err := checksFromProto(req.GetChecks(), s.lim)
 	if err != nil {
 		return nil, err
+	}
+	if id := req.GetRequestId(); len(id) > 0 {
+		if len(id) > MaxRequestIDBytes {
+			return nil, invalidf("request_id has %d bytes, over the %d maximum", len(id), MaxRequestIDBytes)
+		}
+		ctx = WithRequestID(ctx, string(id))
 	}
 	resp, err := s.d.Take(ctx, checks)
 	if err != nil {
@@ -224,6 +232,8 @@ func (s *grpcServer) Acquire(ctx context.Context, req *weirv1.AcquireRequest) (*
 		RetryAfterMs: msUp(resp.RetryAfter),
 		Source:       sourceToProto(resp.Source),
 		RulesVersion: resp.RulesVersion,
+		RingEpoch:    resp.RingEpoch,
+		Forwarded:    resp.Forwarded,
 	}, nil
 }
 

@@ -109,6 +109,7 @@ func newHTTPHandler(d Decider, cfg HTTPConfig, metrics http.Handler, logger *slo
 	route(http.MethodPost, "/v1/leases/{id}/renew", http.HandlerFunc(h.renew))
 	route(http.MethodDelete, "/v1/leases/{id}", http.HandlerFunc(h.release))
 	route(http.MethodGet, "/v1/cluster", http.HandlerFunc(h.cluster))
+	route(http.MethodGet, "/v1/ring", http.HandlerFunc(h.ring))
 	route(http.MethodDelete, "/v1/cluster/members/{name}", http.HandlerFunc(h.forget))
 	route(http.MethodGet, "/healthz", http.HandlerFunc(h.healthz))
 	route(http.MethodGet, "/readyz", http.HandlerFunc(h.readyz))

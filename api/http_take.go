@@ -39,6 +39,7 @@ type takeResponseJSON struct {
 	RetryAfterMs int64        `json:"retry_after_ms"`
 	RulesVersion int64        `json:"rules_version"`
 	Results      []resultJSON `json:"results"`
+	RingEpoch    uint64       `json:"ring_epoch,omitempty"` // zero (omitted) for a node that is not clustered
 }
 
 func toResultJSON(r Result) resultJSON {
@@ -97,6 +98,7 @@ func (h *httpHandler) take(w http.ResponseWriter, r *http.Request) {
 		RetryAfterMs: msUp(resp.RetryAfter),
 		RulesVersion: resp.RulesVersion,
 		Results:      make([]resultJSON, len(resp.Results)),
+		RingEpoch:    resp.RingEpoch,
 	}
 	for i, res := range resp.Results {
 		out.Results[i] = toResultJSON(res)

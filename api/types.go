@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/weir-rl/weir/ring/ownership"
 )
 
 // Source says which node made a decision.
@@ -99,6 +101,12 @@ type TakeResponse struct {
 	RetryAfter   time.Duration // max over denied checks; zero when allowed
 	RulesVersion int64
 	Results      []Result // one per check, in request order
+	// RingEpoch is the epoch of the answering node's ring view when it
+	// routed the request; zero for a node that is not clustered.
+	RingEpoch uint64
+	// Forwarded reports that the answering node passed a check to its
+	// owner: a caller that routes by the ring holds a stale view.
+	Forwarded bool
 }
 
 // AcquireRequest asks for one concurrency permit.
@@ -120,6 +128,9 @@ type AcquireResponse struct {
 	RetryAfter   time.Duration // for a refusal: a hint of when a permit may free
 	Source       Source
 	RulesVersion int64
+	// RingEpoch and Forwarded are as in TakeResponse.
+	RingEpoch uint64
+	Forwarded bool
 }
 
 // Member is one cluster member as seen by the answering node.
@@ -136,6 +147,28 @@ type ClusterInfo struct {
 	Epoch   uint64
 	Members []Member
 	Owner   string // set when asked about a (limit, key)
+	// Ring is what a client needs to route by this node's view.
+	Ring RingInfo
+}
+
+// RingInfo is a node's ring for clients: the members with their public
+// addresses and the partition table that names owners (ownership.Table).
+type RingInfo struct {
+	// Members are the known members, sorted by name.
+	Members []RingMember
+	// Table maps hash keys to ring members; the zero Table for a node with
+	// no ring.
+	Table ownership.Table
+	// Majority reports whether the node reaches a majority of Members.
+	Majority bool
+}
+
+// RingMember is a member and the public addresses clients dial.
+type RingMember struct {
+	Name     string
+	GRPCAddr string // public weir.v1.Limiter address; "" when unpublished
+	HTTPAddr string // public HTTP API address; "" when unpublished
+	State    string // alive | suspect | dead | left
 }
 
 // Decider is everything the HTTP and gRPC layers need from a node. The node

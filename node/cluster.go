@@ -273,6 +273,8 @@ func (c *cluster) forward(ctx context.Context, peer string, op forwardOp, checks
 	req := transport.Request{Op: transport.OpTake, Checks: toTransport(checks), Epoch: c.ring.View().Epoch}
 	if op == opRefund {
 		req.Op = transport.OpRefund
+	} else {
+		req.RequestID = api.RequestID(ctx)
 	}
 	rep, err := c.pool.Do(ctx, peer, req)
 	if err != nil {
@@ -500,7 +502,7 @@ func (c *cluster) serveTake(ctx context.Context, f *limits.File, from string, r 
 	if !c.pull(ctx, f, checks, pullFrom) {
 		return transport.Reply{NotOwner: true}
 	}
-	res, _, err := c.eng.ownerTake(f, checks)
+	res, _, err := c.eng.ownerTakeOnce(f, checks, r.RequestID)
 	if errors.Is(err, errNotOwner) {
 		return transport.Reply{NotOwner: true}
 	}

@@ -201,8 +201,10 @@ func (c *cluster) leave(ctx context.Context, timeout time.Duration) error {
 func (c *cluster) info(limit, key string) api.ClusterInfo {
 	v := c.ring.View()
 	info := api.ClusterInfo{Node: c.self, Epoch: v.Epoch}
+	info.Ring = api.RingInfo{Table: v.Table(), Majority: v.Majority, Members: make([]api.RingMember, 0, len(v.Members))}
 	for _, m := range v.Members {
 		info.Members = append(info.Members, api.Member{Name: m.Name, Addr: m.Addr, State: m.State.String(), LimitsVersion: m.Meta.LimitsVersion})
+		info.Ring.Members = append(info.Ring.Members, api.RingMember{Name: m.Name, GRPCAddr: m.Meta.APIAddr, HTTPAddr: m.Meta.HTTPAddr, State: m.State.String()})
 	}
 	if limit != "" || key != "" {
 		if m, ok := v.Owner(ring.HashKey(limit, key)); ok {
@@ -259,7 +261,11 @@ func (n *Node) startCluster(ctx context.Context) error {
 	if rc.Logger == nil {
 		rc.Logger = n.log
 	}
-	r, err := ring.New(rc, ring.Meta{GRPCAddr: advertise, LimitsVersion: n.limits.Current().Version, Incarnation: time.Now().UnixNano()})
+	meta := ring.Meta{
+		GRPCAddr: advertise, LimitsVersion: n.limits.Current().Version, Incarnation: time.Now().UnixNano(),
+		APIAddr: publicAdvertise(n.grpcLn.Addr().String(), advertise), HTTPAddr: publicAdvertise(n.httpLn.Addr().String(), advertise),
+	}
+	r, err := ring.New(rc, meta)
 	if err != nil {
 		_ = ln.Close()
 		_ = pool.Close()
@@ -308,6 +314,24 @@ func peerAdvertise(cfg Config, bound string) (string, error) {
 		return net.JoinHostPort(priv, port), nil
 	}
 	return bound, nil
+}
+
+// publicAdvertise picks the public address (HTTP or gRPC API) clients are
+// told to dial for a listener bound at bound: bound itself, unless its host
+// is unspecified (0.0.0.0, ::), in which case the host of the peer address
+// this node advertises, with bound's port.
+func publicAdvertise(bound, peer string) string {
+	host, port, err := net.SplitHostPort(bound)
+	if err != nil {
+		return bound
+	}
+	if ip := net.ParseIP(host); ip != nil && !ip.IsUnspecified() {
+		return bound
+	}
+	if h, _, err := net.SplitHostPort(peer); err == nil {
+		return net.JoinHostPort(h, port)
+	}
+	return bound
 }
 
 // stopCluster hands this node's state off, leaves the gossip, and stops

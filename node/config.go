@@ -7,6 +7,7 @@ import (
 
 	"github.com/weir-rl/weir/api"
 	"github.com/weir-rl/weir/bucket"
+	"github.com/weir-rl/weir/internal/dedup"
 	"github.com/weir-rl/weir/lease"
 	"github.com/weir-rl/weir/ring"
 	"github.com/weir-rl/weir/transport"
@@ -73,6 +74,11 @@ type Config struct {
 	LeaveTimeout time.Duration
 	// ShutdownTimeout bounds a graceful shutdown: in-flight requests get this long. Default 10s.
 	ShutdownTimeout time.Duration
+	// TakeDedup bounds the owner's memory of takes' request ids, which
+	// answers a caller's retry with the first decision (package
+	// internal/dedup). Default a 10 s window over 65,536 ids; the zero
+	// value means the default.
+	TakeDedup dedup.Config
 }
 
 // DefaultConfig returns the production defaults of docs/architecture.md §5 and §8.
@@ -97,6 +103,7 @@ func DefaultConfig() Config {
 		HandoffWindow:   5 * time.Second,
 		TakeoverDelay:   4 * time.Second,
 		LeaveTimeout:    5 * time.Second,
+		TakeDedup:       dedup.DefaultConfig(),
 	}
 }
 
@@ -155,6 +162,11 @@ func (c Config) Validate() error {
 		}
 		if c.HandoffWindow <= 0 || c.LeaveTimeout <= 0 || c.TakeoverDelay < 0 {
 			errs = append(errs, errors.New("node: handoff window and leave timeout must be positive"))
+		}
+	}
+	if c.TakeDedup != (dedup.Config{}) {
+		if err := c.TakeDedup.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("node: take dedup: %w", err))
 		}
 	}
 	if c.SweepInterval < 0 || c.ShutdownTimeout < 0 {

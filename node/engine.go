@@ -55,6 +55,8 @@ type engine struct {
 	fallback *bucket.Store // local ceilings for keys whose owner is unreachable
 	m        *metrics
 	router   router // nil: a cluster of one
+	// dedup remembers recent request ids (nil: none are remembered).
+	dedup *takeDedup
 	// run names this node run in evidence: the node's name and a random
 	// boot nonce, so instances never repeat across restarts.
 	run string
@@ -124,9 +126,17 @@ func (e *engine) take(ctx context.Context, checks []api.Check) (api.TakeResponse
 	groups := e.split(rs)
 	results := make([]api.Result, len(rs))
 	allowed := true
+	// A request id deduplicates only a take with one owner: replaying one
+	// group of several while another is refunded again would mint tokens.
+	id := ""
+	if len(groups) == 1 {
+		id = api.RequestID(ctx)
+	} else if api.RequestID(ctx) != "" {
+		ctx = api.WithoutRequestID(ctx)
+	}
 	for gi := range groups {
 		g := &groups[gi]
-		ok, err := e.decideGroup(ctx, f, rs, g, results)
+		ok, err := e.decideGroup(ctx, f, rs, g, results, id)
 		if err != nil {
 			e.refund(ctx, rs, groups)
 			return api.TakeResponse{}, err
@@ -176,19 +186,20 @@ func (e *engine) split(rs []resolved) []group {
 // decideGroup runs one atomic step for g: at this node if it owns the keys,
 // at the owner otherwise, and from local ceilings when the owner cannot be
 // reached. It fills results for g's checks.
-func (e *engine) decideGroup(ctx context.Context, f *limits.File, rs []resolved, g *group, results []api.Result) (bool, error) {
+// id is the caller's request id ("" for none), deduplicated by the owner.
+func (e *engine) decideGroup(ctx context.Context, f *limits.File, rs []resolved, g *group, results []api.Result, id string) (bool, error) {
 	checks := make([]api.Check, len(g.idx))
 	for j, i := range g.idx {
 		checks[j] = rs[i].check
 	}
 	if g.self && (e.router == nil || e.router.pull(ctx, f, checks, "")) {
 		g.src = api.SourceOwner
-		out, ok, err := e.ownerTake(f, checks)
+		out, ok, err := e.ownerTakeOnce(f, checks, id)
 		if errors.Is(err, errNotOwner) {
 			// Handed over while it was routed here: ask the new owner.
 			if peer, self, ok := e.router.owner(checks[0].Limit, checks[0].Key); ok && !self {
 				g.self, g.peer = false, peer
-				return e.decideGroup(ctx, f, rs, g, results)
+				return e.decideGroup(ctx, f, rs, g, results, id)
 			}
 			g.src = api.SourceFallback
 			return e.fallbackTake(f, rs, g, results)
@@ -388,6 +399,7 @@ func (e *engine) refund(ctx context.Context, rs []resolved, groups []group) {
 func (e *engine) respond(f *limits.File, rs []resolved, groups []group, results []api.Result, allowed bool) api.TakeResponse {
 	resp := api.TakeResponse{Allowed: allowed, RulesVersion: f.Version, Results: results}
 	for _, g := range groups {
+		resp.Forwarded = resp.Forwarded || (!g.self && g.src == api.SourceOwner)
 		for _, i := range g.idx {
 			r := &results[i]
 			if r.Limit == "" { // a group never decided because an earlier one denied

@@ -18,7 +18,9 @@ import (
 
 	"github.com/weir-rl/weir/api"
 	"github.com/weir-rl/weir/bucket"
+	"github.com/weir-rl/weir/internal/dedup"
 	"github.com/weir-rl/weir/node/limits"
+	"github.com/weir-rl/weir/ring/ownership"
 	"github.com/weir-rl/weir/transport"
 )
 
@@ -122,6 +124,11 @@ func New(cfg Config, deps Deps) (*Node, error) {
 		now: clock, limits: n.limits.Current, store: store, fallback: fallback, m: n.m,
 		run: cfg.NodeName + "/" + strconv.FormatUint(rand.Uint64()&0xffffff, 16),
 	}
+	dc := cfg.TakeDedup
+	if dc == (dedup.Config{}) {
+		dc = dedup.DefaultConfig()
+	}
+	n.eng.dedup = newTakeDedup(dc, reg)
 	return n, nil
 }
 
@@ -307,10 +314,13 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	return err
 }
 
-// Take implements api.Decider.
+// Take implements api.Decider. The response carries the epoch of the view
+// the take was routed by.
 func (n *Node) Take(ctx context.Context, checks []api.Check) (api.TakeResponse, error) {
 	start := time.Now()
+	epoch := n.ringEpoch()
 	resp, err := n.eng.take(ctx, checks)
+	resp.RingEpoch = epoch
 	n.m.latency.WithLabelValues("take").Observe(time.Since(start).Seconds())
 	return resp, err
 }
@@ -333,6 +343,11 @@ func (n *Node) Cluster(_ context.Context, limit, key string) (api.ClusterInfo, e
 	}
 	if limit != "" || key != "" {
 		info.Owner = n.cfg.NodeName
+	}
+	info.Ring = api.RingInfo{
+		Members:  []api.RingMember{{Name: n.cfg.NodeName, GRPCAddr: n.GRPCAddr(), HTTPAddr: n.HTTPAddr(), State: "alive"}},
+		Table:    ownership.Build([]string{n.cfg.NodeName}, ownership.DefaultParams()),
+		Majority: true,
 	}
 	return info, nil
 }
@@ -359,11 +374,14 @@ func (n *Node) Acquire(ctx context.Context, req api.AcquireRequest) (api.Acquire
 		return api.AcquireResponse{}, err
 	}
 	var resp api.AcquireResponse
+	epoch := n.ringEpoch()
+	forwarded := false
 	switch peer, self, ok := n.route(l.Name, req.Key); {
 	case self:
 		resp, err = n.acquireOwned(ctx, l, req)
 	case ok:
 		resp, err = n.cluster.acquireRemote(ctx, peer, l, req)
+		forwarded = err == nil
 		var apiErr *api.Error
 		if err != nil && !errors.As(err, &apiErr) {
 			resp, err = n.acquireFallback(ctx, l, req)
@@ -372,7 +390,17 @@ func (n *Node) Acquire(ctx context.Context, req api.AcquireRequest) (api.Acquire
 		resp, err = n.acquireFallback(ctx, l, req)
 	}
 	resp.RulesVersion = f.Version
+	resp.RingEpoch, resp.Forwarded = epoch, forwarded && resp.Source == api.SourceOwner
 	return resp, err
+}
+
+// ringEpoch is the epoch of the view requests are routed by; zero for a
+// node that is not clustered.
+func (n *Node) ringEpoch() uint64 {
+	if n.cluster == nil {
+		return 0
+	}
+	return n.cluster.view().Epoch
 }
 
 // route names the owner of (limit, key): this node in a cluster of one.

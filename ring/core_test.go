@@ -13,6 +13,8 @@ func TestMetaRoundTrip(t *testing.T) {
 		{GRPCAddr: "10.0.0.1:8081", LimitsVersion: 7, Incarnation: 1_700_000_000_000_000_000},
 		{GRPCAddr: "[::1]:1", LimitsVersion: -1, Incarnation: math.MinInt64},
 		{LimitsVersion: math.MaxInt64},
+		{GRPCAddr: "10.0.0.1:8081", APIAddr: "10.0.0.1:8080", HTTPAddr: "10.0.0.1:80", Incarnation: 5},
+		{HTTPAddr: "h:1"},
 	} {
 		for _, flags := range []byte{0, metaLeaving} {
 			got, gotFlags, err := decodeMeta(m.appendFlags(nil, flags))
@@ -27,7 +29,7 @@ func TestMetaRoundTrip(t *testing.T) {
 	if err := (Meta{GRPCAddr: string(make([]byte, maxMetaLen))}).Validate(); err == nil {
 		t.Error("oversized meta validated")
 	}
-	for _, bad := range [][]byte{{2}, {1}, {1, 0}, {1, 0, 0x80}, {1, 0, 2}} {
+	for _, bad := range [][]byte{{2}, {1}, {3, 0, 0, 0}, {1, 0}, {1, 0, 0x80}, {1, 0, 2}, {2, 0, 0, 0, 5, 'a'}, {2, 0, 0, 0, 0, 0}} {
 		if _, _, err := decodeMeta(bad); err == nil {
 			t.Errorf("decodeMeta(%v) accepted", bad)
 		}
@@ -37,6 +39,7 @@ func TestMetaRoundTrip(t *testing.T) {
 func FuzzDecodeMeta(f *testing.F) {
 	f.Add(Meta{GRPCAddr: "a:1", LimitsVersion: 2, Incarnation: 3}.appendTo(nil))
 	f.Add([]byte{})
+	f.Add(Meta{GRPCAddr: "a:1", APIAddr: "b:2", HTTPAddr: "c:3"}.appendTo(nil))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, flags, err := decodeMeta(b)
 		if err != nil || len(b) == 0 {
@@ -192,8 +195,8 @@ func TestBuildViewLargeCluster(t *testing.T) {
 	// the bounded-load placement.
 	states := make([]State, 30)
 	v := buildViewN(1, "n0", members(states...), 11)
-	if len(v.owners) != 30 {
-		t.Fatalf("partitions %d", len(v.owners))
+	if v.table.Partitions() != 30 {
+		t.Fatalf("partitions %d", v.table.Partitions())
 	}
 	v.Owner("k")
 }

@@ -17,10 +17,23 @@ type Meta struct {
 	// Incarnation distinguishes runs of a member (e.g. its start time in
 	// nanoseconds), so peers notice a restart.
 	Incarnation int64
+	// APIAddr is the host:port of the member's public weir.v1.Limiter gRPC
+	// service, the address clients dial. Empty when not published.
+	APIAddr string
+	// HTTPAddr is the host:port of the member's public HTTP API. Empty when
+	// not published.
+	HTTPAddr string
 }
 
-// metaVersion is the first byte of an encoded Meta.
-const metaVersion = 1
+// Meta encodings: the first byte of an encoded Meta. Version 1 carries
+// GRPCAddr as the tail; version 2 carries the three addresses
+// length-prefixed (uvarint), so a member gossips its public addresses. A
+// member writes version 1 when it has no public address (older members
+// decode it) and reads both.
+const (
+	metaVersion1 = 1
+	metaVersion2 = 2
+)
 
 // maxMetaLen is the encoded limit imposed by memberlist.
 const maxMetaLen = memberlist.MetaMaxSize
@@ -28,8 +41,8 @@ const maxMetaLen = memberlist.MetaMaxSize
 // errMetaTooLong is returned when an encoded Meta would exceed maxMetaLen.
 var errMetaTooLong = fmt.Errorf("ring: meta longer than %d bytes encoded", maxMetaLen)
 
-// Validate reports whether m fits memberlist's metadata limit (a GRPCAddr of
-// up to about 490 bytes).
+// Validate reports whether m fits memberlist's metadata limit (addresses of
+// up to about 490 bytes together).
 func (m Meta) Validate() error {
 	if len(m.appendTo(nil)) > maxMetaLen {
 		return errMetaTooLong
@@ -44,14 +57,27 @@ func (m Meta) Validate() error {
 const metaLeaving = 1
 
 // appendTo encodes m compactly: a version byte, a flags byte, the two
-// integers as zig-zag varints, then the address bytes (the rest).
+// integers as zig-zag varints, then the address bytes: the rest (version
+// 1), or three length-prefixed strings (version 2).
 func (m Meta) appendTo(b []byte) []byte { return m.appendFlags(b, 0) }
 
 func (m Meta) appendFlags(b []byte, flags byte) []byte {
-	b = append(b, metaVersion, flags)
+	v2 := m.APIAddr != "" || m.HTTPAddr != ""
+	if v2 {
+		b = append(b, metaVersion2, flags)
+	} else {
+		b = append(b, metaVersion1, flags)
+	}
 	b = binary.AppendVarint(b, m.LimitsVersion)
 	b = binary.AppendVarint(b, m.Incarnation)
-	return append(b, m.GRPCAddr...)
+	if !v2 {
+		return append(b, m.GRPCAddr...)
+	}
+	for _, s := range [...]string{m.GRPCAddr, m.APIAddr, m.HTTPAddr} {
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
+	}
+	return b
 }
 
 // decodeMeta parses the output of Meta.appendFlags. Empty input is the zero
@@ -60,7 +86,8 @@ func decodeMeta(b []byte) (Meta, byte, error) {
 	if len(b) == 0 {
 		return Meta{}, 0, nil
 	}
-	if b[0] != metaVersion {
+	version := b[0]
+	if version != metaVersion1 && version != metaVersion2 {
 		return Meta{}, 0, fmt.Errorf("ring: unknown meta version %d", b[0])
 	}
 	if len(b) < 2 {
@@ -77,5 +104,19 @@ func decodeMeta(b []byte) (Meta, byte, error) {
 	if k <= 0 {
 		return Meta{}, 0, errors.New("ring: bad meta incarnation")
 	}
-	return Meta{GRPCAddr: string(b[k:]), LimitsVersion: lv, Incarnation: inc}, flags, nil
+	b = b[k:]
+	m := Meta{LimitsVersion: lv, Incarnation: inc}
+	if version == metaVersion1 {
+		m.GRPCAddr = string(b)
+		return m, flags, nil
+	}
+	for _, dst := range [...]*string{&m.GRPCAddr, &m.APIAddr, &m.HTTPAddr} {
+		n, k := binary.Uvarint(b)
+		if k <= 0 || n > uint64(len(b)-k) {
+			return Meta{}, 0, errors.New("ring: bad meta address")
+		}
+		*dst = string(b[k : k+int(n)])
+		b = b[k+int(n):]
+	}
+	return m, flags, nil
 }

@@ -4,26 +4,11 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/buraksezer/consistent"
-	"github.com/cespare/xxhash/v2"
+	"github.com/weir-rl/weir/ring/ownership"
 )
 
-// Ring shape. Keys hash (xxhash) into partitionCount partitions; partitions
-// are placed on members by consistent hashing with bounded loads
-// (buraksezer/consistent): each member sits at replicationFactor points of
-// the hash circle, and no member takes more than ceil(load × average)
-// partitions. The bound applies to partitions, not to keys: one hot key (or
-// one hot hash tag) still lands on one member. 271 (a prime) partitions keep
-// the spread within a few percent for clusters up to a few dozen members and
-// make a rebuild cost microseconds; 40 replicas smooth the circle (the
-// library default is 20); when a member joins or leaves, about 1/n of the
-// partitions move. Clusters larger than 271 members get one partition per
-// member (the bounded-load rule needs at least one per member).
-const (
-	partitionCount    = 271
-	replicationFactor = 40
-	loadFactor        = 1.25
-)
+// Ring shape: see package ownership, the one definition of it.
+const partitionCount = ownership.DefaultPartitions
 
 // State is a member's liveness as this member sees it.
 type State uint8
@@ -94,19 +79,24 @@ type View struct {
 	// Majority reports whether Live is more than half of len(Members).
 	Majority bool
 
-	owners []int32 // partition → index into Members
+	table  ownership.Table // partitions → ring members
+	ringAt []int32         // ring member index → index into Members
 }
 
 // Owner returns the member that owns hashKey (see HashKey). It takes no lock
 // and does not allocate. ok is false only for a View with no ring (the zero
 // View).
 func (v *View) Owner(hashKey string) (Member, bool) {
-	if len(v.owners) == 0 {
+	i, ok := v.table.OwnerIndex(hashKey)
+	if !ok {
 		return Member{}, false
 	}
-	p := xxhash.Sum64String(hashKey) % uint64(len(v.owners))
-	return v.Members[v.owners[p]], true
+	return v.Members[v.ringAt[i]], true
 }
+
+// Table returns the partition table the view routes by (the zero Table for
+// a View with no ring), for publishing to clients.
+func (v *View) Table() ownership.Table { return v.table }
 
 // Member returns the known member with this name.
 func (v *View) Member(name string) (Member, bool) {
@@ -126,28 +116,8 @@ func (v *View) InRing(name string) bool {
 }
 
 // HashKey returns the string that places the bucket (limit, key) on the
-// ring. If key holds a hash tag, a non-empty substring between the first
-// '{' and the first '}' after it (Redis Cluster's rule), only the tag is
-// hashed, so all buckets of one tag share an owner whatever their limit.
-// Otherwise the limit and the key are both hashed, separated by a NUL.
-func HashKey(limit, key string) string {
-	if i := strings.IndexByte(key, '{'); i >= 0 {
-		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
-			return key[i+1 : i+1+j]
-		}
-	}
-	return limit + "\x00" + key
-}
-
-// hasher adapts xxhash to consistent.Hasher.
-type hasher struct{}
-
-func (hasher) Sum64(b []byte) uint64 { return xxhash.Sum64(b) }
-
-// ringMember adapts a member name to consistent.Member.
-type ringMember string
-
-func (m ringMember) String() string { return string(m) }
+// ring: ownership.HashKey, Redis Cluster's hash-tag rule.
+func HashKey(limit, key string) string { return ownership.HashKey(limit, key) }
 
 // buildView computes the view of members (sorted by name, self among them).
 // It is a pure function: equal inputs give equal ownership on every member.
@@ -175,26 +145,18 @@ func buildViewMajority(epoch uint64, self string, members []Member, partitions i
 			v.Live++
 		}
 	}
-	var ring []consistent.Member
-	idx := make(map[string]int32, len(members))
+	var names []string
 	for i, m := range members {
-		idx[m.Name] = int32(i)
 		if !v.Majority || m.State.Live() {
-			ring = append(ring, ringMember(m.Name))
+			names = append(names, m.Name)
+			v.ringAt = append(v.ringAt, int32(i))
 		}
 	}
-	if len(ring) == 0 {
+	if len(names) == 0 {
 		return v
 	}
-	c := consistent.New(ring, consistent.Config{
-		Hasher:            hasher{},
-		PartitionCount:    max(partitions, len(ring)),
-		ReplicationFactor: replicationFactor,
-		Load:              loadFactor,
-	})
-	v.owners = make([]int32, max(partitions, len(ring)))
-	for p := range v.owners {
-		v.owners[p] = idx[c.GetPartitionOwner(p).String()]
-	}
+	p := ownership.DefaultParams()
+	p.Partitions = partitions
+	v.table = ownership.Build(names, p)
 	return v
 }

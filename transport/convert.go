@@ -30,6 +30,9 @@ func encodeRequests(reqs []Request) []*peerpb.Request {
 		m.TtlNs = int64(r.TTL)
 		m.WaitNs = int64(r.Wait)
 		m.Proxied = r.Proxied
+		if r.RequestID != "" {
+			m.RequestId = []byte(r.RequestID)
+		}
 		if len(r.Checks) > 0 {
 			cp := checkPtrs[:len(r.Checks):len(r.Checks)]
 			checkPtrs = checkPtrs[len(r.Checks):]
@@ -63,6 +66,9 @@ func decodeRequests(msgs []*peerpb.Request) []Request {
 		r.TTL = time.Duration(m.GetTtlNs())
 		r.Wait = time.Duration(m.GetWaitNs())
 		r.Proxied = m.GetProxied()
+		if id := m.GetRequestId(); len(id) > 0 {
+			r.RequestID = string(id)
+		}
 		if mc := m.GetChecks(); len(mc) > 0 {
 			cs := checks[:len(mc):len(mc)]
 			checks = checks[len(mc):]

@@ -10,7 +10,7 @@ import (
 
 func TestRequestsRoundTrip(t *testing.T) {
 	in := []Request{
-		{Op: OpTake, Checks: []Check{{"a", "k1", 1}, {"b", "k2", 7}, {"c", "{t}x", 3}}, Epoch: 9},
+		{Op: OpTake, Checks: []Check{{"a", "k1", 1}, {"b", "k2", 7}, {"c", "{t}x", 3}}, Epoch: 9, RequestID: "\x00id-1"},
 		{Op: OpRelease, LeaseID: "lease-1", Epoch: 1 << 40},
 		{Op: OpAcquire, Checks: []Check{{"db", "k", 1}}, Holder: "h", TTL: 30 * time.Second, Wait: 5 * time.Second},
 		{Op: OpRefund, Checks: []Check{{"a", "k1", 1}}},

@@ -68,6 +68,10 @@ type Request struct {
 	// the owner in its view; the receiver must not pass it on again, so a
 	// request crosses at most two hops while views disagree.
 	Proxied bool
+	// RequestID is the caller's id of a take (at most 32 bytes; empty for
+	// none): the owner answers a repeated id with its first decision
+	// instead of spending twice. Forwards and proxies carry it unchanged.
+	RequestID string
 }
 
 // Result is the owner's decision for one check. All durations were

@@ -18,21 +18,77 @@ import (
 // that does not finish in time leaves the permit to expire by itself.
 const ReleaseTimeout = 5 * time.Second
 
-// Client calls a Weir node's weir.v1.Limiter service. It holds no state of
-// its own besides the connection and is safe for concurrent use. The zero
-// value is not usable: call New.
+// Client calls Weir's weir.v1.Limiter service: over one caller-owned
+// connection (New, NewWith), or over one connection per cluster member,
+// routing each request to its key's owner (Dial). It is safe for
+// concurrent use. The zero value is not usable.
 type Client struct {
-	rpc weirv1.LimiterClient
+	r    *router
+	opts Options
 }
 
-// New returns a client over conn. The caller owns conn and closes it after
-// every Lease of this client was closed.
+// New returns a client over conn with DefaultOptions. The caller owns conn
+// and closes it after every Lease of this client was closed.
 func New(conn grpc.ClientConnInterface) *Client {
-	return &Client{rpc: weirv1.NewLimiterClient(conn)}
+	c, _ := NewWith(conn, Options{}) // the zero Options are valid
+	return c
+}
+
+// NewWith returns a client over conn, which the caller owns, with opts (its
+// connection fields are ignored): takes are unary calls on conn, retried
+// under opts.Retry.
+func NewWith(conn grpc.ClientConnInterface, opts Options) (*Client, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	opts = opts.withDefaults()
+	r := newRouter(opts)
+	r.static = true
+	m := &member{name: "", rpc: weirv1.NewLimiterClient(conn)}
+	r.members.Store(&memberSet{byName: map[string]*member{}, list: []*member{m}})
+	return &Client{r: r, opts: opts}, nil
+}
+
+// Close stops a client made by Dial: its ring refresher, its streams and
+// its member connections (takes in flight fail). Close leases first. For a
+// client made by New, Close does nothing: the caller owns the connection.
+// Close is idempotent.
+func (c *Client) Close() error {
+	c.r.close()
+	return nil
+}
+
+// Owner returns the name of the member this client would send a take of
+// (limit, key) to by its current ring; ok is false for a client without a
+// ring (New) or before it has one.
+func (c *Client) Owner(limit, key string) (string, bool) {
+	v := c.r.view.Load()
+	if v == nil {
+		return "", false
+	}
+	return v.owner(limit, key)
+}
+
+// RingEpoch returns the epoch of the ring the client routes by and the
+// member that published it; zero and "" for a client without a ring.
+func (c *Client) RingEpoch() (uint64, string) {
+	v := c.r.view.Load()
+	if v == nil {
+		return 0, ""
+	}
+	return v.epoch, v.from
 }
 
 // Take spends every check or none. A denial is a response with Allowed
-// false, not an error. A Cost of 0 means the default of 1.
+// false, not an error, and is never retried. A Cost of 0 means the default
+// of 1. A client made by Dial sends the take to the owner of its keys when
+// they share one (hash tags), else to any member, which forwards.
+//
+// A transport failure is retried under Options.Retry (capped exponential
+// backoff with full jitter, within the retry budget) when every check has
+// one owner: the take carries a request id, and its owner answers a retry
+// with the first decision instead of spending again. A take over several
+// owners is not retried.
 //
 // Errors from the service come back as *api.Error: InvalidArgument as
 // api.CodeInvalid, NotFound as api.CodeNotFound, Unavailable as
@@ -41,33 +97,7 @@ func New(conn grpc.ClientConnInterface) *Client {
 // ResourceExhausted as api.CodeOverloaded. When ctx ended, the error wraps
 // ctx.Err(); anything else wraps the gRPC status error.
 func (c *Client) Take(ctx context.Context, checks ...api.Check) (api.TakeResponse, error) {
-	req := &weirv1.TakeRequest{Checks: make([]*weirv1.Check, len(checks))}
-	for i, ch := range checks {
-		req.Checks[i] = &weirv1.Check{Limit: ch.Limit, Key: ch.Key, Cost: ch.Cost}
-	}
-	resp, err := c.rpc.Take(ctx, req)
-	if err != nil {
-		return api.TakeResponse{}, fromStatus(ctx, "take", err)
-	}
-	out := api.TakeResponse{
-		Allowed:      resp.GetAllowed(),
-		RetryAfter:   fromMs(resp.GetRetryAfterMs()),
-		RulesVersion: resp.GetRulesVersion(),
-		Results:      make([]api.Result, len(resp.GetResults())),
-	}
-	for i, r := range resp.GetResults() {
-		out.Results[i] = api.Result{
-			Limit:      r.GetLimit(),
-			Allowed:    r.GetAllowed(),
-			Remaining:  r.GetRemaining(),
-			Capacity:   r.GetCapacity(),
-			RetryAfter: fromMs(r.GetRetryAfterMs()),
-			ResetAfter: fromMs(r.GetResetAfterMs()),
-			Source:     fromSource(r.GetSource()),
-			Window:     fromMs(r.GetWindowMs()),
-		}
-	}
-	return out, nil
+	return c.r.take(ctx, checks)
 }
 
 // fromStatus maps an RPC error back to the error a Decider would have

@@ -92,7 +92,7 @@ func (o AcquireOptions) Validate() error {
 // until Close; its Context ends when it is closed or lost. Its methods are
 // safe for concurrent use.
 type Lease struct {
-	rpc      weirv1.LimiterClient
+	rpc      leaseCaller
 	id       string
 	fencing  uint64
 	askTTL   time.Duration // sent on every renewal
@@ -124,12 +124,17 @@ func (c *Client) Acquire(ctx context.Context, limit, key string, opts AcquireOpt
 		fraction = DefaultRenewFraction
 	}
 	sent := time.Now()
-	resp, err := c.rpc.Acquire(ctx, &weirv1.AcquireRequest{
+	m := c.r.pickFor(limit, key)
+	resp, err := m.rpc.Acquire(ctx, &weirv1.AcquireRequest{
 		Limit: limit, Key: key, Holder: opts.Holder, TtlMs: toMs(opts.TTL), WaitMs: toMs(opts.Wait),
 	})
 	if err != nil {
+		if retryable(ctx, err) {
+			c.r.failed(m)
+		}
 		return nil, fromStatus(ctx, "acquire", err)
 	}
+	c.r.observe(m, resp.GetRingEpoch(), resp.GetForwarded())
 	if !resp.GetGranted() {
 		return nil, &RefusedError{RetryAfter: fromMs(resp.GetRetryAfterMs())}
 	}
@@ -137,7 +142,7 @@ func (c *Client) Acquire(ctx context.Context, limit, key string, opts AcquireOpt
 		return nil, errors.New("client: acquire: the node granted a lease without an id")
 	}
 	l := &Lease{
-		rpc: c.rpc, id: resp.GetId(), fencing: resp.GetFencingToken(),
+		rpc: leaseCallerFor(c.r, m, limit, key), id: resp.GetId(), fencing: resp.GetFencingToken(),
 		askTTL: opts.TTL, fraction: fraction, done: make(chan struct{}),
 	}
 	l.ctx, l.cancel = context.WithCancelCause(context.WithoutCancel(ctx))

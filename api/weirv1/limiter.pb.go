@@ -279,7 +279,13 @@ type TakeRequest struct {
 	// otherwise ignored.
 	Id uint64 `protobuf:"varint,2,opt,name=id,proto3" json:"id,omitempty"`
 	// evidence asks for each result's evidence (Result.evidence).
-	Evidence      bool `protobuf:"varint,3,opt,name=evidence,proto3" json:"evidence,omitempty"`
+	Evidence bool `protobuf:"varint,3,opt,name=evidence,proto3" json:"evidence,omitempty"`
+	// request_id, when set (1 to 32 bytes), names this take for
+	// deduplication: the owner that decides it remembers the decision for a
+	// short window and answers a retry with the same id with that decision
+	// instead of spending again. Callers must make ids unique (the Go client
+	// uses 8 random bytes per client and a counter).
+	RequestId     []byte `protobuf:"bytes,20,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -333,6 +339,13 @@ func (x *TakeRequest) GetEvidence() bool {
 		return x.Evidence
 	}
 	return false
+}
+
+func (x *TakeRequest) GetRequestId() []byte {
+	if x != nil {
+		return x.RequestId
+	}
+	return nil
 }
 
 // Result is the decision for one check.
@@ -530,7 +543,14 @@ type TakeResponse struct {
 	Id uint64 `protobuf:"varint,5,opt,name=id,proto3" json:"id,omitempty"`
 	// error is set only on TakeStream, when this message could not be decided;
 	// the other fields are then empty. Unary Take reports errors as a status.
-	Error         *Error `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
+	Error *Error `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
+	// ring_epoch is the epoch of the answering node's ring view when it
+	// routed the request (GetRing's epoch). Epochs grow on every change of
+	// that node's view; epochs of different nodes are unrelated.
+	RingEpoch uint64 `protobuf:"varint,20,opt,name=ring_epoch,json=ringEpoch,proto3" json:"ring_epoch,omitempty"`
+	// forwarded is true when the answering node did not own a key of the
+	// request and passed it to the owner: the caller's ring view is stale.
+	Forwarded     bool `protobuf:"varint,21,opt,name=forwarded,proto3" json:"forwarded,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -605,6 +625,20 @@ func (x *TakeResponse) GetError() *Error {
 		return x.Error
 	}
 	return nil
+}
+
+func (x *TakeResponse) GetRingEpoch() uint64 {
+	if x != nil {
+		return x.RingEpoch
+	}
+	return 0
+}
+
+func (x *TakeResponse) GetForwarded() bool {
+	if x != nil {
+		return x.Forwarded
+	}
+	return false
 }
 
 // AcquireRequest asks for one permit of a concurrency limit.
@@ -699,9 +733,12 @@ type AcquireResponse struct {
 	// permits is the limit's permit count.
 	Permits int64 `protobuf:"varint,5,opt,name=permits,proto3" json:"permits,omitempty"`
 	// retry_after_ms is, for a refusal, a hint of when a permit may free.
-	RetryAfterMs  int64  `protobuf:"varint,6,opt,name=retry_after_ms,json=retryAfterMs,proto3" json:"retry_after_ms,omitempty"`
-	Source        Source `protobuf:"varint,7,opt,name=source,proto3,enum=weir.v1.Source" json:"source,omitempty"`
-	RulesVersion  int64  `protobuf:"varint,8,opt,name=rules_version,json=rulesVersion,proto3" json:"rules_version,omitempty"`
+	RetryAfterMs int64  `protobuf:"varint,6,opt,name=retry_after_ms,json=retryAfterMs,proto3" json:"retry_after_ms,omitempty"`
+	Source       Source `protobuf:"varint,7,opt,name=source,proto3,enum=weir.v1.Source" json:"source,omitempty"`
+	RulesVersion int64  `protobuf:"varint,8,opt,name=rules_version,json=rulesVersion,proto3" json:"rules_version,omitempty"`
+	// ring_epoch and forwarded are as in TakeResponse.
+	RingEpoch     uint64 `protobuf:"varint,20,opt,name=ring_epoch,json=ringEpoch,proto3" json:"ring_epoch,omitempty"`
+	Forwarded     bool   `protobuf:"varint,21,opt,name=forwarded,proto3" json:"forwarded,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -790,6 +827,20 @@ func (x *AcquireResponse) GetRulesVersion() int64 {
 		return x.RulesVersion
 	}
 	return 0
+}
+
+func (x *AcquireResponse) GetRingEpoch() uint64 {
+	if x != nil {
+		return x.RingEpoch
+	}
+	return 0
+}
+
+func (x *AcquireResponse) GetForwarded() bool {
+	if x != nil {
+		return x.Forwarded
+	}
+	return false
 }
 
 // RenewRequest extends a lease.
@@ -973,6 +1024,249 @@ func (*ReleaseResponse) Descriptor() ([]byte, []int) {
 	return file_weir_v1_limiter_proto_rawDescGZIP(), []int{11}
 }
 
+// GetRingRequest asks for the answering node's ring view.
+type GetRingRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRingRequest) Reset() {
+	*x = GetRingRequest{}
+	mi := &file_weir_v1_limiter_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRingRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRingRequest) ProtoMessage() {}
+
+func (x *GetRingRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_limiter_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRingRequest.ProtoReflect.Descriptor instead.
+func (*GetRingRequest) Descriptor() ([]byte, []int) {
+	return file_weir_v1_limiter_proto_rawDescGZIP(), []int{12}
+}
+
+// RingMember is one known member of the cluster.
+type RingMember struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// grpc_addr is the host:port of the member's public weir.v1.Limiter
+	// service; empty when the member publishes none.
+	GrpcAddr string `protobuf:"bytes,2,opt,name=grpc_addr,json=grpcAddr,proto3" json:"grpc_addr,omitempty"`
+	// http_addr is the host:port of the member's public HTTP API; empty when
+	// the member publishes none.
+	HttpAddr string `protobuf:"bytes,3,opt,name=http_addr,json=httpAddr,proto3" json:"http_addr,omitempty"`
+	// state is alive, suspect, dead or left.
+	State         string `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RingMember) Reset() {
+	*x = RingMember{}
+	mi := &file_weir_v1_limiter_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RingMember) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RingMember) ProtoMessage() {}
+
+func (x *RingMember) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_limiter_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RingMember.ProtoReflect.Descriptor instead.
+func (*RingMember) Descriptor() ([]byte, []int) {
+	return file_weir_v1_limiter_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *RingMember) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RingMember) GetGrpcAddr() string {
+	if x != nil {
+		return x.GrpcAddr
+	}
+	return ""
+}
+
+func (x *RingMember) GetHttpAddr() string {
+	if x != nil {
+		return x.HttpAddr
+	}
+	return ""
+}
+
+func (x *RingMember) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+// RingResponse is a node's ring view. The owner of (limit, key) is
+// ring[partition_owners[xxhash64(K) mod len(partition_owners)]], where K is
+// the hash tag of key (a non-empty substring between its first '{' and the
+// first '}' after it) when it has one, else limit, a NUL byte and key.
+type RingResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// node is the answering member's name.
+	Node string `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	// epoch is the answering node's view epoch (see TakeResponse.ring_epoch).
+	Epoch uint64 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// members holds the known members, sorted by name.
+	Members []*RingMember `protobuf:"bytes,3,rep,name=members,proto3" json:"members,omitempty"`
+	// ring names the members that own partitions, sorted by name.
+	Ring []string `protobuf:"bytes,4,rep,name=ring,proto3" json:"ring,omitempty"`
+	// partition_owners gives, per partition, the index of its owner in ring.
+	PartitionOwners []uint32 `protobuf:"varint,5,rep,packed,name=partition_owners,json=partitionOwners,proto3" json:"partition_owners,omitempty"`
+	// hash names the key hash: "xxhash64".
+	Hash string `protobuf:"bytes,6,opt,name=hash,proto3" json:"hash,omitempty"`
+	// hash_tag names the hash-tag rule: "redis-cluster".
+	HashTag string `protobuf:"bytes,7,opt,name=hash_tag,json=hashTag,proto3" json:"hash_tag,omitempty"`
+	// replication and load are the bounded-load consistent-hashing
+	// parameters the table was built with (buraksezer/consistent), so a
+	// client may rebuild and check it.
+	Replication uint32  `protobuf:"varint,8,opt,name=replication,proto3" json:"replication,omitempty"`
+	Load        float64 `protobuf:"fixed64,9,opt,name=load,proto3" json:"load,omitempty"`
+	// majority reports whether the node reaches a majority of the known
+	// members; without one it decides its keys from local ceilings.
+	Majority      bool `protobuf:"varint,10,opt,name=majority,proto3" json:"majority,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RingResponse) Reset() {
+	*x = RingResponse{}
+	mi := &file_weir_v1_limiter_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RingResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RingResponse) ProtoMessage() {}
+
+func (x *RingResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_limiter_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RingResponse.ProtoReflect.Descriptor instead.
+func (*RingResponse) Descriptor() ([]byte, []int) {
+	return file_weir_v1_limiter_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *RingResponse) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *RingResponse) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *RingResponse) GetMembers() []*RingMember {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+func (x *RingResponse) GetRing() []string {
+	if x != nil {
+		return x.Ring
+	}
+	return nil
+}
+
+func (x *RingResponse) GetPartitionOwners() []uint32 {
+	if x != nil {
+		return x.PartitionOwners
+	}
+	return nil
+}
+
+func (x *RingResponse) GetHash() string {
+	if x != nil {
+		return x.Hash
+	}
+	return ""
+}
+
+func (x *RingResponse) GetHashTag() string {
+	if x != nil {
+		return x.HashTag
+	}
+	return ""
+}
+
+func (x *RingResponse) GetReplication() uint32 {
+	if x != nil {
+		return x.Replication
+	}
+	return 0
+}
+
+func (x *RingResponse) GetLoad() float64 {
+	if x != nil {
+		return x.Load
+	}
+	return 0
+}
+
+func (x *RingResponse) GetMajority() bool {
+	if x != nil {
+		return x.Majority
+	}
+	return false
+}
+
 var File_weir_v1_limiter_proto protoreflect.FileDescriptor
 
 const file_weir_v1_limiter_proto_rawDesc = "" +
@@ -984,11 +1278,13 @@ const file_weir_v1_limiter_proto_rawDesc = "" +
 	"\x05Check\x12\x14\n" +
 	"\x05limit\x18\x01 \x01(\tR\x05limit\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x12\n" +
-	"\x04cost\x18\x03 \x01(\x03R\x04cost\"a\n" +
+	"\x04cost\x18\x03 \x01(\x03R\x04cost\"\x80\x01\n" +
 	"\vTakeRequest\x12&\n" +
 	"\x06checks\x18\x01 \x03(\v2\x0e.weir.v1.CheckR\x06checks\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\x04R\x02id\x12\x1a\n" +
-	"\bevidence\x18\x03 \x01(\bR\bevidence\"\xb3\x02\n" +
+	"\bevidence\x18\x03 \x01(\bR\bevidence\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x14 \x01(\fR\trequestId\"\xb3\x02\n" +
 	"\x06Result\x12\x14\n" +
 	"\x05limit\x18\x01 \x01(\tR\x05limit\x12\x18\n" +
 	"\aallowed\x18\x02 \x01(\bR\aallowed\x12\x1c\n" +
@@ -1002,20 +1298,23 @@ const file_weir_v1_limiter_proto_rawDesc = "" +
 	"\bEvidence\x12\x18\n" +
 	"\adecider\x18\x01 \x01(\tR\adecider\x12\"\n" +
 	"\rdecided_at_ns\x18\x02 \x01(\x03R\vdecidedAtNs\x12\x1a\n" +
-	"\binstance\x18\x03 \x01(\tR\binstance\"\xd4\x01\n" +
+	"\binstance\x18\x03 \x01(\tR\binstance\"\x91\x02\n" +
 	"\fTakeResponse\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x12$\n" +
 	"\x0eretry_after_ms\x18\x02 \x01(\x03R\fretryAfterMs\x12#\n" +
 	"\rrules_version\x18\x03 \x01(\x03R\frulesVersion\x12)\n" +
 	"\aresults\x18\x04 \x03(\v2\x0f.weir.v1.ResultR\aresults\x12\x0e\n" +
 	"\x02id\x18\x05 \x01(\x04R\x02id\x12$\n" +
-	"\x05error\x18\x06 \x01(\v2\x0e.weir.v1.ErrorR\x05error\"\x80\x01\n" +
+	"\x05error\x18\x06 \x01(\v2\x0e.weir.v1.ErrorR\x05error\x12\x1d\n" +
+	"\n" +
+	"ring_epoch\x18\x14 \x01(\x04R\tringEpoch\x12\x1c\n" +
+	"\tforwarded\x18\x15 \x01(\bR\tforwarded\"\x80\x01\n" +
 	"\x0eAcquireRequest\x12\x14\n" +
 	"\x05limit\x18\x01 \x01(\tR\x05limit\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x16\n" +
 	"\x06holder\x18\x03 \x01(\tR\x06holder\x12\x15\n" +
 	"\x06ttl_ms\x18\x04 \x01(\x03R\x05ttlMs\x12\x17\n" +
-	"\await_ms\x18\x05 \x01(\x03R\x06waitMs\"\x85\x02\n" +
+	"\await_ms\x18\x05 \x01(\x03R\x06waitMs\"\xc2\x02\n" +
 	"\x0fAcquireResponse\x12\x18\n" +
 	"\agranted\x18\x01 \x01(\bR\agranted\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12#\n" +
@@ -1024,7 +1323,10 @@ const file_weir_v1_limiter_proto_rawDesc = "" +
 	"\apermits\x18\x05 \x01(\x03R\apermits\x12$\n" +
 	"\x0eretry_after_ms\x18\x06 \x01(\x03R\fretryAfterMs\x12'\n" +
 	"\x06source\x18\a \x01(\x0e2\x0f.weir.v1.SourceR\x06source\x12#\n" +
-	"\rrules_version\x18\b \x01(\x03R\frulesVersion\"5\n" +
+	"\rrules_version\x18\b \x01(\x03R\frulesVersion\x12\x1d\n" +
+	"\n" +
+	"ring_epoch\x18\x14 \x01(\x04R\tringEpoch\x12\x1c\n" +
+	"\tforwarded\x18\x15 \x01(\bR\tforwarded\"5\n" +
 	"\fRenewRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x15\n" +
 	"\x06ttl_ms\x18\x02 \x01(\x03R\x05ttlMs\"&\n" +
@@ -1032,7 +1334,26 @@ const file_weir_v1_limiter_proto_rawDesc = "" +
 	"\x06ttl_ms\x18\x01 \x01(\x03R\x05ttlMs\" \n" +
 	"\x0eReleaseRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x11\n" +
-	"\x0fReleaseResponse*G\n" +
+	"\x0fReleaseResponse\"\x10\n" +
+	"\x0eGetRingRequest\"p\n" +
+	"\n" +
+	"RingMember\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n" +
+	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\x12\x1b\n" +
+	"\thttp_addr\x18\x03 \x01(\tR\bhttpAddr\x12\x14\n" +
+	"\x05state\x18\x04 \x01(\tR\x05state\"\xa7\x02\n" +
+	"\fRingResponse\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12-\n" +
+	"\amembers\x18\x03 \x03(\v2\x13.weir.v1.RingMemberR\amembers\x12\x12\n" +
+	"\x04ring\x18\x04 \x03(\tR\x04ring\x12)\n" +
+	"\x10partition_owners\x18\x05 \x03(\rR\x0fpartitionOwners\x12\x12\n" +
+	"\x04hash\x18\x06 \x01(\tR\x04hash\x12\x19\n" +
+	"\bhash_tag\x18\a \x01(\tR\ahashTag\x12 \n" +
+	"\vreplication\x18\b \x01(\rR\vreplication\x12\x12\n" +
+	"\x04load\x18\t \x01(\x01R\x04load\x12\x1a\n" +
+	"\bmajority\x18\n" +
+	" \x01(\bR\bmajority*G\n" +
 	"\x06Source\x12\x16\n" +
 	"\x12SOURCE_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fSOURCE_OWNER\x10\x01\x12\x13\n" +
@@ -1044,14 +1365,15 @@ const file_weir_v1_limiter_proto_rawDesc = "" +
 	"\x14ERROR_CODE_NOT_FOUND\x10\x05\x12!\n" +
 	"\x1dERROR_CODE_RESOURCE_EXHAUSTED\x10\b\x12\x17\n" +
 	"\x13ERROR_CODE_INTERNAL\x10\r\x12\x1a\n" +
-	"\x16ERROR_CODE_UNAVAILABLE\x10\x0e2\xb1\x02\n" +
+	"\x16ERROR_CODE_UNAVAILABLE\x10\x0e2\xec\x02\n" +
 	"\aLimiter\x123\n" +
 	"\x04Take\x12\x14.weir.v1.TakeRequest\x1a\x15.weir.v1.TakeResponse\x12=\n" +
 	"\n" +
 	"TakeStream\x12\x14.weir.v1.TakeRequest\x1a\x15.weir.v1.TakeResponse(\x010\x01\x12<\n" +
 	"\aAcquire\x12\x17.weir.v1.AcquireRequest\x1a\x18.weir.v1.AcquireResponse\x126\n" +
 	"\x05Renew\x12\x15.weir.v1.RenewRequest\x1a\x16.weir.v1.RenewResponse\x12<\n" +
-	"\aRelease\x12\x17.weir.v1.ReleaseRequest\x1a\x18.weir.v1.ReleaseResponseB+Z)github.com/weir-rl/weir/api/weirv1;weirv1b\x06proto3"
+	"\aRelease\x12\x17.weir.v1.ReleaseRequest\x1a\x18.weir.v1.ReleaseResponse\x129\n" +
+	"\aGetRing\x12\x17.weir.v1.GetRingRequest\x1a\x15.weir.v1.RingResponseB+Z)github.com/weir-rl/weir/api/weirv1;weirv1b\x06proto3"
 
 var (
 	file_weir_v1_limiter_proto_rawDescOnce sync.Once
@@ -1066,7 +1388,7 @@ func file_weir_v1_limiter_proto_rawDescGZIP() []byte {
 }
 
 var file_weir_v1_limiter_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_weir_v1_limiter_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_weir_v1_limiter_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_weir_v1_limiter_proto_goTypes = []any{
 	(Source)(0),             // 0: weir.v1.Source
 	(ErrorCode)(0),          // 1: weir.v1.ErrorCode
@@ -1082,6 +1404,9 @@ var file_weir_v1_limiter_proto_goTypes = []any{
 	(*RenewResponse)(nil),   // 11: weir.v1.RenewResponse
 	(*ReleaseRequest)(nil),  // 12: weir.v1.ReleaseRequest
 	(*ReleaseResponse)(nil), // 13: weir.v1.ReleaseResponse
+	(*GetRingRequest)(nil),  // 14: weir.v1.GetRingRequest
+	(*RingMember)(nil),      // 15: weir.v1.RingMember
+	(*RingResponse)(nil),    // 16: weir.v1.RingResponse
 }
 var file_weir_v1_limiter_proto_depIdxs = []int32{
 	1,  // 0: weir.v1.Error.code:type_name -> weir.v1.ErrorCode
@@ -1091,21 +1416,24 @@ var file_weir_v1_limiter_proto_depIdxs = []int32{
 	5,  // 4: weir.v1.TakeResponse.results:type_name -> weir.v1.Result
 	2,  // 5: weir.v1.TakeResponse.error:type_name -> weir.v1.Error
 	0,  // 6: weir.v1.AcquireResponse.source:type_name -> weir.v1.Source
-	4,  // 7: weir.v1.Limiter.Take:input_type -> weir.v1.TakeRequest
-	4,  // 8: weir.v1.Limiter.TakeStream:input_type -> weir.v1.TakeRequest
-	8,  // 9: weir.v1.Limiter.Acquire:input_type -> weir.v1.AcquireRequest
-	10, // 10: weir.v1.Limiter.Renew:input_type -> weir.v1.RenewRequest
-	12, // 11: weir.v1.Limiter.Release:input_type -> weir.v1.ReleaseRequest
-	7,  // 12: weir.v1.Limiter.Take:output_type -> weir.v1.TakeResponse
-	7,  // 13: weir.v1.Limiter.TakeStream:output_type -> weir.v1.TakeResponse
-	9,  // 14: weir.v1.Limiter.Acquire:output_type -> weir.v1.AcquireResponse
-	11, // 15: weir.v1.Limiter.Renew:output_type -> weir.v1.RenewResponse
-	13, // 16: weir.v1.Limiter.Release:output_type -> weir.v1.ReleaseResponse
-	12, // [12:17] is the sub-list for method output_type
-	7,  // [7:12] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	15, // 7: weir.v1.RingResponse.members:type_name -> weir.v1.RingMember
+	4,  // 8: weir.v1.Limiter.Take:input_type -> weir.v1.TakeRequest
+	4,  // 9: weir.v1.Limiter.TakeStream:input_type -> weir.v1.TakeRequest
+	8,  // 10: weir.v1.Limiter.Acquire:input_type -> weir.v1.AcquireRequest
+	10, // 11: weir.v1.Limiter.Renew:input_type -> weir.v1.RenewRequest
+	12, // 12: weir.v1.Limiter.Release:input_type -> weir.v1.ReleaseRequest
+	14, // 13: weir.v1.Limiter.GetRing:input_type -> weir.v1.GetRingRequest
+	7,  // 14: weir.v1.Limiter.Take:output_type -> weir.v1.TakeResponse
+	7,  // 15: weir.v1.Limiter.TakeStream:output_type -> weir.v1.TakeResponse
+	9,  // 16: weir.v1.Limiter.Acquire:output_type -> weir.v1.AcquireResponse
+	11, // 17: weir.v1.Limiter.Renew:output_type -> weir.v1.RenewResponse
+	13, // 18: weir.v1.Limiter.Release:output_type -> weir.v1.ReleaseResponse
+	16, // 19: weir.v1.Limiter.GetRing:output_type -> weir.v1.RingResponse
+	14, // [14:20] is the sub-list for method output_type
+	8,  // [8:14] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_weir_v1_limiter_proto_init() }
@@ -1119,7 +1447,7 @@ func file_weir_v1_limiter_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_weir_v1_limiter_proto_rawDesc), len(file_weir_v1_limiter_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   12,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -31,6 +31,7 @@ const (
 	Limiter_Acquire_FullMethodName    = "/weir.v1.Limiter/Acquire"
 	Limiter_Renew_FullMethodName      = "/weir.v1.Limiter/Renew"
 	Limiter_Release_FullMethodName    = "/weir.v1.Limiter/Release"
+	Limiter_GetRing_FullMethodName    = "/weir.v1.Limiter/GetRing"
 )
 
 // LimiterClient is the client API for Limiter service.
@@ -60,6 +61,11 @@ type LimiterClient interface {
 	Renew(ctx context.Context, in *RenewRequest, opts ...grpc.CallOption) (*RenewResponse, error)
 	// Release gives a lease back. Releasing twice is not an error.
 	Release(ctx context.Context, in *ReleaseRequest, opts ...grpc.CallOption) (*ReleaseResponse, error)
+	// GetRing returns the answering node's view of the ring: its epoch, the
+	// members with the public addresses clients dial, and the partition
+	// table, from which a client computes the owner of a (limit, key)
+	// exactly as the node does (package ring/ownership). Read-only.
+	GetRing(ctx context.Context, in *GetRingRequest, opts ...grpc.CallOption) (*RingResponse, error)
 }
 
 type limiterClient struct {
@@ -123,6 +129,16 @@ func (c *limiterClient) Release(ctx context.Context, in *ReleaseRequest, opts ..
 	return out, nil
 }
 
+func (c *limiterClient) GetRing(ctx context.Context, in *GetRingRequest, opts ...grpc.CallOption) (*RingResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RingResponse)
+	err := c.cc.Invoke(ctx, Limiter_GetRing_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // LimiterServer is the server API for Limiter service.
 // All implementations must embed UnimplementedLimiterServer
 // for forward compatibility.
@@ -150,6 +166,11 @@ type LimiterServer interface {
 	Renew(context.Context, *RenewRequest) (*RenewResponse, error)
 	// Release gives a lease back. Releasing twice is not an error.
 	Release(context.Context, *ReleaseRequest) (*ReleaseResponse, error)
+	// GetRing returns the answering node's view of the ring: its epoch, the
+	// members with the public addresses clients dial, and the partition
+	// table, from which a client computes the owner of a (limit, key)
+	// exactly as the node does (package ring/ownership). Read-only.
+	GetRing(context.Context, *GetRingRequest) (*RingResponse, error)
 	mustEmbedUnimplementedLimiterServer()
 }
 
@@ -174,6 +195,9 @@ func (UnimplementedLimiterServer) Renew(context.Context, *RenewRequest) (*RenewR
 }
 func (UnimplementedLimiterServer) Release(context.Context, *ReleaseRequest) (*ReleaseResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Release not implemented")
+}
+func (UnimplementedLimiterServer) GetRing(context.Context, *GetRingRequest) (*RingResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetRing not implemented")
 }
 func (UnimplementedLimiterServer) mustEmbedUnimplementedLimiterServer() {}
 func (UnimplementedLimiterServer) testEmbeddedByValue()                 {}
@@ -275,6 +299,24 @@ func _Limiter_Release_Handler(srv interface{}, ctx context.Context, dec func(int
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Limiter_GetRing_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetRingRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LimiterServer).GetRing(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Limiter_GetRing_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LimiterServer).GetRing(ctx, req.(*GetRingRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Limiter_ServiceDesc is the grpc.ServiceDesc for Limiter service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -297,6 +339,10 @@ var Limiter_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Release",
 			Handler:    _Limiter_Release_Handler,
+		},
+		{
+			MethodName: "GetRing",
+			Handler:    _Limiter_GetRing_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

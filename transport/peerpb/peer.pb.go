@@ -159,12 +159,13 @@ type Request struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Op            Op                     `protobuf:"varint,1,opt,name=op,proto3,enum=weir.peer.v1.Op" json:"op,omitempty"`
 	Checks        []*Check               `protobuf:"bytes,2,rep,name=checks,proto3" json:"checks,omitempty"`
-	Epoch         uint64                 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`                   // the sender's ring epoch
-	LeaseId       string                 `protobuf:"bytes,4,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"` // renew, release
-	Holder        string                 `protobuf:"bytes,5,opt,name=holder,proto3" json:"holder,omitempty"`                  // acquire
-	TtlNs         int64                  `protobuf:"varint,6,opt,name=ttl_ns,json=ttlNs,proto3" json:"ttl_ns,omitempty"`      // acquire, renew; 0 = the limit's lease_ttl
-	WaitNs        int64                  `protobuf:"varint,7,opt,name=wait_ns,json=waitNs,proto3" json:"wait_ns,omitempty"`   // acquire; 0 = do not queue
-	Proxied       bool                   `protobuf:"varint,8,opt,name=proxied,proto3" json:"proxied,omitempty"`               // already passed on once by a non-owner: never pass it on again
+	Epoch         uint64                 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`                          // the sender's ring epoch
+	LeaseId       string                 `protobuf:"bytes,4,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`        // renew, release
+	Holder        string                 `protobuf:"bytes,5,opt,name=holder,proto3" json:"holder,omitempty"`                         // acquire
+	TtlNs         int64                  `protobuf:"varint,6,opt,name=ttl_ns,json=ttlNs,proto3" json:"ttl_ns,omitempty"`             // acquire, renew; 0 = the limit's lease_ttl
+	WaitNs        int64                  `protobuf:"varint,7,opt,name=wait_ns,json=waitNs,proto3" json:"wait_ns,omitempty"`          // acquire; 0 = do not queue
+	Proxied       bool                   `protobuf:"varint,8,opt,name=proxied,proto3" json:"proxied,omitempty"`                      // already passed on once by a non-owner: never pass it on again
+	RequestId     []byte                 `protobuf:"bytes,20,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"` // take: the caller's request id, deduplicated by the owner
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -253,6 +254,13 @@ func (x *Request) GetProxied() bool {
 		return x.Proxied
 	}
 	return false
+}
+
+func (x *Request) GetRequestId() []byte {
+	if x != nil {
+		return x.RequestId
+	}
+	return nil
 }
 
 // BatchRequest is a batch of requests from one sender.
@@ -824,7 +832,7 @@ const file_peer_proto_rawDesc = "" +
 	"\x05Check\x12\x14\n" +
 	"\x05limit\x18\x01 \x01(\tR\x05limit\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x12\n" +
-	"\x04cost\x18\x03 \x01(\x03R\x04cost\"\xeb\x01\n" +
+	"\x04cost\x18\x03 \x01(\x03R\x04cost\"\x8a\x02\n" +
 	"\aRequest\x12 \n" +
 	"\x02op\x18\x01 \x01(\x0e2\x10.weir.peer.v1.OpR\x02op\x12+\n" +
 	"\x06checks\x18\x02 \x03(\v2\x13.weir.peer.v1.CheckR\x06checks\x12\x14\n" +
@@ -833,7 +841,9 @@ const file_peer_proto_rawDesc = "" +
 	"\x06holder\x18\x05 \x01(\tR\x06holder\x12\x15\n" +
 	"\x06ttl_ns\x18\x06 \x01(\x03R\x05ttlNs\x12\x17\n" +
 	"\await_ns\x18\a \x01(\x03R\x06waitNs\x12\x18\n" +
-	"\aproxied\x18\b \x01(\bR\aproxied\"U\n" +
+	"\aproxied\x18\b \x01(\bR\aproxied\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x14 \x01(\fR\trequestId\"U\n" +
 	"\fBatchRequest\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x121\n" +
 	"\brequests\x18\x02 \x03(\v2\x15.weir.peer.v1.RequestR\brequests\"\x93\x02\n" +

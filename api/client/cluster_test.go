@@ -1,0 +1,416 @@
+package client_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/weir-rl/weir/api"
+	"github.com/weir-rl/weir/api/client"
+	"github.com/weir-rl/weir/internal/simnet"
+	"github.com/weir-rl/weir/node" //nolint:depguard // integration tests against real nodes, in the external test package only
+)
+
+// These tests run real nodes in process: gossip and peer forwarding on a
+// simulated network (so a member can be killed without a goodbye), the
+// public gRPC and HTTP APIs on real loopback sockets, which is what the
+// client dials.
+
+// clusterLimits: refills so slow that wall-clock time mints nothing a test
+// could see; "wide" never denies.
+const clusterLimits = `version: 1
+limits:
+  - name: exact
+    algorithm: token_bucket
+    capacity: 1000
+    rate: 1/h
+  - name: wide
+    algorithm: token_bucket
+    capacity: 1000000000
+    rate: 1000000000/s
+`
+
+type testCluster struct {
+	t     *testing.T
+	net   *simnet.Network
+	file  string
+	mu    sync.Mutex
+	nodes map[string]*node.Node // running members
+	hosts map[string]string
+}
+
+func newTestCluster(t *testing.T) *testCluster {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "limits.yaml")
+	if err := os.WriteFile(file, []byte(clusterLimits), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sn := simnet.New(1)
+	t.Cleanup(func() { _ = sn.Close() })
+	return &testCluster{t: t, net: sn, file: file, nodes: map[string]*node.Node{}, hosts: map[string]string{}}
+}
+
+// add starts member name on simulated host, joining seed ("" for none).
+func (c *testCluster) add(name, host, seed string) *node.Node {
+	c.t.Helper()
+	cfg := node.LocalConfig()
+	cfg.NodeName = name
+	cfg.LimitsPath = c.file
+	cfg.Clustered = true
+	cfg.SweepInterval = 0
+	cfg.PeerAddr = host + ":7947"
+	cfg.PeerAdvertise = host + ":7947"
+	cfg.Forward.Dialer = func(ctx context.Context, addr string) (net.Conn, error) { return c.net.Dial(ctx, host, addr) }
+	cfg.Forward.Deadline = time.Second // generous: -race on two cores
+	tr, err := c.net.Transport(host, 7946)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	cfg.Ring.Transport = tr
+	if seed != "" {
+		cfg.Ring.Join = []string{seed + ":7946"}
+	}
+	n, err := node.New(cfg, node.Deps{ListenPeer: func(string, string) (net.Listener, error) { return c.net.Listen(host, 7947) }})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if err := n.Start(context.Background()); err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(func() { _ = n.Shutdown(context.Background()) })
+	c.mu.Lock()
+	c.nodes[name], c.hosts[name] = n, host
+	c.mu.Unlock()
+	return n
+}
+
+// start runs n1..n<count>, joined through n1, and waits for them to agree.
+func (c *testCluster) start(count int) {
+	for i := 1; i <= count; i++ {
+		seed := ""
+		if i > 1 {
+			seed = "10.0.0.1"
+		}
+		c.add(fmt.Sprintf("n%d", i), fmt.Sprintf("10.0.0.%d", i), seed)
+	}
+	c.waitConverged()
+}
+
+func (c *testCluster) running() map[string]*node.Node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]*node.Node{}
+	for k, v := range c.nodes {
+		out[k] = v
+	}
+	return out
+}
+
+// waitConverged waits until every running member sees the running members
+// alive, and only them in its ring (a killed member stays known, dead).
+func (c *testCluster) waitConverged() {
+	c.t.Helper()
+	nodes := c.running()
+	waitUntil(c.t, 30*time.Second, "the members to agree on the ring", func() bool {
+		for _, n := range nodes {
+			info, _ := n.Cluster(context.Background(), "", "")
+			if len(info.Ring.Table.Members()) != len(nodes) {
+				return false
+			}
+			for _, name := range info.Ring.Table.Members() {
+				if nodes[name] == nil {
+					return false
+				}
+			}
+			for _, m := range info.Ring.Members {
+				if (nodes[m.Name] != nil) != (m.State == "alive") {
+					return false
+				}
+			}
+		}
+		return true
+	})
+}
+
+// waitSettled waits until a take of a fresh key through c makes no member
+// send a peer batch: the handoff window after the last ring change, in
+// which new owners pull moved buckets, is over.
+func (c *testCluster) waitSettled(cl *client.Client) {
+	c.t.Helper()
+	i := 0
+	waitUntil(c.t, 20*time.Second, "the ring to settle (no more handoff pulls)", func() bool {
+		before := c.forwards()
+		for range 20 {
+			i++
+			if _, err := cl.Take(context.Background(), api.Check{Limit: "wide", Key: fmt.Sprintf("settle:%d", i)}); err != nil {
+				return false
+			}
+		}
+		return c.forwards() == before
+	})
+}
+
+// leave shuts member name down gracefully (it hands off and leaves).
+func (c *testCluster) leave(name string) {
+	c.mu.Lock()
+	n := c.nodes[name]
+	delete(c.nodes, name)
+	c.mu.Unlock()
+	if err := n.Shutdown(context.Background()); err != nil {
+		c.t.Logf("shutdown %s: %v", name, err)
+	}
+}
+
+// kill cuts member name off the simulated network, so its peers see it
+// fail without a goodbye, then stops it (which closes its public sockets).
+func (c *testCluster) kill(name string) {
+	c.mu.Lock()
+	n := c.nodes[name]
+	delete(c.nodes, name)
+	host := c.hosts[name]
+	c.mu.Unlock()
+	c.net.Isolate(host)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	_ = n.Shutdown(ctx)
+}
+
+// forwards sums the peer batches every running member has sent.
+func (c *testCluster) forwards() float64 {
+	c.t.Helper()
+	total := 0.0
+	for _, n := range c.running() {
+		total += scrape(c.t, n.HTTPAddr(), "weir_forward_batch_size_count")
+	}
+	return total
+}
+
+// scrape returns the sum of a metric's series on a node's /metrics.
+func scrape(t *testing.T, httpAddr, name string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + httpAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	var b strings.Builder
+	buf := make([]byte, 32<<10)
+	for {
+		k, err := resp.Body.Read(buf)
+		b.Write(buf[:k])
+		if err != nil {
+			break
+		}
+	}
+	total := 0.0
+	for line := range strings.SplitSeq(b.String(), "\n") {
+		if !strings.HasPrefix(line, name) || (len(line) > len(name) && line[len(name)] != ' ' && line[len(name)] != '{') {
+			continue
+		}
+		f := strings.Fields(line)
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err == nil {
+			total += v
+		}
+	}
+	return total
+}
+
+func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// dial returns a cluster-aware client seeded with n's public gRPC address.
+func dial(t *testing.T, n *node.Node, opts client.Options) *client.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, []string{n.GRPCAddr()}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// agrees reports whether the client names the same owner as node n for
+// every key of keys.
+func agrees(c *client.Client, n *node.Node, limit string, keys []string) bool {
+	for _, k := range keys {
+		want, _ := n.Cluster(context.Background(), limit, k)
+		got, ok := c.Owner(limit, k)
+		if !ok || got != want.Owner {
+			return false
+		}
+	}
+	return true
+}
+
+func keys(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s:%d", prefix, i)
+	}
+	return out
+}
+
+func TestDialRoutesEveryTakeToItsOwner(t *testing.T) {
+	tc := newTestCluster(t)
+	tc.start(3)
+	n1 := tc.running()["n1"]
+	c := dial(t, n1, client.Options{})
+	ks := keys("route", 300)
+	if !agrees(c, n1, "wide", ks) {
+		t.Fatal("the client's owners differ from the node's")
+	}
+	tc.waitSettled(c)
+	before := tc.forwards()
+	owners := map[string]int{}
+	for _, k := range ks {
+		resp, err := c.Take(t.Context(), api.Check{Limit: "wide", Key: k, Cost: 1})
+		if err != nil {
+			t.Fatalf("take %s: %v", k, err)
+		}
+		if !resp.Allowed || resp.Forwarded || resp.Results[0].Source != api.SourceOwner || resp.RingEpoch == 0 {
+			t.Fatalf("take %s = %+v; want allowed, decided by its owner, not forwarded, with an epoch", k, resp)
+		}
+		o, _ := c.Owner("wide", k)
+		owners[o]++
+	}
+	if len(owners) != 3 {
+		t.Fatalf("keys went to %v; want all three members", owners)
+	}
+	if after := tc.forwards(); after != before {
+		t.Fatalf("members forwarded %v batches during routed takes; want none", after-before)
+	}
+	// A multi-check over one hash tag goes to the tag's owner as one step.
+	resp, err := c.Take(t.Context(), api.Check{Limit: "wide", Key: "{t1}a"}, api.Check{Limit: "exact", Key: "{t1}b"})
+	if err != nil || !resp.Allowed || resp.Forwarded {
+		t.Fatalf("hash-tagged multi-check = %+v, %v; want allowed at the owner", resp, err)
+	}
+	if after := tc.forwards(); after != before {
+		t.Fatal("a hash-tagged multi-check was forwarded")
+	}
+}
+
+func TestClientConvergesAfterJoinLeaveKill(t *testing.T) {
+	tc := newTestCluster(t)
+	tc.start(3)
+	n1 := tc.running()["n1"]
+	c := dial(t, n1, client.Options{MinRefreshInterval: 20 * time.Millisecond})
+	ks := keys("conv", 200)
+
+	// Callers keep taking throughout; none may fail.
+	var failures atomic.Int64
+	var firstErr atomic.Value
+	var taken atomic.Int64
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := g; ctx.Err() == nil; i += 4 {
+				_, err := c.Take(ctx, api.Check{Limit: "wide", Key: ks[i%len(ks)], Cost: 1})
+				if err != nil && ctx.Err() == nil {
+					failures.Add(1)
+					firstErr.CompareAndSwap(nil, err)
+				}
+				taken.Add(1)
+			}
+		})
+	}
+	defer func() {
+		stop()
+		wg.Wait()
+	}()
+	converged := func(what string) {
+		t.Helper()
+		tc.waitConverged()
+		waitUntil(t, 20*time.Second, "the client to converge after "+what, func() bool {
+			return agrees(c, n1, "wide", ks)
+		})
+		// Routed by the new ring, takes are decided where they are sent.
+		waitUntil(t, 10*time.Second, "unforwarded takes after "+what, func() bool {
+			for _, k := range ks[:50] {
+				resp, err := c.Take(t.Context(), api.Check{Limit: "wide", Key: k, Cost: 1})
+				if err != nil || resp.Forwarded {
+					return false
+				}
+			}
+			return true
+		})
+		if n := failures.Load(); n > 0 {
+			t.Fatalf("%d takes failed by %s (first: %v)", n, what, firstErr.Load())
+		}
+	}
+
+	tc.add("n4", "10.0.0.4", "10.0.0.1")
+	converged("a join")
+	if o := ownersOf(c, ks); o["n4"] == 0 {
+		t.Fatalf("after the join the client routes nothing to n4: %v", o)
+	}
+	tc.leave("n2")
+	converged("a leave")
+	tc.kill("n3")
+	converged("a kill")
+	if o := ownersOf(c, ks); o["n2"]+o["n3"] != 0 || len(o) != 2 {
+		t.Fatalf("after a leave and a kill the client routes to %v; want n1 and n4 only", o)
+	}
+	if taken.Load() < 100 {
+		t.Fatalf("only %d takes ran during the changes", taken.Load())
+	}
+}
+
+func ownersOf(c *client.Client, ks []string) map[string]int {
+	out := map[string]int{}
+	for _, k := range ks {
+		o, _ := c.Owner("wide", k)
+		out[o]++
+	}
+	return out
+}
+
+func TestClientConcurrentTakesAreExact(t *testing.T) {
+	tc := newTestCluster(t)
+	tc.start(3)
+	c := dial(t, tc.running()["n2"], client.Options{})
+	const callers = 1200
+	var allowed, denied, failed atomic.Int64
+	var wg sync.WaitGroup
+	startGate := make(chan struct{})
+	for range callers {
+		wg.Go(func() {
+			<-startGate
+			resp, err := c.Take(t.Context(), api.Check{Limit: "exact", Key: "one-bucket", Cost: 1})
+			switch {
+			case err != nil:
+				failed.Add(1)
+			case resp.Allowed:
+				allowed.Add(1)
+			default:
+				denied.Add(1)
+			}
+		})
+	}
+	close(startGate)
+	wg.Wait()
+	if allowed.Load() != 1000 || denied.Load() != 200 || failed.Load() != 0 {
+		t.Fatalf("allowed %d, denied %d, failed %d of %d; want exactly 1000 allowed, 200 denied",
+			allowed.Load(), denied.Load(), failed.Load(), callers)
+	}
+}

@@ -1,0 +1,332 @@
+package client
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
+
+	"github.com/weir-rl/weir/api"
+	"github.com/weir-rl/weir/api/weirv1"
+	"github.com/weir-rl/weir/ring/ownership"
+)
+
+// downFor is how long a member whose connection failed is skipped when
+// routing (requests go to another member, which forwards), unless a newer
+// ring lists it again.
+const downFor = time.Second
+
+// retireAfter is how long the connection of a member that left the ring is
+// kept, so that requests in flight on it can finish.
+const retireAfter = 5 * time.Second
+
+// member is one node the client talks to: one connection, and one shared
+// TakeStream opened on first use.
+type member struct {
+	name      string
+	addr      string
+	conn      *grpc.ClientConn // nil for New's caller-owned connection
+	rpc       weirv1.LimiterClient
+	useStream bool
+	seen      atomic.Uint64 // the highest ring epoch it answered with
+	downUntil atomic.Int64  // Unix ns before which routing skips it
+
+	smu    sync.Mutex // guards stream
+	stream *takeStream
+}
+
+// healthy reports whether routing may send to m at now.
+func (m *member) healthy(now time.Time) bool {
+	if now.UnixNano() < m.downUntil.Load() {
+		return false
+	}
+	if m.conn == nil {
+		return true
+	}
+	s := m.conn.GetState()
+	return s != connectivity.TransientFailure && s != connectivity.Shutdown
+}
+
+// memberSet is an immutable set of members, published whole.
+type memberSet struct {
+	byName map[string]*member
+	list   []*member
+}
+
+// router sends each request to a member: the owner of its keys when the
+// client holds a ring, else any member. It owns the member connections,
+// their streams and the refresher goroutine (Dial); Close stops them.
+type router struct {
+	opts   Options
+	static bool // New/NewWith: one caller-owned member, no ring
+	seeds  []string
+	dial   []grpc.DialOption
+
+	ctx    context.Context // the client's lifetime: streams and refreshes
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	view    atomic.Pointer[ringView] // nil for a static router
+	members atomic.Pointer[memberSet]
+	rr      atomic.Uint64 // round robin over members
+
+	kick     chan struct{} // one slot: refresh soon
+	kickFrom atomic.Pointer[member]
+	idPrefix uint64
+	idSeq    atomic.Uint64
+
+	mu      sync.Mutex // guards the fields below
+	conns   map[string]*member // by address
+	retired []retired
+	budget  retryBudget
+	closed  bool
+}
+
+type retired struct {
+	m  *member
+	at time.Time
+}
+
+func newRouter(opts Options) *router {
+	r := &router{opts: opts, kick: make(chan struct{}, 1), conns: map[string]*member{}, budget: newRetryBudget(opts.Retry), idPrefix: rand.Uint64()}
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	return r
+}
+
+// newID returns a fresh request id: the client's random prefix and a
+// counter, 16 bytes.
+func (r *router) newID() []byte {
+	b := make([]byte, 16)
+	binary.BigEndian.PutUint64(b, r.idPrefix)
+	binary.BigEndian.PutUint64(b[8:], r.idSeq.Add(1))
+	return b
+}
+
+// oneOwner reports whether every check surely has the same owner: they
+// share a hash key, or the ring names one owner for all of them. Only such
+// a take is deduplicated by its owner, so only such a take is retried after
+// an ambiguous failure.
+func oneOwner(v *ringView, checks []api.Check) (string, bool) {
+	if len(checks) == 0 {
+		return "", false
+	}
+	owner, ok := "", v != nil
+	if ok {
+		owner, ok = v.owner(checks[0].Limit, checks[0].Key)
+	}
+	first := ownership.HashKey(checks[0].Limit, checks[0].Key)
+	same := true
+	for _, ch := range checks[1:] {
+		if same && ownership.HashKey(ch.Limit, ch.Key) != first {
+			same = false
+		}
+		if ok {
+			if o, _ := v.owner(ch.Limit, ch.Key); o != owner {
+				ok = false
+			}
+		}
+	}
+	return owner, same || ok
+}
+
+// pick chooses where to send checks: their owner when they have one and it
+// is healthy, else any healthy member other than avoid. single reports
+// whether all checks surely share one owner (see oneOwner).
+func (r *router) pick(checks []api.Check, avoid *member) (m *member, single bool) {
+	set := r.members.Load()
+	owner, single := oneOwner(r.view.Load(), checks)
+	now := r.opts.Clock.Now()
+	if owner != "" {
+		if m := set.byName[owner]; m != nil && m != avoid && m.healthy(now) {
+			return m, single
+		}
+	}
+	return r.any(set, avoid, now), single
+}
+
+// any returns a healthy member other than avoid, round robin; failing that
+// any member other than avoid; failing that avoid.
+func (r *router) any(set *memberSet, avoid *member, now time.Time) *member {
+	n := len(set.list)
+	start := int(r.rr.Add(1) % uint64(n))
+	var fallback *member
+	for i := range n {
+		m := set.list[(start+i)%n]
+		if m == avoid {
+			continue
+		}
+		if m.healthy(now) {
+			return m
+		}
+		if fallback == nil {
+			fallback = m
+		}
+	}
+	if fallback != nil {
+		return fallback
+	}
+	return set.list[start]
+}
+
+// take runs one take with retries (see RetryPolicy and retryable).
+func (r *router) take(ctx context.Context, checks []api.Check) (api.TakeResponse, error) {
+	pc := make([]*weirv1.Check, len(checks))
+	for i, ch := range checks {
+		pc[i] = &weirv1.Check{Limit: ch.Limit, Key: ch.Key, Cost: ch.Cost}
+	}
+	rid := r.newID()
+	r.mu.Lock()
+	r.budget.requestAt(r.opts.Clock.Now())
+	r.mu.Unlock()
+	var avoid *member
+	for attempt := 0; ; attempt++ {
+		m, single := r.pick(checks, avoid)
+		resp, transportErr, err := m.take(ctx, r, pc, rid)
+		if err == nil {
+			r.observe(m, resp.GetRingEpoch(), resp.GetForwarded())
+			return takeFromProto(resp), nil
+		}
+		if !retryable(ctx, err) {
+			return api.TakeResponse{}, fromStatus(ctx, "take", err)
+		}
+		if transportErr {
+			r.failed(m)
+		}
+		if !single || attempt+1 >= r.opts.Retry.MaxAttempts || !r.allowRetry() {
+			return api.TakeResponse{}, fromStatus(ctx, "take", err)
+		}
+		d := backoff(attempt, r.opts.Retry.BaseBackoff, r.opts.Retry.MaxBackoff, r.opts.Rand())
+		if err := r.opts.Clock.Sleep(ctx, d); err != nil {
+			return api.TakeResponse{}, fromStatus(ctx, "take", err)
+		}
+		if transportErr {
+			avoid = m
+		}
+	}
+}
+
+// allowRetry spends one retry of the budget, or reports that none is left.
+func (r *router) allowRetry() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.budget.retryAt(r.opts.Clock.Now())
+}
+
+// take sends one attempt to m: on its shared stream when the connection is
+// ready, else as a unary call (which waits for the connection under ctx).
+// transportErr reports a failure of the member rather than an answer of
+// the service.
+func (m *member) take(ctx context.Context, r *router, checks []*weirv1.Check, rid []byte) (resp *weirv1.TakeResponse, transportErr bool, err error) {
+	if s := m.readyStream(r); s != nil {
+		resp, err = s.take(ctx, checks, rid)
+		return resp, errors.Is(err, errStreamBroken), err
+	}
+	resp, err = m.rpc.Take(ctx, &weirv1.TakeRequest{Checks: checks, RequestId: rid})
+	return resp, err != nil, err
+}
+
+// readyStream returns m's TakeStream, opening it if the connection is
+// ready; nil means use a unary call.
+func (m *member) readyStream(r *router) *takeStream {
+	if !m.useStream {
+		return nil
+	}
+	m.smu.Lock()
+	defer m.smu.Unlock()
+	if m.stream != nil && !m.stream.broken() {
+		return m.stream
+	}
+	m.stream = nil
+	if m.conn.GetState() != connectivity.Ready {
+		m.conn.Connect()
+		return nil
+	}
+	s, err := openTakeStream(r.ctx, m.rpc, &r.wg)
+	if err != nil {
+		return nil
+	}
+	m.stream = s
+	return s
+}
+
+// observe notes the ring epoch an answer of m carried and asks for a
+// refresh when m's view moved on since its last answer, or when m had to
+// forward (the client's view is stale).
+func (r *router) observe(m *member, epoch uint64, forwarded bool) {
+	if r.static {
+		return
+	}
+	moved := false
+	for {
+		prev := m.seen.Load()
+		if epoch <= prev {
+			break
+		}
+		if m.seen.CompareAndSwap(prev, epoch) {
+			moved = prev != 0
+			break
+		}
+	}
+	if moved || forwarded {
+		r.askRefresh(m)
+	}
+}
+
+// failed marks m down for a while and asks for a refresh from another
+// member.
+func (r *router) failed(m *member) {
+	m.downUntil.Store(r.opts.Clock.Now().Add(downFor).UnixNano())
+	if !r.static {
+		r.opts.Logger.Debug("client: member failed", "member", m.name, "addr", m.addr)
+		r.askRefresh(nil)
+	}
+}
+
+// askRefresh wakes the refresher; from, when set, is the member whose view
+// is newest.
+func (r *router) askRefresh(from *member) {
+	if from != nil {
+		r.kickFrom.Store(from)
+	}
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
+// pickFor returns the member for a lease operation on (limit, key).
+func (r *router) pickFor(limit, key string) *member {
+	m, _ := r.pick([]api.Check{{Limit: limit, Key: key}}, nil)
+	return m
+}
+
+// takeFromProto converts a TakeResponse.
+func takeFromProto(resp *weirv1.TakeResponse) api.TakeResponse {
+	out := api.TakeResponse{
+		Allowed:      resp.GetAllowed(),
+		RetryAfter:   fromMs(resp.GetRetryAfterMs()),
+		RulesVersion: resp.GetRulesVersion(),
+		Results:      make([]api.Result, len(resp.GetResults())),
+		RingEpoch:    resp.GetRingEpoch(),
+		Forwarded:    resp.GetForwarded(),
+	}
+	for i, r := range resp.GetResults() {
+		out.Results[i] = api.Result{
+			Limit:      r.GetLimit(),
+			Allowed:    r.GetAllowed(),
+			Remaining:  r.GetRemaining(),
+			Capacity:   r.GetCapacity(),
+			RetryAfter: fromMs(r.GetRetryAfterMs()),
+			ResetAfter: fromMs(r.GetResetAfterMs()),
+			Source:     fromSource(r.GetSource()),
+			Window:     fromMs(r.GetWindowMs()),
+		}
+	}
+	return out
+}

@@ -1,0 +1,89 @@
+package dedup
+
+import (
+	"testing"
+	"time"
+)
+
+func TestCacheSteps(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	c := New[string](Config{Window: 100 * time.Millisecond, MaxEntries: 3})
+	type step struct {
+		at     time.Time
+		op     string // begin, finish, abort
+		id, v  string
+		want   Status
+		wantV  string
+		length int
+	}
+	steps := []step{
+		{at: ms(0), op: "begin", id: "a", want: Fresh, length: 1},
+		{at: ms(1), op: "begin", id: "a", want: Pending, length: 1},
+		{op: "finish", id: "a", v: "A", length: 1},
+		{at: ms(2), op: "begin", id: "a", want: Done, wantV: "A", length: 1},
+		{op: "finish", id: "a", v: "other", length: 1}, // a finished id keeps its answer
+		{at: ms(3), op: "begin", id: "a", want: Done, wantV: "A", length: 1},
+		{op: "abort", id: "a", length: 1}, // a finished id is kept
+		{at: ms(10), op: "begin", id: "b", want: Fresh, length: 2},
+		{op: "abort", id: "b", length: 1},
+		{at: ms(11), op: "begin", id: "b", want: Fresh, length: 2},           // aborted: decided afresh
+		{at: ms(5), op: "begin", id: "a", want: Done, wantV: "A", length: 2}, // time going backwards expires nothing
+		{at: ms(99), op: "begin", id: "a", want: Done, wantV: "A", length: 2},
+		{at: ms(100), op: "begin", id: "a", want: Fresh, length: 2}, // window over: forgotten, recorded again
+		{at: ms(101), op: "begin", id: "c", want: Fresh, length: 3},
+		{at: ms(102), op: "begin", id: "d", want: Fresh, length: 3}, // full: oldest (b) evicted
+		{at: ms(103), op: "begin", id: "a", want: Pending, length: 3},
+		{at: ms(104), op: "begin", id: "b", want: Fresh, length: 3}, // b was evicted; a goes now
+		{at: ms(105), op: "begin", id: "a", want: Fresh, length: 3}, // and c goes
+	}
+	for i, s := range steps {
+		switch s.op {
+		case "begin":
+			v, st := c.BeginAt(s.at, s.id)
+			if st != s.want || v != s.wantV {
+				t.Fatalf("step %d: BeginAt(%v, %q) = %q, %v; want %q, %v", i, s.at.Sub(t0), s.id, v, st, s.wantV, s.want)
+			}
+		case "finish":
+			c.Finish(s.id, s.v)
+		case "abort":
+			c.Abort(s.id)
+		}
+		if c.Len() != s.length {
+			t.Fatalf("step %d: Len %d, want %d", i, c.Len(), s.length)
+		}
+	}
+	if c.Evicted() != 3 {
+		t.Fatalf("Evicted %d, want 3 (b, a, c)", c.Evicted())
+	}
+}
+
+func TestCacheBounded(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	c := New[int](Config{Window: time.Hour, MaxEntries: 100})
+	for i := range 10_000 {
+		c.BeginAt(t0.Add(time.Duration(i)), string(rune('a'+i%26))+string(rune(i)))
+		if c.Len() > 100 {
+			t.Fatalf("Len %d over MaxEntries", c.Len())
+		}
+	}
+	if len(c.q)-c.head > 200 {
+		t.Fatalf("queue holds %d entries for %d ids", len(c.q)-c.head, c.Len())
+	}
+	// Everything expires after the window.
+	c.BeginAt(t0.Add(2*time.Hour), "z")
+	if c.Len() != 1 {
+		t.Fatalf("Len %d after the window, want 1", c.Len())
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	if err := DefaultConfig().Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []Config{{Window: 0, MaxEntries: 1}, {Window: time.Second}} {
+		if c.Validate() == nil {
+			t.Errorf("%+v validated", c)
+		}
+	}
+}
