@@ -6,7 +6,7 @@ LINT_VER  := v2.15.0
 PKGS      := ./...
 export CGO_ENABLED ?= 1
 
-.PHONY: all build test check fmt fmt-check vet lint tidy-check proto proto-check bench bench-load bench-cluster compose-test jepsen-quick jepsen jepsen-compose run clean
+.PHONY: all build test check fmt fmt-check vet lint tidy-check proto proto-check bench bench-micro bench-load bench-cluster compose-test jepsen-quick jepsen jepsen-compose run clean
 
 all: build
 
@@ -73,7 +73,22 @@ proto-check:
 		cmp -s $$f $$tmp/$$f || { echo "stale generated file: $$f (run make proto)"; stale=1; }; done; \
 	rm -rf $$tmp; exit $$stale
 
-bench: ## micro-benchmarks beside the code; see bench/README.md for the load generator
+# make bench: one command, one run, one table (bench/README.md). It starts
+# every target itself on loopback and writes bench/results/bench.{md,csv,svg,jsonl}.
+#   BENCH_SECONDS=N   measured seconds per cell (default 5)
+#   BENCH_QUICK=1     a short run (0.3 s cells) into bench/results/quick/
+#   BENCH_TAGS=benchclient  compile the cluster-aware Go client targets in
+#   BENCH_ARGS=...    more `loadgen suite` flags (-callers, -workloads, -targets)
+BENCH_SECONDS ?=
+BENCH_QUICK   ?=
+BENCH_TAGS    ?=
+BENCH_ARGS    ?=
+bench: build ## every target side by side in one run: Markdown table, CSV, SVG under bench/results/
+	$(GO) build -tags '$(BENCH_TAGS)' -o $(BIN)/loadgen ./bench/loadgen
+	$(BIN)/loadgen suite -weir $(BIN)/weir $(if $(BENCH_QUICK),-quick -out bench/results/quick) \
+		$(if $(BENCH_SECONDS),-seconds $(BENCH_SECONDS)) $(BENCH_ARGS)
+
+bench-micro: ## micro-benchmarks beside the code
 	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./bucket ./lease ./transport
 
 bench-load: ## whole-node load, Weir vs Redis + Lua side by side (bench/README.md)

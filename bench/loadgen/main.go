@@ -38,6 +38,7 @@ type config struct {
 	Warmup      time.Duration
 	Timeout     time.Duration
 	Keys        int
+	Dist        keyDist
 	Limit       string
 	LimitsPath  string
 	Cost        int64
@@ -66,6 +67,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return clusterWait(ctx, args[1:], stdout, stderr)
 		case "owner":
 			return owner(ctx, args[1:], stdout, stderr)
+		case "suite":
+			return suite(ctx, args[1:], stdout, stderr)
 		}
 	}
 	cfg, err := parseFlags(args, stderr)
@@ -93,7 +96,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	for _, c := range cfg.Concurrency {
 		res, err := runCell(ctx, t, cellConfig{
 			Concurrency: c, Duration: cfg.Duration, Requests: cfg.Requests,
-			Warmup: cfg.Warmup, Keys: cfg.Keys, Timeout: cfg.Timeout, ServerPIDs: cfg.ServerPIDs,
+			Warmup: cfg.Warmup, Keys: cfg.Keys, Dist: cfg.Dist, Timeout: cfg.Timeout, ServerPIDs: cfg.ServerPIDs,
 			MetricsURLs: cfg.MetricsURLs,
 		})
 		if err != nil {
@@ -137,6 +140,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		concs   string
 		pids    string
 		metrics string
+		dist    string
 	)
 	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -144,7 +148,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		fmt.Fprintf(stderr, "usage: loadgen -target weir-grpc|weir-http|weir-lease-grpc|redis-lua [flags]\n"+
 			"       loadgen report [-compare LABEL -to LABEL] [results.jsonl ...]\n"+
 			"       loadgen cluster-wait -addrs HTTP,... -members N [-timeout 30s]\n"+
-			"       loadgen owner -addr HTTP -limit L -key K\n\n")
+			"       loadgen owner -addr HTTP -limit L -key K\n"+
+			"       loadgen suite [-quick] [-seconds 5] [-callers 1,16,64,256] [-workloads hot,uniform,zipf] (make bench)\n\n")
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&cfg.Target, "target", "", "weir-grpc, weir-http, weir-lease-grpc or redis-lua (required)")
@@ -154,7 +159,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Int64Var(&cfg.Requests, "requests", 0, "requests per cell over all callers; 0 bounds by -duration only")
 	fs.DurationVar(&cfg.Warmup, "warmup", time.Second, "unrecorded warm-up before each cell")
 	fs.DurationVar(&cfg.Timeout, "timeout", 5*time.Second, "how long an outstanding request may run past the cell's end")
-	fs.IntVar(&cfg.Keys, "keys", 1, "distinct keys, picked uniformly per request; 1 is one hot key")
+	fs.IntVar(&cfg.Keys, "keys", 1, "distinct keys, picked per request by -dist; 1 is one hot key")
+	fs.StringVar(&dist, "dist", "uniform", "key distribution: uniform or zipf")
 	fs.StringVar(&cfg.Limit, "limit", "bench", "limit name (weir-lease-grpc: bench-lease unless set)")
 	fs.StringVar(&cfg.LimitsPath, "limits", "", "limits file whose -limit gives redis-lua its capacity and rate (required for redis-lua)")
 	fs.Int64Var(&cfg.Cost, "cost", 1, "cost of each request")
@@ -170,6 +176,11 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if fs.NArg() > 0 {
 		return config{}, fmt.Errorf("loadgen: unexpected arguments %q", fs.Args())
 	}
+	d, err := parseKeyDist(dist)
+	if err != nil {
+		return config{}, err
+	}
+	cfg.Dist = d
 	def, ok := defaultAddrs[cfg.Target]
 	if !ok {
 		return config{}, fmt.Errorf("loadgen: -target must be weir-grpc, weir-http, weir-lease-grpc or redis-lua, got %q", cfg.Target)

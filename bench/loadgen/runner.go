@@ -40,9 +40,11 @@ type cellConfig struct {
 	Requests int64
 	// Warmup runs before the measured phase and is not recorded.
 	Warmup time.Duration
-	// Keys is the number of distinct keys, picked uniformly at random per
-	// request; 1 is one hot key.
+	// Keys is the number of distinct keys, picked at random per request
+	// by Dist; 1 is one hot key.
 	Keys int
+	// Dist is how key indexes are drawn; the zero value is uniform.
+	Dist keyDist
 	// Timeout is how long after the cell's end an outstanding request may
 	// still take before it is abandoned as an error.
 	Timeout time.Duration
@@ -89,8 +91,9 @@ type cellResult struct {
 	Limit       string   `json:"limit"`
 	Concurrency int      `json:"concurrency"`
 	Keys        int      `json:"keys"`
-	Seconds     float64  `json:"seconds"`   // length of the measured phase
-	Decisions   uint64   `json:"decisions"` // allowed + denied
+	Dist        string   `json:"dist,omitempty"` // key distribution: uniform or zipf
+	Seconds     float64  `json:"seconds"`        // length of the measured phase
+	Decisions   uint64   `json:"decisions"`      // allowed + denied
 	Allowed     uint64   `json:"allowed"`
 	Denied      uint64   `json:"denied"`
 	Errors      uint64   `json:"errors"`
@@ -227,7 +230,7 @@ func runCell(ctx context.Context, t target, cfg cellConfig) (cellResult, error) 
 	for i, c := range callers {
 		wg.Go(func() {
 			st := &stats[i]
-			rng := uint64(i+1) * 0x9E3779B97F4A7C15
+			pick := newKeyPicker(cfg.Dist, cfg.Keys, uint64(i+1))
 			for cctx.Err() == nil {
 				t0 := time.Now()
 				if !end.IsZero() && !t0.Before(end) {
@@ -237,14 +240,7 @@ func runCell(ctx context.Context, t target, cfg cellConfig) (cellResult, error) 
 				if measured && cfg.Requests > 0 && budget.Add(-1) < 0 {
 					return
 				}
-				k := 0
-				if cfg.Keys > 1 {
-					rng ^= rng << 13 // xorshift64
-					rng ^= rng >> 7
-					rng ^= rng << 17
-					k = int(rng % uint64(cfg.Keys))
-				}
-				allowed, err := c.take(cctx, k)
+				allowed, err := c.take(cctx, pick.next())
 				t1 := time.Now()
 				if !measured {
 					continue
@@ -283,7 +279,7 @@ func runCell(ctx context.Context, t target, cfg cellConfig) (cellResult, error) 
 	self1, selfErr1 := procCPU(0)
 	fwd1, fwdErr1 := scrape(ctx, cfg.MetricsURLs)
 
-	res := cellResult{Concurrency: cfg.Concurrency, Keys: cfg.Keys}
+	res := cellResult{Concurrency: cfg.Concurrency, Keys: cfg.Keys, Dist: cfg.Dist.String()}
 	if len(cfg.ServerPIDs) > 0 && srvErr == nil && srvErr1 == nil {
 		res.ServerCPUSeconds = (srv1 - srv0).Seconds()
 	}

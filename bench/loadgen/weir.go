@@ -104,7 +104,10 @@ func (c *grpcCaller) close() error { return nil }
 type httpTarget struct {
 	client *http.Client
 	urls   []string
-	bodies [][]byte // request body of each key index, encoded once
+	// A body is prefix + key + suffix: bench keys (benchKey) need no JSON
+	// escaping, so a caller writes it into its own buffer without an
+	// encoder and without a table of a million bodies.
+	prefix, suffix string
 }
 
 // newHTTPTarget builds the transport. An address is host:port or a base
@@ -119,26 +122,20 @@ func newHTTPTarget(addrs []string, maxConc int, limit string, nkeys int, cost in
 		WriteBufferSize:     4096,
 		ReadBufferSize:      4096,
 	}
-	t := &httpTarget{client: &http.Client{Transport: tr}, bodies: make([][]byte, nkeys)}
+	lim, err := json.Marshal(limit)
+	if err != nil {
+		return nil, err
+	}
+	t := &httpTarget{
+		client: &http.Client{Transport: tr},
+		prefix: `{"checks":[{"limit":` + string(lim) + `,"key":"`,
+		suffix: `","cost":` + strconv.FormatInt(cost, 10) + `}]}`,
+	}
 	for _, a := range addrs {
 		if !strings.Contains(a, "://") {
 			a = "http://" + a
 		}
 		t.urls = append(t.urls, strings.TrimSuffix(a, "/")+"/v1/take")
-	}
-	type check struct {
-		Limit string `json:"limit"`
-		Key   string `json:"key"`
-		Cost  int64  `json:"cost"`
-	}
-	for i := range t.bodies {
-		b, err := json.Marshal(struct {
-			Checks []check `json:"checks"`
-		}{[]check{{limit, benchKey(i), cost}}})
-		if err != nil {
-			return nil, err
-		}
-		t.bodies[i] = b
 	}
 	return t, nil
 }
@@ -154,16 +151,18 @@ func (t *httpTarget) close() error {
 
 // httpCaller reads responses into a reused buffer.
 type httpCaller struct {
-	t   *httpTarget
-	url string
-	buf bytes.Buffer
-	out struct {
+	t    *httpTarget
+	url  string
+	body []byte
+	buf  bytes.Buffer
+	out  struct {
 		Allowed bool `json:"allowed"`
 	}
 }
 
 func (c *httpCaller) take(ctx context.Context, k int) (bool, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(c.t.bodies[k]))
+	c.body = append(strconv.AppendInt(append(append(c.body[:0], c.t.prefix...), 'k'), int64(k), 10), c.t.suffix...)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(c.body))
 	if err != nil {
 		return false, err
 	}

@@ -1,0 +1,54 @@
+//go:build benchclient
+
+package main
+
+import (
+	"context"
+
+	"github.com/weir-rl/weir/api"
+	"github.com/weir-rl/weir/api/client"
+)
+
+// goClientBuilt says the cluster-aware Go client adapter is compiled in.
+const goClientBuilt = true
+
+// goClientTarget drives Weir through the cluster-aware Go client: one
+// client.Dial over the seeds, shared by every caller, as one process
+// holds one client. It is written against the API the client is
+// specified with (client.Dial(ctx, seeds, opts) returning a *client.Client
+// whose Take(ctx, checks...) answers an api.TakeResponse); it compiles
+// only with -tags benchclient, once that client is merged.
+type goClientTarget struct {
+	c     *client.Client
+	limit string
+	cost  int64
+	keys  []string
+}
+
+// newGoClientTarget dials the seeds (public gRPC addresses).
+func newGoClientTarget(ctx context.Context, seeds []string, limit string, nkeys int, cost int64) (target, error) {
+	c, err := client.Dial(ctx, seeds, client.Options{})
+	if err != nil {
+		return nil, err
+	}
+	t := &goClientTarget{c: c, limit: limit, cost: cost, keys: make([]string, nkeys)}
+	for i := range t.keys {
+		t.keys[i] = benchKey(i)
+	}
+	return t, nil
+}
+
+func (t *goClientTarget) newCaller(context.Context, int) (caller, error) {
+	return goClientCaller{t}, nil
+}
+
+func (t *goClientTarget) close() error { return t.c.Close() }
+
+type goClientCaller struct{ t *goClientTarget }
+
+func (c goClientCaller) take(ctx context.Context, k int) (bool, error) {
+	r, err := c.t.c.Take(ctx, api.Check{Limit: c.t.limit, Key: c.t.keys[k], Cost: c.t.cost})
+	return r.Allowed, err
+}
+
+func (goClientCaller) close() error { return nil }

@@ -1,0 +1,436 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// suiteConfig is the command line of `loadgen suite`.
+type suiteConfig struct {
+	WeirBin     string
+	RedisBin    string
+	LimitsPath  string
+	Limit       string
+	OutDir      string
+	Duration    time.Duration
+	Warmup      time.Duration
+	Callers     []int
+	Workloads   []workload
+	Targets     []string // only these, when set
+	Quick       bool
+	Gubernator  string // why Gubernator is not in the run
+	BenchClient bool   // the Go client adapter is compiled in
+}
+
+// suiteSpec is one target of the suite: its table entry, how to connect
+// it for a workload, and the server processes behind it.
+type suiteSpec struct {
+	info    targetInfo
+	open    func(ctx context.Context, wl workload) (target, error)
+	servers []*proc  // must be alive for the cell to count
+	pids    []int    // server CPU is summed over these
+	metrics []string // /metrics read around each cell (Weir nodes)
+}
+
+// skipped is a target the suite could not run, and why.
+type skipped struct{ name, why string }
+
+// gubernatorNote is what the suite says of Gubernator v2: the one attempt
+// to install its command from the module proxy failed.
+const gubernatorNote = "`go install github.com/gubernator-io/gubernator/v2/cmd/gubernator@latest` (v2.21.0) fails here: it requires go >= 1.26.10 and this machine has go1.26.8 with GOTOOLCHAIN=local"
+
+// suite is `loadgen suite`: it starts every target on loopback, runs one
+// cell per workload × callers × target (targets interleaved at each
+// number of callers, so background load hits them alike), prints one
+// progress line per cell, and writes the Markdown table, CSV, SVG plot and
+// raw JSON lines under -out.
+func suite(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cfg, err := parseSuiteFlags(args, stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	rows, header, err := runSuite(ctx, cfg, stderr)
+	if len(rows) > 0 {
+		if werr := writeSuite(cfg.OutDir, header, rows, stdout); werr != nil {
+			fmt.Fprintln(stderr, werr)
+			return 1
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	for _, r := range rows {
+		if r.Check != "ok" {
+			fmt.Fprintf(stderr, "loadgen: suite: %s %s c=%d failed its check: %s\n", r.Workload.Name, r.Target.Name, r.Result.Concurrency, r.Check)
+			return 1
+		}
+	}
+	return 0
+}
+
+// parseSuiteFlags reads the suite's command line.
+func parseSuiteFlags(args []string, stderr io.Writer) (suiteConfig, error) {
+	cfg := suiteConfig{Gubernator: gubernatorNote, BenchClient: goClientBuilt}
+	var (
+		seconds   float64
+		callers   string
+		workloads string
+		targets   string
+		keys      int
+	)
+	fs := flag.NewFlagSet("loadgen suite", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&cfg.WeirBin, "weir", "bin/weir", "the weir binary to start")
+	fs.StringVar(&cfg.RedisBin, "redis-server", "redis-server", "the redis-server binary to start")
+	fs.StringVar(&cfg.LimitsPath, "limits", "bench/limits.yaml", "limits file of the Weir nodes and of the Lua bucket")
+	fs.StringVar(&cfg.Limit, "limit", "bench", "the limit every request decides on (it must never deny)")
+	fs.StringVar(&cfg.OutDir, "out", "bench/results", "directory of bench.md, bench.csv, bench.svg and bench.jsonl")
+	fs.Float64Var(&seconds, "seconds", 5, "measured seconds per cell")
+	fs.DurationVar(&cfg.Warmup, "warmup", time.Second, "unrecorded warm-up per cell")
+	fs.StringVar(&callers, "callers", "1,16,64,256", "numbers of callers, one cell each")
+	fs.StringVar(&workloads, "workloads", "hot,uniform,zipf", "key patterns: hot (1 key), uniform and zipf (over -keys keys)")
+	fs.IntVar(&keys, "keys", 1_000_000, "distinct keys of the uniform and zipf workloads")
+	fs.StringVar(&targets, "targets", "", "comma-separated target names to run (default: all)")
+	fs.BoolVar(&cfg.Quick, "quick", false, "a short run: 0.3 s cells after 0.1 s warm-up, unless -seconds or -warmup are given")
+	if err := fs.Parse(args); err != nil {
+		return suiteConfig{}, err
+	}
+	if fs.NArg() > 0 {
+		return suiteConfig{}, fmt.Errorf("loadgen: suite: unexpected arguments %q", fs.Args())
+	}
+	if cfg.Quick {
+		if !flagSet(fs, "seconds") {
+			seconds = 0.3
+		}
+		if !flagSet(fs, "warmup") {
+			cfg.Warmup = 100 * time.Millisecond
+		}
+	}
+	if !(seconds > 0) || seconds > 3600 {
+		return suiteConfig{}, fmt.Errorf("loadgen: suite: -seconds %v: want more than 0, at most 3600", seconds)
+	}
+	cfg.Duration = time.Duration(seconds * float64(time.Second))
+	if cfg.Warmup < 0 {
+		return suiteConfig{}, errors.New("loadgen: suite: negative -warmup")
+	}
+	for c := range strings.SplitSeq(callers, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(c))
+		if err != nil || n < 1 || n > 100_000 {
+			return suiteConfig{}, fmt.Errorf("loadgen: suite: -callers: %q is not a number of callers", c)
+		}
+		cfg.Callers = append(cfg.Callers, n)
+	}
+	if keys < 2 {
+		return suiteConfig{}, errors.New("loadgen: suite: -keys must be at least 2")
+	}
+	for w := range strings.SplitSeq(workloads, ",") {
+		switch w = strings.TrimSpace(w); w {
+		case "hot":
+			cfg.Workloads = append(cfg.Workloads, workload{Name: w, Keys: 1})
+		case "uniform":
+			cfg.Workloads = append(cfg.Workloads, workload{Name: w, Keys: keys, Dist: distUniform})
+		case "zipf":
+			cfg.Workloads = append(cfg.Workloads, workload{Name: w, Keys: keys, Dist: distZipf})
+		default:
+			return suiteConfig{}, fmt.Errorf("loadgen: suite: -workloads: %q is not hot, uniform or zipf", w)
+		}
+	}
+	for t := range strings.SplitSeq(targets, ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			cfg.Targets = append(cfg.Targets, t)
+		}
+	}
+	return cfg, nil
+}
+
+// suiteEnv is what runSuite started; close stops it, every process by
+// its own pid.
+type suiteEnv struct {
+	dir   string
+	ceil  *ceilings
+	redis *proc
+	nodes []*weirNode
+}
+
+func (e *suiteEnv) close() {
+	for _, n := range slices.Backward(e.nodes) {
+		n.stop(10 * time.Second)
+	}
+	if e.redis != nil {
+		e.redis.stop(5 * time.Second)
+	}
+	if e.ceil != nil {
+		_ = e.ceil.close()
+	}
+	_ = os.RemoveAll(e.dir)
+}
+
+// runSuite starts the servers, runs the cells and returns the rows, the
+// Markdown header describing the run, and the error that stopped it early.
+func runSuite(ctx context.Context, cfg suiteConfig, stderr io.Writer) ([]suiteRow, string, error) {
+	b, err := redisBucket(cfg.LimitsPath, cfg.Limit, 1)
+	if err != nil {
+		return nil, "", err
+	}
+	dir, err := os.MkdirTemp("", "weir-bench-")
+	if err != nil {
+		return nil, "", err
+	}
+	env := &suiteEnv{dir: dir}
+	defer env.close()
+
+	if env.ceil, err = startCeilings(); err != nil {
+		return nil, "", err
+	}
+	redisAddr := ""
+	if env.redis, redisAddr, err = startRedisServer(ctx, cfg.RedisBin, dir); err != nil {
+		return nil, "", err
+	}
+	resp := weirHasFlag(cfg.WeirBin, "resp-addr")
+	solo, err := startWeir(ctx, weirNodeConfig{bin: cfg.WeirBin, limits: cfg.LimitsPath, dir: dir, name: "solo", resp: resp})
+	if err != nil {
+		return nil, "", err
+	}
+	env.nodes = append(env.nodes, solo)
+	var trio []*weirNode
+	for i := range 3 {
+		join := ""
+		if i > 0 {
+			join = trio[0].gossipAddr
+		}
+		n, err := startWeir(ctx, weirNodeConfig{bin: cfg.WeirBin, limits: cfg.LimitsPath, dir: dir, name: "n" + itoa(i+1), join: join})
+		if err != nil {
+			return nil, "", err
+		}
+		env.nodes = append(env.nodes, n)
+		trio = append(trio, n)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	var httpAddrs, grpcAddrs []string
+	for _, n := range trio {
+		httpAddrs, grpcAddrs = append(httpAddrs, n.httpAddr), append(grpcAddrs, n.grpcAddr)
+	}
+	_, err = waitCluster(wctx, &http.Client{Timeout: 2 * time.Second}, httpAddrs, 3, 100*time.Millisecond)
+	cancel()
+	if err != nil {
+		return nil, "", fmt.Errorf("loadgen: suite: the 3-node cluster did not form: %w", err)
+	}
+
+	specs, skips := suiteSpecs(cfg, b, env, redisAddr, solo, trio, grpcAddrs, resp)
+	header := suiteHeader(cfg, skips)
+	total := len(cfg.Workloads) * len(cfg.Callers) * len(specs)
+	fmt.Fprintf(stderr, "loadgen: suite: %d cells of %v (+%v warm-up): %d targets × %d callers × %d workloads; skipped: %d\n",
+		total, cfg.Duration, cfg.Warmup, len(specs), len(cfg.Callers), len(cfg.Workloads), len(skips))
+	var rows []suiteRow
+	for _, wl := range cfg.Workloads {
+		for _, c := range cfg.Callers {
+			for _, s := range specs {
+				for _, p := range s.servers {
+					if !p.alive() {
+						return rows, header, fmt.Errorf("%w: %s (%w):\n%s", errStopped, p.name, p.err, p.logTail())
+					}
+				}
+				r := runSuiteCell(ctx, cfg, s, wl, c)
+				rows = append(rows, r)
+				fmt.Fprintln(stderr, progressLine(len(rows), total, r))
+				if err := ctx.Err(); err != nil {
+					return rows, header, err
+				}
+			}
+		}
+	}
+	return rows, header + "- load average after: " + loadAvg() + "\n\n", nil
+}
+
+// runSuiteCell opens s for wl, runs one cell and checks it.
+func runSuiteCell(ctx context.Context, cfg suiteConfig, s suiteSpec, wl workload, callers int) suiteRow {
+	row := suiteRow{Workload: wl, Target: s.info}
+	row.Result = cellResult{Target: s.info.Name, Limit: cfg.Limit, Concurrency: callers, Keys: wl.Keys, Dist: wl.Dist.String()}
+	t, err := s.open(ctx, wl)
+	if err != nil {
+		row.Check = "not started: " + err.Error()
+		return row
+	}
+	defer func() { _ = t.close() }()
+	res, err := runCell(ctx, t, cellConfig{
+		Concurrency: callers, Duration: cfg.Duration, Warmup: cfg.Warmup, Keys: wl.Keys, Dist: wl.Dist,
+		Timeout: 5 * time.Second, ServerPIDs: s.pids, MetricsURLs: s.metrics,
+	})
+	res.Target, res.Limit = s.info.Name, cfg.Limit
+	row.Result = res
+	row.Check = checkCell(res)
+	if err != nil {
+		row.Check = err.Error()
+	}
+	return row
+}
+
+// progressLine is the one line printed per cell.
+func progressLine(i, total int, r suiteRow) string {
+	res := r.Result
+	cpu, cpuOK := serverCPU(r)
+	fwd, fwdOK := forwardedShare(r)
+	return fmt.Sprintf("[%d/%d] %-7s c=%-3d %-14s %9.0f/s  p50 %s  p99 %s  p99.9 %s  cpu %s µs  fwd %s  %s",
+		i, total, r.Workload.Name, res.Concurrency, r.Target.Name, res.Throughput,
+		fmtUs(res.P50Us), fmtUs(res.P99Us), fmtUs(res.P999Us), fmtSig(cpu, cpuOK), fmtShare(fwd, fwdOK), r.Check)
+}
+
+// suiteSpecs lists the targets in the order they run at each number of
+// callers, and the ones that cannot run in this build, with why.
+func suiteSpecs(cfg suiteConfig, b bucketSpec, env *suiteEnv, redisAddr string, solo *weirNode, trio []*weirNode, trioGRPC []string, resp bool) ([]suiteSpec, []skipped) {
+	maxC := slices.Max(cfg.Callers)
+	one := []string{solo.grpcAddr}
+	weir1 := func(name, ceiling string, open func(ctx context.Context, wl workload) (target, error)) suiteSpec {
+		return suiteSpec{
+			info: targetInfo{Name: name, Group: "weir 1 node", Ceiling: ceiling, VsRedis: true, Weir: true},
+			open: open, servers: []*proc{solo.proc}, pids: pidsOf(solo), metrics: metricsOf(solo),
+		}
+	}
+	trioProcs := []*proc{trio[0].proc, trio[1].proc, trio[2].proc}
+	all := []suiteSpec{
+		{
+			info: targetInfo{Name: "ceiling-http", Group: "ceiling"},
+			open: func(_ context.Context, wl workload) (target, error) {
+				return newHTTPTarget([]string{env.ceil.httpAddr()}, maxC, cfg.Limit, wl.Keys, 1)
+			},
+		},
+		weir1("weir-http", "ceiling-http", func(_ context.Context, wl workload) (target, error) {
+			return newHTTPTarget([]string{solo.httpAddr}, maxC, cfg.Limit, wl.Keys, 1)
+		}),
+		{
+			info: targetInfo{Name: "ceiling-grpc", Group: "ceiling"},
+			open: func(_ context.Context, wl workload) (target, error) {
+				return newGRPCTarget([]string{env.ceil.grpcAddr()}, 1, cfg.Limit, wl.Keys, 1, false)
+			},
+		},
+		weir1("weir-grpc", "ceiling-grpc", func(_ context.Context, wl workload) (target, error) {
+			return newGRPCTarget(one, 1, cfg.Limit, wl.Keys, 1, false)
+		}),
+		weir1("weir-stream", "ceiling-grpc", func(_ context.Context, wl workload) (target, error) {
+			t, err := newGRPCTarget(one, 1, cfg.Limit, wl.Keys, 1, false)
+			if err != nil {
+				return nil, err
+			}
+			return streamTarget{t}, nil
+		}),
+		weir1("weir-client", "ceiling-grpc", func(ctx context.Context, wl workload) (target, error) {
+			return newGoClientTarget(ctx, one, cfg.Limit, wl.Keys, 1)
+		}),
+		{
+			info:    targetInfo{Name: redisName, Group: "redis"},
+			servers: []*proc{env.redis}, pids: []int{env.redis.pid()},
+			open: func(ctx context.Context, wl workload) (target, error) {
+				return newGoRedisLuaTarget(ctx, redisAddr, cfg.Limit, wl.Keys, maxC, b, 1)
+			},
+		},
+		weir1("weir-resp", "", func(ctx context.Context, wl workload) (target, error) {
+			return newRESPTarget(ctx, solo.respAddr, cfg.Limit, wl.Keys, maxC, 1)
+		}),
+		{
+			info:    targetInfo{Name: "weir3-grpc-rr", Group: "weir 3 nodes", Ceiling: "ceiling-grpc", OneNode: "weir-grpc", VsRedis: true, Weir: true},
+			servers: trioProcs, pids: pidsOf(trio...), metrics: metricsOf(trio...),
+			open: func(_ context.Context, wl workload) (target, error) {
+				return newGRPCTarget(trioGRPC, 1, cfg.Limit, wl.Keys, 1, true)
+			},
+		},
+		{
+			info:    targetInfo{Name: "weir3-client", Group: "weir 3 nodes", Ceiling: "ceiling-grpc", OneNode: "weir-client", VsRedis: true, Weir: true},
+			servers: trioProcs, pids: pidsOf(trio...), metrics: metricsOf(trio...),
+			open: func(ctx context.Context, wl workload) (target, error) {
+				return newGoClientTarget(ctx, trioGRPC, cfg.Limit, wl.Keys, 1)
+			},
+		},
+	}
+	var specs []suiteSpec
+	var skips []skipped
+	for _, s := range all {
+		switch {
+		case len(cfg.Targets) > 0 && !slices.Contains(cfg.Targets, s.info.Name):
+			continue
+		case (s.info.Name == "weir-client" || s.info.Name == "weir3-client") && !cfg.BenchClient:
+			skips = append(skips, skipped{s.info.Name, "the cluster-aware Go client (`client.Dial`) is not in this build: `make bench BENCH_TAGS=benchclient` once it is merged"})
+		case s.info.Name == "weir-resp" && !resp:
+			skips = append(skips, skipped{s.info.Name, "`weir serve` has no `--resp-addr` in this build"})
+		default:
+			specs = append(specs, s)
+		}
+	}
+	skips = append(skips, skipped{"gubernator", cfg.Gubernator})
+	return specs, skips
+}
+
+// suiteHeader describes the run: machine, versions, cell length, what
+// each target is, and what was skipped.
+func suiteHeader(cfg suiteConfig, skips []skipped) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "## `make bench`, %s\n\n", time.Now().UTC().Format("2006-01-02 15:04 UTC"))
+	fmt.Fprintf(&b, "- machine: %d CPUs (%s), %s; %s; %s\n", runtime.NumCPU(), cpuModel(), runtime.GOOS+"/"+runtime.GOARCH,
+		runtime.Version(), versionOf(cfg.RedisBin, "--version"))
+	fmt.Fprintf(&b, "- weir: %s, tree %s\n", versionOf(cfg.WeirBin, "version"), versionOf("git", "describe", "--always", "--dirty"))
+	fmt.Fprintf(&b, "- cells: %v measured after %v warm-up; callers %v; limit `%s` of `%s` (never denies); targets interleaved at each number of callers\n",
+		cfg.Duration, cfg.Warmup, cfg.Callers, cfg.Limit, cfg.LimitsPath)
+	fmt.Fprintf(&b, "- load average before: %s\n", loadAvg())
+	for _, s := range skips {
+		fmt.Fprintf(&b, "- not run: %s: %s\n", s.name, s.why)
+	}
+	return b.String()
+}
+
+// writeSuite writes bench.md (header and tables), bench.csv, bench.svg and
+// bench.jsonl under dir, and the Markdown to stdout.
+func writeSuite(dir, header string, rows []suiteRow, stdout io.Writer) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	var md strings.Builder
+	md.WriteString(header)
+	md.WriteString("\n")
+	if err := writeMarkdown(&md, rows); err != nil {
+		return err
+	}
+	write := func(name string, f func(io.Writer) error) error {
+		file, err := os.Create(filepath.Join(dir, name))
+		if err != nil {
+			return err
+		}
+		return errors.Join(f(file), file.Close())
+	}
+	err := errors.Join(
+		write("bench.md", func(w io.Writer) error { _, err := io.WriteString(w, md.String()); return err }),
+		write("bench.csv", func(w io.Writer) error { return writeCSV(w, rows) }),
+		write("bench.svg", func(w io.Writer) error { return writeSVG(w, rows) }),
+		write("bench.jsonl", func(w io.Writer) error {
+			enc := json.NewEncoder(w)
+			for _, r := range rows {
+				res := r.Result
+				res.Label = r.Workload.Name
+				if err := enc.Encode(res); err != nil {
+					return err
+				}
+			}
+			return nil
+		}),
+	)
+	if err != nil {
+		return err
+	}
+	_, err = io.WriteString(stdout, md.String())
+	return err
+}
