@@ -263,13 +263,16 @@ func (s *Snapshot) forward(v *ring.View, name string, why Reason) Placement {
 // (never when proxied: the request was passed on already), and Ceiling
 // means answer NotOwner, so the sender decides from its own ceiling.
 //
-// It differs from Take in one rule: when the sender owns the key in this
-// node's view, the sender's newer view has moved the key here, so this
-// node takes it over and pulls the sender's state (Reason SenderMoved).
+// It applies the join rule like Take: a restarted node that peers already
+// see alive, but whose own view is still itself alone, would otherwise
+// decide every forwarded key from a fresh bucket. And it differs from Take
+// in one rule: when the sender owns the key in this node's view, the
+// sender's newer view has moved the key here, so this node takes it over
+// and pulls the sender's state (Reason SenderMoved).
 func (s *Snapshot) Serve(now time.Time, limit, key, from string, proxied bool, mark Mark) Placement {
 	v := s.st.View
-	if v == nil {
-		return Placement{Reason: NoRing}
+	if !s.Joined() {
+		return Placement{Reason: NotJoined}
 	}
 	hk := ring.HashKey(limit, key)
 	name := s.cfg.Self
@@ -301,12 +304,13 @@ func (s *Snapshot) Serve(now time.Time, limit, key, from string, proxied bool, m
 }
 
 // ServesLease reports whether this node answers a lease operation on
-// (limit, key) forwarded by member from: it owns the key, or the sender
-// does in this node's view (the sender's view moved the key here).
+// (limit, key) forwarded by member from: it has joined (as for Serve),
+// and it owns the key or the sender does in this node's view (the
+// sender's view moved the key here).
 func (s *Snapshot) ServesLease(limit, key, from string) bool {
 	v := s.st.View
-	if v == nil {
-		return true
+	if !s.Joined() {
+		return false
 	}
 	m, ok := v.Owner(ring.HashKey(limit, key))
 	return !ok || m.Name == s.cfg.Self || m.Name == from

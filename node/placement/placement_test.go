@@ -128,6 +128,17 @@ func TestJoinRule(t *testing.T) {
 	if got := s.Take(t0, limit, own, Mark{}); got.Kind != Here {
 		t.Errorf("joined with peers: own key placed %+v, want here", got)
 	}
+	// Serve too: a restarted node that its peers already see alive, whose
+	// own view is still itself alone, must not decide what they forward
+	// (jepsen 5-skew, seed 167850: one take decided from a fresh bucket
+	// 2 ms after the restart, +1 over the whole run).
+	s = New(c, State{View: alone, Joined: true, Changed: t0})
+	if got := s.Serve(t0, limit, k, "n2", false, Mark{}); got != (Placement{Reason: NotJoined}) {
+		t.Errorf("Serve before the view holds a peer: %+v, want not-joined", got)
+	}
+	if s.ServesLease(limit, k, "n2") {
+		t.Error("ServesLease before the view holds a peer")
+	}
 	// Without seeds the rule does not apply: a first node decides alone.
 	c.Seeds = 0
 	if got := New(c, State{View: alone, Changed: t0.Add(-time.Hour)}).Take(t0, limit, k, Mark{}); got.Kind != Here {
