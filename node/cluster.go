@@ -352,8 +352,8 @@ func (c *cluster) merge(f *limits.File, entries []transport.HandoffEntry) {
 		if e.Kind != transport.HandoffBucket {
 			continue
 		}
-		if s, ok := decodeSnapshot(e.Fields); ok {
-			bs = append(bs, bucket.Entry{Name: e.Limit, Key: e.Key, Snapshot: s})
+		if b, ok := bucketOf(e); ok {
+			bs = append(bs, b)
 		}
 	}
 	if len(bs) == 0 {
@@ -382,10 +382,7 @@ func (c *cluster) servePull(from string, r transport.Request) transport.Reply {
 	now := c.now()
 	for _, ch := range r.Checks {
 		if e, ok := c.handOver(now, ch.Limit, ch.Key, from); ok {
-			rep.Entries = append(rep.Entries, transport.HandoffEntry{
-				Kind:  transport.HandoffBucket,
-				Limit: e.Name, Key: e.Key, Fields: encodeSnapshot(e.Snapshot),
-			})
+			rep.Entries = append(rep.Entries, bucketEntry(e))
 		}
 		limit, key := ch.Limit, ch.Key
 		rep.Entries = append(rep.Entries, c.takeLeases(func(l, k string) bool { return l == limit && k == key })...)
@@ -422,25 +419,6 @@ func errReply(err error) transport.Reply {
 		return transport.Reply{ErrCode: uint8(apiErr.Code), ErrDetail: apiErr.Detail}
 	}
 	return transport.Reply{ErrCode: uint8(api.CodeUnavailable), ErrDetail: err.Error()}
-}
-
-// encodeSnapshot and decodeSnapshot carry a bucket.Snapshot as int64s.
-func encodeSnapshot(s bucket.Snapshot) []int64 {
-	full := int64(0)
-	if s.Full {
-		full = 1
-	}
-	return []int64{int64(s.Algorithm), full, s.Count, s.Frac, s.Prev, int64(s.Ahead), int64(s.Since), int64(s.Left), int64(s.UntilFull)}
-}
-
-func decodeSnapshot(f []int64) (bucket.Snapshot, bool) {
-	if len(f) != 9 || f[0] < 0 || f[0] > int64(bucket.FixedWindow) {
-		return bucket.Snapshot{}, false
-	}
-	return bucket.Snapshot{
-		Algorithm: bucket.Algorithm(f[0]), Full: f[1] == 1, Count: f[2], Frac: f[3], Prev: f[4],
-		Ahead: time.Duration(f[5]), Since: time.Duration(f[6]), Left: time.Duration(f[7]), UntilFull: time.Duration(f[8]),
-	}, true
 }
 
 // keyLocks are striped locks over (limit, key): a decision holds its keys'

@@ -2,11 +2,9 @@ package node
 
 import (
 	"context"
-	"strings"
 	"time"
 
 	"github.com/weir-rl/weir/api"
-	"github.com/weir-rl/weir/lease"
 	"github.com/weir-rl/weir/node/limits"
 	"github.com/weir-rl/weir/ring"
 	"github.com/weir-rl/weir/transport"
@@ -112,33 +110,13 @@ func (c *cluster) exportLeases(v *ring.View, pick func(limit, key string) bool) 
 // takeLeases removes the leases whose keys pick selects from the table and
 // returns them as handoff entries: remaining time and the fencing floor.
 func (c *cluster) takeLeases(pick func(limit, key string) bool) []transport.HandoffEntry {
-	h := c.leases.export(c.now(), pick, true)
-	out := make([]transport.HandoffEntry, 0, len(h.Leases))
-	for _, l := range h.Leases {
-		out = append(out, transport.HandoffEntry{
-			Kind: transport.HandoffLease, Limit: l.Limit, Key: l.Key,
-			Fields: []int64{int64(l.Fencing), int64(l.TTL), int64(l.Remaining), int64(h.NextFencing)},
-			Data:   []byte(l.ID + "\n" + l.Holder),
-		})
-	}
-	return out
+	return leaseEntries(c.leases.export(c.now(), pick, true))
 }
 
 // importLeases takes in handed-over leases with their remaining time and
 // raises the fencing floor above the sender's.
 func (c *cluster) importLeases(entries []transport.HandoffEntry) {
-	var h lease.Handoff
-	for _, e := range entries {
-		if e.Kind != transport.HandoffLease || len(e.Fields) != 4 {
-			continue
-		}
-		id, holder, _ := strings.Cut(string(e.Data), "\n")
-		h.Leases = append(h.Leases, lease.Snapshot{
-			ID: id, Limit: e.Limit, Key: e.Key, Holder: holder,
-			Fencing: uint64(e.Fields[0]), TTL: time.Duration(e.Fields[1]), Remaining: time.Duration(e.Fields[2]),
-		})
-		h.NextFencing = max(h.NextFencing, uint64(e.Fields[3]))
-	}
+	h := leaseHandoff(entries)
 	if len(h.Leases) == 0 {
 		return
 	}

@@ -128,10 +128,7 @@ func (c *cluster) pushMoved(ctx context.Context, v *ring.View) {
 	byOwner := map[string][]transport.HandoffEntry{}
 	for _, e := range c.store.ExportAt(now, pick, false) {
 		m, _ := v.Owner(ring.HashKey(e.Name, e.Key))
-		byOwner[m.Name] = append(byOwner[m.Name], transport.HandoffEntry{
-			Kind:  transport.HandoffBucket,
-			Limit: e.Name, Key: e.Key, Fields: encodeSnapshot(e.Snapshot),
-		})
+		byOwner[m.Name] = append(byOwner[m.Name], bucketEntry(e))
 	}
 	for name, entries := range c.exportLeases(v, pick) {
 		byOwner[name] = append(byOwner[name], entries...)
@@ -156,10 +153,7 @@ func (c *cluster) pushMoved(ctx context.Context, v *ring.View) {
 				continue
 			}
 			if x, ok := c.handOver(c.now(), e.Limit, e.Key, name); ok {
-				final = append(final, transport.HandoffEntry{
-					Kind:  transport.HandoffBucket,
-					Limit: x.Name, Key: x.Key, Fields: encodeSnapshot(x.Snapshot),
-				})
+				final = append(final, bucketEntry(x))
 			}
 		}
 		if len(final) > 0 {

@@ -41,6 +41,12 @@ func (h peerHandler) Handoff(_ context.Context, _ string, entries []transport.Ha
 	return nil
 }
 
+// Replicate implements transport.Handler: replica state of keys the
+// sender owns. This version keeps no replicas yet and refuses them.
+func (h peerHandler) Replicate(context.Context, string, []transport.HandoffEntry, []transport.Check) error {
+	return errors.New("node: this node keeps no replicas")
+}
+
 func (h peerHandler) serveOne(ctx context.Context, f *limits.File, from string, r transport.Request) transport.Reply {
 	switch r.Op {
 	case transport.OpPull:
