@@ -2,93 +2,38 @@ package node
 
 import (
 	"context"
-	"strings"
 	"time"
 
 	"github.com/weir-rl/weir/api"
-	"github.com/weir-rl/weir/lease"
 	"github.com/weir-rl/weir/node/limits"
 	"github.com/weir-rl/weir/ring"
 	"github.com/weir-rl/weir/transport"
 )
 
-// failure records a member that failed (not left), so that for one
-// lease_ttl its keys' new owner limits grants: it cannot know which of the
-// dead owner's leases are still running (docs/architecture.md §6.6).
-type failure struct {
-	name string
-	at   time.Time
-	prev *ring.View // the view in which name still owned its keys
-}
-
-// noteFailures compares two consecutive views and records members that
-// went from live to dead. Called by sync with c.mu held.
-func (c *cluster) noteFailures(prev, next *ring.View) {
-	if prev == nil {
-		return
-	}
-	now := c.now()
-	var keep []failure
-	if old := c.failures.Load(); old != nil {
-		for _, f := range *old {
-			// Forget records older than any lease could live.
-			if now.Sub(f.at) < limits.MaxLeaseTTLLimit {
-				keep = append(keep, f)
-			}
-		}
-	}
-	for _, m := range next.Members {
-		if m.State != ring.Dead {
-			continue
-		}
-		if old, ok := prev.Member(m.Name); ok && old.State.Live() {
-			keep = append(keep, failure{name: m.Name, at: now, prev: prev})
-		}
-	}
-	c.failures.Store(&keep)
-}
-
-// takeover reports whether (l, key) is inside the window after its owner
-// crashed, and how long the window still lasts.
-func (c *cluster) takeover(l *limits.Limit, key string) (time.Duration, bool) {
-	c.sync()
-	fs := c.failures.Load()
-	if fs == nil {
-		return 0, false
-	}
-	now := c.now()
-	hk := ring.HashKey(l.Name, key)
-	for _, f := range *fs {
-		left := f.at.Add(l.MaxLeaseTTL).Sub(now)
-		if left <= 0 {
-			continue
-		}
-		if m, ok := f.prev.Owner(hk); ok && m.Name == f.name {
-			return left, true
-		}
-	}
-	return 0, false
-}
-
 // acquireOwned grants at this node, which owns the key. Inside a takeover
-// window it grants only up to a local ceiling, or nothing for strict limits.
+// window (placement's lease ceiling) it grants only up to a local share,
+// or nothing for strict limits.
 func (n *Node) acquireOwned(ctx context.Context, l *limits.Limit, req api.AcquireRequest) (api.AcquireResponse, error) {
-	if n.cluster != nil {
-		// Right after a ring change the previous owner may still hold this
-		// key's leases (a restarted owner before they are handed back):
-		// pull them first, as for buckets.
-		if !n.cluster.pull(ctx, n.limits.Current(), []api.Check{{Limit: l.Name, Key: req.Key}}, "") {
-			return n.acquireFallback(ctx, l, req)
+	c := n.cl.Load()
+	if c == nil {
+		return n.leases.acquire(ctx, l, req)
+	}
+	// Right after a ring change the previous owner may still hold this
+	// key's leases (a restarted owner before they are handed back): pull
+	// them first, as for buckets. The question is whether the lease table
+	// knows the key, not the bucket store.
+	if !c.pull(ctx, []api.Check{{Limit: l.Name, Key: req.Key}}, "", n.leases.knows) {
+		return n.acquireFallback(ctx, l, req)
+	}
+	snap := c.placement()
+	if left, ok := snap.LeaseCeiling(c.now(), l.Name, req.Key, l.MaxLeaseTTL); ok {
+		if l.Strict {
+			n.leases.m.denials.WithLabelValues(l.Name, denialConcurrency).Inc()
+			return api.AcquireResponse{Permits: l.Permits, RetryAfter: left, Source: api.SourceOwner}, nil
 		}
-		if left, ok := n.cluster.takeover(l, req.Key); ok {
-			if l.Strict {
-				n.leases.m.denials.WithLabelValues(l.Name, denialConcurrency).Inc()
-				return api.AcquireResponse{Permits: l.Permits, RetryAfter: left, Source: api.SourceOwner}, nil
-			}
-			shared := *l
-			shared.Permits = max(1, l.Permits/int64(n.cluster.known()))
-			return n.leases.acquire(ctx, &shared, req)
-		}
+		shared := *l
+		shared.Permits = max(1, l.Permits/int64(snap.Known()))
+		return n.leases.acquire(ctx, &shared, req)
 	}
 	return n.leases.acquire(ctx, l, req)
 }
@@ -151,59 +96,6 @@ func (c *cluster) leaseRemote(ctx context.Context, peer string, op transport.Op,
 	return rep.Lease.TTL, nil
 }
 
-// serveLease is the owner's side of forwarded lease operations.
-func (c *cluster) serveLease(ctx context.Context, f *limits.File, from string, r transport.Request) transport.Reply {
-	n := c.node
-	var limit, key string
-	switch r.Op {
-	case transport.OpAcquire:
-		if len(r.Checks) != 1 {
-			return errReply(api.Errorf(api.CodeInvalid, "acquire needs one check"))
-		}
-		limit, key = r.Checks[0].Limit, r.Checks[0].Key
-	case transport.OpRenew, transport.OpRelease:
-		var ok bool
-		if limit, key, ok = lease.ParseID(r.LeaseID); !ok {
-			return errReply(api.Errorf(api.CodeNotFound, "lease not found: malformed id"))
-		}
-	default:
-		return errReply(api.Errorf(api.CodeInvalid, "unknown op"))
-	}
-	v := c.view()
-	if m, ok := v.Owner(ring.HashKey(limit, key)); ok && m.Name != c.self && m.Name != from {
-		return transport.Reply{NotOwner: true}
-	}
-	switch r.Op {
-	case transport.OpAcquire:
-		req := api.AcquireRequest{Limit: limit, Key: key, Holder: r.Holder, TTL: r.TTL, Wait: r.Wait}
-		l, err := validateAcquire(f, req)
-		if err != nil {
-			return errReply(err)
-		}
-		resp, err := n.acquireOwned(ctx, l, req)
-		if err != nil {
-			return errReply(err)
-		}
-		return transport.Reply{Lease: transport.Grant{
-			Granted: resp.Granted, ID: resp.ID, Fencing: resp.FencingToken,
-			TTL: resp.TTL, RetryAfter: resp.RetryAfter, Permits: resp.Permits,
-		}}
-	case transport.OpRenew:
-		l, _, err := leaseLimit(f, r.LeaseID)
-		if err != nil {
-			return errReply(err)
-		}
-		ttl, err := n.leases.renew(l, r.LeaseID, r.TTL)
-		if err != nil {
-			return errReply(err)
-		}
-		return transport.Reply{Lease: transport.Grant{Granted: true, ID: r.LeaseID, TTL: ttl}}
-	default:
-		n.leases.release(r.LeaseID)
-		return transport.Reply{}
-	}
-}
-
 // exportLeases removes the leases whose keys pick selects and returns them
 // as handoff entries by new owner.
 func (c *cluster) exportLeases(v *ring.View, pick func(limit, key string) bool) map[string][]transport.HandoffEntry {
@@ -218,46 +110,17 @@ func (c *cluster) exportLeases(v *ring.View, pick func(limit, key string) bool) 
 // takeLeases removes the leases whose keys pick selects from the table and
 // returns them as handoff entries: remaining time and the fencing floor.
 func (c *cluster) takeLeases(pick func(limit, key string) bool) []transport.HandoffEntry {
-	s := c.node.leases
-	s.mu.Lock()
-	h, ev := s.table.Export(c.now(), pick, true)
-	s.deliver(ev)
-	s.mu.Unlock()
-	out := make([]transport.HandoffEntry, 0, len(h.Leases))
-	for _, l := range h.Leases {
-		out = append(out, transport.HandoffEntry{
-			Kind: transport.HandoffLease, Limit: l.Limit, Key: l.Key,
-			Fields: []int64{int64(l.Fencing), int64(l.TTL), int64(l.Remaining), int64(h.NextFencing)},
-			Data:   []byte(l.ID + "\n" + l.Holder),
-		})
-	}
-	return out
+	return leaseEntries(c.leases.export(c.now(), pick, true))
 }
 
 // importLeases takes in handed-over leases with their remaining time and
 // raises the fencing floor above the sender's.
 func (c *cluster) importLeases(entries []transport.HandoffEntry) {
-	var h lease.Handoff
-	for _, e := range entries {
-		if e.Kind != transport.HandoffLease || len(e.Fields) != 4 {
-			continue
-		}
-		id, holder, _ := strings.Cut(string(e.Data), "\n")
-		h.Leases = append(h.Leases, lease.Snapshot{
-			ID: id, Limit: e.Limit, Key: e.Key, Holder: holder,
-			Fencing: uint64(e.Fields[0]), TTL: time.Duration(e.Fields[1]), Remaining: time.Duration(e.Fields[2]),
-		})
-		h.NextFencing = max(h.NextFencing, uint64(e.Fields[3]))
-	}
+	h := leaseHandoff(entries)
 	if len(h.Leases) == 0 {
 		return
 	}
-	s := c.node.leases
-	s.mu.Lock()
-	ev, err := s.table.Import(c.now(), h)
-	s.deliver(ev)
-	s.mu.Unlock()
-	if err != nil {
+	if err := c.leases.importFrom(c.now(), h); err != nil {
 		c.log.Warn("lease handoff rejected", "err", err)
 	}
 }

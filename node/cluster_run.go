@@ -15,6 +15,7 @@ import (
 	"github.com/weir-rl/weir/api"
 	"github.com/weir-rl/weir/bucket"
 	"github.com/weir-rl/weir/node/limits"
+	"github.com/weir-rl/weir/node/placement"
 	"github.com/weir-rl/weir/ring"
 	"github.com/weir-rl/weir/transport"
 )
@@ -92,7 +93,7 @@ func (c *cluster) watch(ctx context.Context) {
 			if !ok || v == nil {
 				return
 			}
-			c.sync()
+			c.placement()
 			c.observe(v)
 			c.warm(ctx, v, warm)
 			if v.Majority {
@@ -125,12 +126,9 @@ func (c *cluster) pushMoved(ctx context.Context, v *ring.View) {
 		return ok && m.Name != c.self && m.State == ring.Alive
 	}
 	byOwner := map[string][]transport.HandoffEntry{}
-	for _, e := range c.eng.store.ExportAt(now, pick, false) {
+	for _, e := range c.store.ExportAt(now, pick, false) {
 		m, _ := v.Owner(ring.HashKey(e.Name, e.Key))
-		byOwner[m.Name] = append(byOwner[m.Name], transport.HandoffEntry{
-			Kind:  transport.HandoffBucket,
-			Limit: e.Name, Key: e.Key, Fields: encodeSnapshot(e.Snapshot),
-		})
+		byOwner[m.Name] = append(byOwner[m.Name], bucketEntry(e))
 	}
 	for name, entries := range c.exportLeases(v, pick) {
 		byOwner[name] = append(byOwner[name], entries...)
@@ -155,10 +153,7 @@ func (c *cluster) pushMoved(ctx context.Context, v *ring.View) {
 				continue
 			}
 			if x, ok := c.handOver(c.now(), e.Limit, e.Key, name); ok {
-				final = append(final, transport.HandoffEntry{
-					Kind:  transport.HandoffBucket,
-					Limit: x.Name, Key: x.Key, Fields: encodeSnapshot(x.Snapshot),
-				})
+				final = append(final, bucketEntry(x))
 			}
 		}
 		if len(final) > 0 {
@@ -272,18 +267,23 @@ func (n *Node) startCluster(ctx context.Context) error {
 		return err
 	}
 	c := &cluster{
-		self: cfg.NodeName, ring: r, pool: pool, eng: n.eng, node: n, log: n.log, now: n.eng.now,
-		window: cfg.HandoffWindow, takeoverDelay: cfg.TakeoverDelay, timing: rc.Timing, requireJoin: len(rc.Join) > 0, seeds: len(rc.Join), m: cm,
-		moved: map[movedKey]moved{}, pulling: map[movedKey]chan struct{}{},
+		self: cfg.NodeName, ring: r, pool: pool, store: n.eng.store, leases: n.leases, limits: n.limits.Current,
+		log: n.log, now: n.eng.now, window: cfg.HandoffWindow, spawn: n.goRun, m: cm,
+		rules: placement.Config{
+			Self: cfg.NodeName, TakeoverDelay: cfg.TakeoverDelay, Timing: rc.Timing, Seeds: len(rc.Join),
+			HandoffWindow: cfg.HandoffWindow, FailureMemory: limits.MaxLeaseTTLLimit,
+		},
+		moved: map[movedKey]moved{}, pulling: map[movedKey]chan struct{}{}, fetched: map[movedKey]time.Time{},
 	}
-	srv := transport.NewServer(c, token)
+	srv := transport.NewServer(peerHandler{n: n, c: c}, token)
 	if err := r.Start(ctx); err != nil {
 		_ = ln.Close()
 		_ = pool.Close()
 		return fmt.Errorf("node: gossip: %w", err)
 	}
-	n.cluster, n.peerLn, n.peerSrv, n.pool = c, ln, srv, pool
-	n.eng.router = c
+	n.peerLn, n.peerSrv, n.pool = ln, srv, pool
+	n.cl.Store(c)
+	n.eng.setRouter(c)
 	n.goRun(func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, grpc.ErrServerStopped) && !errors.Is(err, net.ErrClosed) {
 			n.log.Error("peer server stopped", "err", err)
@@ -337,7 +337,7 @@ func publicAdvertise(bound, peer string) string {
 // stopCluster hands this node's state off, leaves the gossip, and stops
 // the peer service.
 func (n *Node) stopCluster(ctx context.Context) error {
-	c := n.cluster
+	c := n.cl.Load()
 	err := c.leave(ctx, n.cfg.LeaveTimeout)
 	if err != nil {
 		n.log.Warn("leave", "err", err)
@@ -381,6 +381,6 @@ func (c *cluster) warm(ctx context.Context, v *ring.View, seen map[string]bool) 
 			continue
 		}
 		seen[addr] = true
-		c.node.goRun(func() { c.reachable(ctx, addr) })
+		c.spawn(func() { c.reachable(ctx, addr) })
 	}
 }

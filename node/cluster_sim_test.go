@@ -120,10 +120,10 @@ func (c *simCluster) waitConverged(want int) {
 	c.t.Helper()
 	waitFor(c.t, 15*time.Second, fmt.Sprintf("%d alive members everywhere", want), func() bool {
 		for _, n := range c.nodes {
-			if n.cluster == nil {
+			if n.cl.Load() == nil {
 				continue
 			}
-			v := n.cluster.ring.View()
+			v := n.cl.Load().ring.View()
 			alive := 0
 			for _, m := range v.Members {
 				if m.State == ring.Alive {
@@ -160,7 +160,7 @@ func (c *simCluster) names() []string {
 
 // ownerOf names the owner of (limit, key) in node n's view.
 func ownerOf(n *Node, limit, key string) string {
-	m, _ := n.cluster.ring.View().Owner(ring.HashKey(limit, key))
+	m, _ := n.cl.Load().ring.View().Owner(ring.HashKey(limit, key))
 	return m.Name
 }
 
@@ -280,7 +280,7 @@ func TestClusterIsolatedNodeAdmitsOneShare(t *testing.T) {
 		t.Fatalf("isolated node admitted %d by owner, %d by fallback; want 0 and exactly one share (20)", owner, fallback)
 	}
 	waitFor(t, 15*time.Second, "n3 to see itself in the minority", func() bool {
-		v := n3.cluster.ring.View()
+		v := n3.cl.Load().ring.View()
 		return v.Live == 1 && !v.Majority
 	})
 	owner, fallback = takeMany(t, []*Node{n3}, "hot", key, 100)
@@ -355,8 +355,8 @@ func TestClusterKilledOwnerFallsBackThenMoves(t *testing.T) {
 		t.Fatalf("Forget(n3) = %v, %v", ok, err)
 	}
 	waitFor(t, 5*time.Second, "n3 to leave n1's known members", func() bool {
-		_, known := n1.cluster.ring.View().Member("n3")
-		return !known && n1.cluster.known() == 2
+		_, known := n1.cl.Load().ring.View().Member("n3")
+		return !known && n1.cl.Load().known() == 2
 	})
 }
 
@@ -443,7 +443,7 @@ func TestClusterWrongSecretCannotJoinOrForward(t *testing.T) {
 	// Give gossip several rounds; the intruder never becomes a member.
 	deadline := time.Now().Add(2 * time.Second)
 	for time.Now().Before(deadline) {
-		if _, ok := c.nodes["n1"].cluster.ring.View().Member("x"); ok {
+		if _, ok := c.nodes["n1"].cl.Load().ring.View().Member("x"); ok {
 			t.Fatal("a node with the wrong secret joined")
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -452,9 +452,9 @@ func TestClusterWrongSecretCannotJoinOrForward(t *testing.T) {
 		t.Fatal("intruder reports ready without having joined")
 	}
 	// Nor can it call the peer service directly.
-	peer := c.nodes["n1"].cluster.ring.View()
+	peer := c.nodes["n1"].cl.Load().ring.View()
 	m, _ := peer.Member("n1")
-	_, _, err := intruder.cluster.forward(context.Background(), m.Meta.GRPCAddr, opTake, []api.Check{{Limit: "hot", Key: "k", Cost: 1}})
+	_, _, err := intruder.cl.Load().forward(context.Background(), m.Meta.GRPCAddr, opTake, []api.Check{{Limit: "hot", Key: "k", Cost: 1}})
 	if err == nil {
 		t.Fatal("a forward with the wrong secret was served")
 	}

@@ -31,9 +31,13 @@ type Config struct {
 	// Leases bounds the lease table (leases and parked waiters).
 	Leases lease.Config
 	// Envoy configures Envoy's rate limit service on the gRPC port (the
-	// domain it accepts; "" accepts any).
+	// domain it accepts; "" accepts any). Its MaxKeyBytes is replaced by
+	// HTTP.MaxKeyBytes, the one key bound.
 	Envoy api.EnvoyConfig
-	// HTTP configures the public HTTP handlers (legacy headers, body and key limits).
+	// HTTP configures the public HTTP handlers (legacy headers, body and
+	// key limits). Its MaxKeyBytes (default 512; 0 means the default) is
+	// the key bound of every surface: HTTP, gRPC, Envoy and peers' forwards
+	// are all checked against it by the engine.
 	HTTP api.HTTPConfig
 	// SweepInterval is how often idle, fully refilled buckets are evicted. Default 10s; 0 disables.
 	SweepInterval time.Duration
@@ -127,6 +131,15 @@ func LocalConfig() Config {
 	return c
 }
 
+// maxKeyBytes is the key bound in force: HTTP.MaxKeyBytes, or its
+// default when zero.
+func (c Config) maxKeyBytes() int {
+	if c.HTTP.MaxKeyBytes > 0 {
+		return c.HTTP.MaxKeyBytes
+	}
+	return api.DefaultHTTPConfig().MaxKeyBytes
+}
+
 // Validate reports the first problem with c. It changes nothing.
 func (c Config) Validate() error {
 	var errs []error
@@ -141,6 +154,9 @@ func (c Config) Validate() error {
 	}
 	if err := c.FallbackStore.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("node: fallback store: %w", err))
+	}
+	if err := c.HTTP.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("node: http: %w", err))
 	}
 	if err := c.Envoy.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("node: envoy: %w", err))

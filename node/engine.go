@@ -8,23 +8,20 @@ import (
 	"github.com/weir-rl/weir/api"
 	"github.com/weir-rl/weir/bucket"
 	"github.com/weir-rl/weir/node/limits"
+	"github.com/weir-rl/weir/node/placement"
 )
-
-// MaxKeyBytes is the longest key a caller may send (docs/architecture.md §5.4).
-const MaxKeyBytes = 512
 
 // router is what the engine needs of the cluster. A nil router is a cluster
 // of one: this node owns every key.
 type router interface {
-	// owner returns the peer address of the owner of (limit, key), or
-	// self=true when this node owns it. ok=false means the owner cannot be
-	// reached or named (no ring yet, or it is suspect or dead).
-	owner(limit, key string) (peer string, self, ok bool)
-	// pull fetches the state of buckets this node owns but does not hold
-	// yet after a ring change, before it decides them; false means a
-	// needed state could not be fetched and the checks must not be decided
-	// from fresh buckets.
-	pull(ctx context.Context, f *limits.File, checks []api.Check, from string) bool
+	// place says where (limit, key) is decided: here, at a peer, or from
+	// a local ceiling (placement.Snapshot.Take).
+	place(limit, key string) placement.Placement
+	// pull fetches the state of keys this node owns but does not hold
+	// (has reports false) after a ring change, before it decides them;
+	// false means a needed state could not be fetched and the checks must
+	// not be decided from fresh buckets.
+	pull(ctx context.Context, checks []api.Check, from string, has func(limit, key string) bool) bool
 	// hold keeps the checks' keys from being handed over until release is
 	// called, and reports whether this node may still decide them (false:
 	// one was handed over since it was routed here).
@@ -54,13 +51,22 @@ type engine struct {
 	store    *bucket.Store // buckets this node owns
 	fallback *bucket.Store // local ceilings for keys whose owner is unreachable
 	m        *metrics
-	router   router // nil: a cluster of one
 	// dedup remembers recent request ids (nil: none are remembered).
 	dedup *takeDedup
+	// router is nil in a cluster of one. Start sets it, through
+	// setRouter, before any listener serves, and it never changes after.
+	router router
+	// maxKey is the longest key a caller may send, in bytes: the one
+	// bound every surface applies (Config.HTTP.MaxKeyBytes).
+	maxKey int
 	// run names this node run in evidence: the node's name and a random
 	// boot nonce, so instances never repeat across restarts.
 	run string
 }
+
+// setRouter plugs the cluster in. Called once, by Start, before any
+// listener serves.
+func (e *engine) setRouter(r router) { e.router = r }
 
 // known is the number of members a local ceiling divides a limit by: one
 // in a cluster of one.
@@ -79,7 +85,7 @@ type resolved struct {
 
 // validate looks every check up in f and rejects bad input before any state
 // is touched, so a bad request changes nothing.
-func validate(f *limits.File, checks []api.Check) ([]resolved, error) {
+func validate(f *limits.File, checks []api.Check, maxKey int) ([]resolved, error) {
 	if len(checks) == 0 {
 		return nil, api.Errorf(api.CodeInvalid, "checks: empty list")
 	}
@@ -95,8 +101,8 @@ func validate(f *limits.File, checks []api.Check) ([]resolved, error) {
 			return nil, api.Errorf(api.CodeInvalid, "checks[%d]: limit %q is a concurrency limit: acquire a lease instead", i, c.Limit)
 		case c.Key == "":
 			return nil, api.Errorf(api.CodeInvalid, "checks[%d]: empty key", i)
-		case len(c.Key) > MaxKeyBytes:
-			return nil, api.Errorf(api.CodeInvalid, "checks[%d]: key longer than %d bytes", i, MaxKeyBytes)
+		case len(c.Key) > maxKey:
+			return nil, api.Errorf(api.CodeInvalid, "checks[%d]: key longer than %d bytes", i, maxKey)
 		case c.Cost < 1:
 			return nil, api.Errorf(api.CodeInvalid, "checks[%d]: cost %d must be at least 1", i, c.Cost)
 		case c.Cost > l.Bucket.Capacity:
@@ -107,19 +113,24 @@ func validate(f *limits.File, checks []api.Check) ([]resolved, error) {
 	return out, nil
 }
 
-// group is the checks of one request that share an owner.
+// group is the checks of one request that share a placement.
 type group struct {
-	peer  string // "" when this node owns them
-	self  bool
+	place placement.Placement
 	idx   []int // positions in the request
 	spent bool  // the group's step admitted (and so spent) its checks
 	src   api.Source
 }
 
+// groupKey is what checks must share to be one atomic step.
+type groupKey struct {
+	kind placement.Kind
+	peer string
+}
+
 // take decides a multi-check request: all checks are spent or none is.
 func (e *engine) take(ctx context.Context, checks []api.Check) (api.TakeResponse, error) {
 	f := e.limits()
-	rs, err := validate(f, checks)
+	rs, err := validate(f, checks, e.maxKey)
 	if err != nil {
 		return api.TakeResponse{}, err
 	}
@@ -156,27 +167,28 @@ func (e *engine) take(ctx context.Context, checks []api.Check) (api.TakeResponse
 // split groups checks by owner, keeping request order inside each group.
 func (e *engine) split(rs []resolved) []group {
 	if e.router == nil {
-		g := group{self: true, idx: make([]int, len(rs))}
+		g := group{place: placement.Placement{Kind: placement.Here}, idx: make([]int, len(rs))}
 		for i := range rs {
 			g.idx[i] = i
 		}
 		return []group{g}
 	}
 	var groups []group
-	byPeer := map[string]int{}
+	byKey := map[groupKey]int{}
 	for i, r := range rs {
-		peer, self, ok := e.router.owner(r.check.Limit, r.check.Key)
-		if !ok {
-			peer = "\x00none" // no ring: decided from local ceilings
+		p := e.router.place(r.check.Limit, r.check.Key)
+		if p.Kind == placement.Replica {
+			p.Kind = placement.Here // decided here all the same; the replica was merged in
 		}
-		if self {
-			peer = ""
+		k := groupKey{kind: p.Kind}
+		if p.Kind == placement.Forward {
+			k.peer = p.Addr
 		}
-		gi, seen := byPeer[peer]
+		gi, seen := byKey[k]
 		if !seen {
 			gi = len(groups)
-			byPeer[peer] = gi
-			groups = append(groups, group{peer: peer, self: self})
+			byKey[k] = gi
+			groups = append(groups, group{place: p})
 		}
 		groups[gi].idx = append(groups[gi].idx, i)
 	}
@@ -192,13 +204,13 @@ func (e *engine) decideGroup(ctx context.Context, f *limits.File, rs []resolved,
 	for j, i := range g.idx {
 		checks[j] = rs[i].check
 	}
-	if g.self && (e.router == nil || e.router.pull(ctx, f, checks, "")) {
+	if g.place.Kind == placement.Here && (e.router == nil || e.router.pull(ctx, checks, "", e.store.Has)) {
 		g.src = api.SourceOwner
 		out, ok, err := e.ownerTakeOnce(f, checks, id)
 		if errors.Is(err, errNotOwner) {
 			// Handed over while it was routed here: ask the new owner.
-			if peer, self, ok := e.router.owner(checks[0].Limit, checks[0].Key); ok && !self {
-				g.self, g.peer = false, peer
+			if p := e.router.place(checks[0].Limit, checks[0].Key); p.Kind == placement.Forward {
+				g.place = p
 				return e.decideGroup(ctx, f, rs, g, results, id)
 			}
 			g.src = api.SourceFallback
@@ -212,8 +224,8 @@ func (e *engine) decideGroup(ctx context.Context, f *limits.File, rs []resolved,
 		}
 		return ok, nil
 	}
-	if !g.self && g.peer != "\x00none" {
-		out, ok, err := e.router.forward(ctx, g.peer, opTake, checks)
+	if g.place.Kind == placement.Forward {
+		out, ok, err := e.router.forward(ctx, g.place.Addr, opTake, checks)
 		var apiErr *api.Error
 		if errors.As(err, &apiErr) {
 			return false, err
@@ -384,12 +396,12 @@ func (e *engine) refund(ctx context.Context, rs []resolved, groups []group) {
 		switch {
 		case g.src == api.SourceFallback:
 			e.fallback.RefundAt(e.now(), bcs)
-		case g.self:
+		case g.place.Kind == placement.Here:
 			e.store.RefundAt(e.now(), bcs)
 		default:
 			// Best effort: an unreachable owner keeps the debit, which
 			// errs on the side of admitting less.
-			_, _, _ = e.router.forward(ctx, g.peer, opRefund, checks)
+			_, _, _ = e.router.forward(ctx, g.place.Addr, opRefund, checks)
 		}
 		g.spent = false
 	}
@@ -399,7 +411,7 @@ func (e *engine) refund(ctx context.Context, rs []resolved, groups []group) {
 func (e *engine) respond(f *limits.File, rs []resolved, groups []group, results []api.Result, allowed bool) api.TakeResponse {
 	resp := api.TakeResponse{Allowed: allowed, RulesVersion: f.Version, Results: results}
 	for _, g := range groups {
-		resp.Forwarded = resp.Forwarded || (!g.self && g.src == api.SourceOwner)
+		resp.Forwarded = resp.Forwarded || (g.place.Kind == placement.Forward && g.src == api.SourceOwner)
 		for _, i := range g.idx {
 			r := &results[i]
 			if r.Limit == "" { // a group never decided because an earlier one denied

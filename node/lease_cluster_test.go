@@ -259,13 +259,9 @@ func TestClusterKilledOwnerTakeoverWindow(t *testing.T) {
 		other = c.nodes["n2"]
 	}
 	failedAt := func(n *Node) (time.Time, bool) {
-		fs := n.cluster.failures.Load()
-		if fs == nil {
-			return time.Time{}, false
-		}
-		for _, f := range *fs {
-			if f.name == "n3" {
-				return f.at, true
+		for _, f := range n.cl.Load().placement().Failures() {
+			if f.Name == "n3" {
+				return f.At, true
 			}
 		}
 		return time.Time{}, false
@@ -278,7 +274,7 @@ func TestClusterKilledOwnerTakeoverWindow(t *testing.T) {
 		return ok && sok
 	})
 	const window = 3 * time.Second // crash's max_lease_ttl
-	known := owner.cluster.known()
+	known := owner.cl.Load().known()
 	if known != 3 {
 		t.Fatalf("the new owner knows %d members, want 3 (the dead one stays known)", known)
 	}
@@ -358,45 +354,10 @@ func TestClusterKilledOwnerTakeoverWindow(t *testing.T) {
 		t.Fatalf("strict limit after the window: %d grants, want 8", got)
 	}
 	// Both survivors agree on the owner throughout.
-	if v := owner.cluster.ring.View(); !v.Majority || v.Live != 2 {
+	if v := owner.cl.Load().ring.View(); !v.Majority || v.Live != 2 {
 		t.Fatalf("the survivors' view: live %d, majority %v", v.Live, v.Majority)
 	}
-	if m, _ := owner.cluster.ring.View().Member("n3"); m.State != ring.Dead {
+	if m, _ := owner.cl.Load().ring.View().Member("n3"); m.State != ring.Dead {
 		t.Fatalf("n3 is %v, want dead", m.State)
-	}
-}
-
-// TestQuietSince: failures detected less than the delay apart form one run
-// that holds takeovers back until the delay after its latest failure.
-func TestQuietSince(t *testing.T) {
-	t0 := time.Unix(1000, 0)
-	at := func(ms int) failure { return failure{at: t0.Add(time.Duration(ms) * time.Millisecond)} }
-	d := 1200 * time.Millisecond
-	fs := []failure{at(0), at(400), at(1600)} // the 5-node split: gaps 0.4 s and 1.2 s
-	for _, c := range []struct {
-		now  int
-		want time.Time
-	}{
-		{500, t0},                               // the run 0, 400: both count
-		{1500, t0},                              // 1.1 s after the latest: the first still counts
-		{1700, t0.Add(1600 * time.Millisecond)}, // 1600 is 1.2 s after 400: a new run
-		{2900, t0.Add(2900*time.Millisecond + 1)}, // 1.3 s after the latest: nothing counts
-	} {
-		now := t0.Add(time.Duration(c.now) * time.Millisecond)
-		var seen []failure // the failures detected by now
-		for _, f := range fs {
-			if !f.at.After(now) {
-				seen = append(seen, f)
-			}
-		}
-		if got := quietSince(seen, now, d); !got.Equal(c.want) {
-			t.Errorf("at %d ms: %v, want %v", c.now, got.Sub(t0), c.want.Sub(t0))
-		}
-	}
-	// Before the fix, the failure at 0 stopped counting at 1200 ms although
-	// the node was still detecting failures (400): that is the window the
-	// 5-node split found.
-	if got := quietSince(fs[:2], t0.Add(1300*time.Millisecond), d); !got.Equal(t0) {
-		t.Errorf("at 1300 ms after failures at 0 and 400: %v, want the run from 0", got.Sub(t0))
 	}
 }

@@ -186,6 +186,35 @@ func (s *leases) holds(id string) bool {
 	return s.table.Holds(id)
 }
 
+// knows reports whether the table holds any lease or parked waiter of
+// (limit, key): whether this node has state for the key that a pull would
+// otherwise fetch.
+func (s *leases) knows(limit, key string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.table.Held(limit, key) > 0 || s.table.Queued(limit, key) > 0
+}
+
+// export snapshots the leases of the keys pick selects, removing them
+// with remove (a handover) or not (a replication snapshot), and delivers
+// the events of the step.
+func (s *leases) export(now time.Time, pick func(limit, key string) bool, remove bool) lease.Handoff {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h, ev := s.table.Export(now, pick, remove)
+	s.deliver(ev)
+	return h
+}
+
+// importFrom takes in handed-over leases and delivers the step's events.
+func (s *leases) importFrom(now time.Time, h lease.Handoff) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ev, err := s.table.Import(now, h)
+	s.deliver(ev)
+	return err
+}
+
 // held is the number of leases in the table, for the gauge.
 func (s *leases) held() float64 {
 	s.mu.Lock()
@@ -220,7 +249,7 @@ func (s *leases) run(ctx context.Context) {
 }
 
 // validateAcquire rejects a bad acquire before any state is touched.
-func validateAcquire(f *limits.File, req api.AcquireRequest) (*limits.Limit, error) {
+func (n *Node) validateAcquire(f *limits.File, req api.AcquireRequest) (*limits.Limit, error) {
 	l, ok := f.Lookup(req.Limit)
 	switch {
 	case !ok:
@@ -229,8 +258,8 @@ func validateAcquire(f *limits.File, req api.AcquireRequest) (*limits.Limit, err
 		return nil, api.Errorf(api.CodeInvalid, "limit %q is a rate limit: use take", req.Limit)
 	case req.Key == "":
 		return nil, api.Errorf(api.CodeInvalid, "empty key")
-	case len(req.Key) > MaxKeyBytes:
-		return nil, api.Errorf(api.CodeInvalid, "key longer than %d bytes", MaxKeyBytes)
+	case len(req.Key) > n.eng.maxKey:
+		return nil, api.Errorf(api.CodeInvalid, "key longer than %d bytes", n.eng.maxKey)
 	case req.TTL < 0 || req.Wait < 0:
 		return nil, api.Errorf(api.CodeInvalid, "ttl and wait must not be negative")
 	}

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,6 +21,7 @@ import (
 	"github.com/weir-rl/weir/bucket"
 	"github.com/weir-rl/weir/internal/dedup"
 	"github.com/weir-rl/weir/node/limits"
+	"github.com/weir-rl/weir/node/placement"
 	"github.com/weir-rl/weir/ring/ownership"
 	"github.com/weir-rl/weir/transport"
 )
@@ -53,13 +55,15 @@ type Node struct {
 	// key's owner is unreachable.
 	fallbackLeases *leases
 	deps           Deps
+	// cl is the cluster part, nil in a cluster of one. Start sets it once,
+	// before any listener serves; it is read without mu.
+	cl atomic.Pointer[cluster]
 
 	mu       sync.Mutex // guards the fields below
 	httpLn   net.Listener
 	grpcLn   net.Listener
 	httpSrv  *http.Server
 	grpcSrv  *grpc.Server
-	cluster  *cluster // nil: a cluster of one
 	peerLn   net.Listener
 	peerSrv  *transport.Server
 	pool     *transport.Pool
@@ -121,7 +125,7 @@ func New(cfg Config, deps Deps) (*Node, error) {
 	n.m.limitsVersion.Set(float64(file.Version))
 	n.limits = limits.NewReloader(cfg.LimitsPath, file, log, n.onReload)
 	n.eng = &engine{
-		now: clock, limits: n.limits.Current, store: store, fallback: fallback, m: n.m,
+		now: clock, limits: n.limits.Current, store: store, fallback: fallback, m: n.m, maxKey: cfg.maxKeyBytes(),
 		run: cfg.NodeName + "/" + strconv.FormatUint(rand.Uint64()&0xffffff, 16),
 	}
 	dc := cfg.TakeDedup
@@ -140,10 +144,7 @@ func (n *Node) onReload(f *limits.File, err error) {
 	}
 	n.m.reloads.Inc()
 	n.m.limitsVersion.Set(float64(f.Version))
-	n.mu.Lock()
-	c := n.cluster
-	n.mu.Unlock()
-	if c != nil {
+	if c := n.cl.Load(); c != nil {
 		c.setLimitsVersion(f.Version)
 	}
 	n.log.Info("limits reloaded", "source", f.Source, "version", f.Version, "limits", len(f.Limits))
@@ -190,15 +191,20 @@ func (n *Node) Start(ctx context.Context) error {
 	}
 	metricsHandler := promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{})
 	n.httpSrv = &http.Server{
-		Handler:           api.NewHTTPHandler(n, n.cfg.HTTP, metricsHandler, n.log),
+		Handler:           api.NewHTTPHandler(n, n.httpConfig(), metricsHandler, n.log),
 		ReadHeaderTimeout: 5 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 	}
 	// A client that connects and never completes its handshake would hold
 	// GracefulStop/Stop for gRPC's default 120 s.
 	n.grpcSrv = grpc.NewServer(grpc.ConnectionTimeout(10 * time.Second))
-	api.RegisterGRPC(n.grpcSrv, n, api.DefaultGRPCConfig())
-	api.RegisterEnvoy(n.grpcSrv, n, n.cfg.Envoy)
+	// One key bound for every surface: the engine's (Config.HTTP.MaxKeyBytes).
+	gc := api.DefaultGRPCConfig()
+	gc.MaxKeyBytes = n.eng.maxKey
+	ec := n.cfg.Envoy
+	ec.MaxKeyBytes = n.eng.maxKey
+	api.RegisterGRPC(n.grpcSrv, n, gc)
+	api.RegisterEnvoy(n.grpcSrv, n, ec)
 
 	n.cancel = cancel
 	n.started = true
@@ -226,6 +232,13 @@ func (n *Node) Start(ctx context.Context) error {
 	}
 	n.log.Info("serving", "node", n.cfg.NodeName, "http", httpLn.Addr().String(), "grpc", grpcLn.Addr().String())
 	return nil
+}
+
+// httpConfig is Config.HTTP with the key bound in force.
+func (n *Node) httpConfig() api.HTTPConfig {
+	hc := n.cfg.HTTP
+	hc.MaxKeyBytes = n.eng.maxKey
+	return hc
 }
 
 func (n *Node) goRun(f func()) {
@@ -304,7 +317,7 @@ func (n *Node) Shutdown(ctx context.Context) error {
 		n.grpcSrv.Stop()
 		<-done
 	}
-	if n.cluster != nil {
+	if n.cl.Load() != nil {
 		if e := n.stopCluster(ctx); e != nil && err == nil {
 			err = e
 		}
@@ -327,10 +340,7 @@ func (n *Node) Take(ctx context.Context, checks []api.Check) (api.TakeResponse, 
 
 // Cluster implements api.Decider.
 func (n *Node) Cluster(_ context.Context, limit, key string) (api.ClusterInfo, error) {
-	n.mu.Lock()
-	c := n.cluster
-	n.mu.Unlock()
-	if c != nil {
+	if c := n.cl.Load(); c != nil {
 		return c.info(limit, key), nil
 	}
 	info := api.ClusterInfo{
@@ -360,7 +370,8 @@ func (n *Node) Ready() bool {
 	if !n.started || n.shutdown {
 		return false
 	}
-	return n.cluster == nil || n.cluster.joined(n.cluster.ring.View())
+	c := n.cl.Load()
+	return c == nil || c.joined()
 }
 
 // Acquire implements api.Decider: at the key's owner, forwarded there, or
@@ -369,18 +380,18 @@ func (n *Node) Acquire(ctx context.Context, req api.AcquireRequest) (api.Acquire
 	start := time.Now()
 	defer func() { n.m.latency.WithLabelValues("acquire").Observe(time.Since(start).Seconds()) }()
 	f := n.limits.Current()
-	l, err := validateAcquire(f, req)
+	l, err := n.validateAcquire(f, req)
 	if err != nil {
 		return api.AcquireResponse{}, err
 	}
 	var resp api.AcquireResponse
 	epoch := n.ringEpoch()
 	forwarded := false
-	switch peer, self, ok := n.route(l.Name, req.Key); {
-	case self:
+	switch p := n.placeLease(l.Name, req.Key); p.Kind {
+	case placement.Here, placement.Replica:
 		resp, err = n.acquireOwned(ctx, l, req)
-	case ok:
-		resp, err = n.cluster.acquireRemote(ctx, peer, l, req)
+	case placement.Forward:
+		resp, err = n.cl.Load().acquireRemote(ctx, p.Addr, l, req)
 		forwarded = err == nil
 		var apiErr *api.Error
 		if err != nil && !errors.As(err, &apiErr) {
@@ -397,18 +408,21 @@ func (n *Node) Acquire(ctx context.Context, req api.AcquireRequest) (api.Acquire
 // ringEpoch is the epoch of the view requests are routed by; zero for a
 // node that is not clustered.
 func (n *Node) ringEpoch() uint64 {
-	if n.cluster == nil {
+	c := n.cl.Load()
+	if c == nil {
 		return 0
 	}
-	return n.cluster.view().Epoch
+	return c.ring.View().Epoch
 }
 
-// route names the owner of (limit, key): this node in a cluster of one.
-func (n *Node) route(limit, key string) (peer string, self, ok bool) {
-	if n.cluster == nil {
-		return "", true, true
+// placeLease places a lease operation on (limit, key): here in a cluster
+// of one.
+func (n *Node) placeLease(limit, key string) placement.Placement {
+	c := n.cl.Load()
+	if c == nil {
+		return placement.Placement{Kind: placement.Here}
 	}
-	return n.cluster.leaseOwner(limit, key)
+	return c.placeLease(limit, key)
 }
 
 // Renew implements api.Decider. A lease granted from a local ceiling is
@@ -421,9 +435,9 @@ func (n *Node) Renew(ctx context.Context, id string, ttl time.Duration) (time.Du
 	if err != nil {
 		return 0, err
 	}
-	peer, self, ok := n.route(l.Name, key)
+	p := n.placeLease(l.Name, key)
 	if n.fallbackLeases.holds(id) {
-		if self || (ok && n.cluster.reachable(ctx, peer)) {
+		if p.Kind == placement.Here || (p.Kind == placement.Forward && n.cl.Load().reachable(ctx, p.Addr)) {
 			// Granted from a local ceiling while the owner was unreachable;
 			// now that it answers again, only the owner's permits count.
 			// The holder must acquire again there.
@@ -432,11 +446,11 @@ func (n *Node) Renew(ctx context.Context, id string, ttl time.Duration) (time.Du
 		}
 		return n.fallbackLeases.renew(l, id, ttl)
 	}
-	switch {
-	case self:
+	switch p.Kind {
+	case placement.Here, placement.Replica:
 		return n.leases.renew(l, id, ttl)
-	case ok:
-		return n.cluster.leaseRemote(ctx, peer, transport.OpRenew, id, ttl)
+	case placement.Forward:
+		return n.cl.Load().leaseRemote(ctx, p.Addr, transport.OpRenew, id, ttl)
 	default:
 		return 0, api.Errorf(api.CodeUnavailable, "lease owner unreachable")
 	}
@@ -457,12 +471,12 @@ func (n *Node) Release(ctx context.Context, id string) error {
 		n.fallbackLeases.release(id) // granted here from a local ceiling
 		return nil
 	}
-	switch peer, self, ok := n.route(l.Name, key); {
-	case self:
+	switch p := n.placeLease(l.Name, key); p.Kind {
+	case placement.Here, placement.Replica:
 		n.leases.release(id)
 		return nil
-	case ok:
-		_, err := n.cluster.leaseRemote(ctx, peer, transport.OpRelease, id, 0)
+	case placement.Forward:
+		_, err := n.cl.Load().leaseRemote(ctx, p.Addr, transport.OpRelease, id, 0)
 		return err
 	default:
 		return api.Errorf(api.CodeUnavailable, "lease owner unreachable; the lease expires by itself")
@@ -472,9 +486,7 @@ func (n *Node) Release(ctx context.Context, id string) error {
 // Forget implements api.Decider: it removes a failed member from the known
 // members (`weir forget NAME`). A live member cannot be forgotten.
 func (n *Node) Forget(_ context.Context, name string) (bool, error) {
-	n.mu.Lock()
-	c := n.cluster
-	n.mu.Unlock()
+	c := n.cl.Load()
 	if c == nil {
 		return false, nil
 	}

@@ -25,6 +25,8 @@ func (echoHandler) Serve(_ context.Context, _ string, reqs []Request) []Reply {
 
 func (echoHandler) Handoff(context.Context, string, []HandoffEntry) error { return nil }
 
+func (echoHandler) Replicate(context.Context, string, []HandoffEntry, []Check) error { return nil }
+
 // BenchmarkDo measures one forward round trip (Pool.Do to a Server on
 // loopback, both in this process, so ns/op and allocs/op count client and
 // server together), serially and from 16 and 64 goroutines, with and

@@ -193,26 +193,72 @@ func encodeEntries(entries []HandoffEntry) []*peerpb.HandoffEntry {
 		m.Kind = uint32(e.Kind)
 		m.Limit = e.Limit
 		m.Key = e.Key
-		m.Fields = e.Fields
-		m.Data = e.Data
+		switch e.Kind {
+		case HandoffBucket:
+			b := e.Bucket
+			m.Bucket = &peerpb.BucketState{
+				Algorithm: uint32(b.Algorithm), Full: b.Full, Count: b.Count, Frac: b.Frac, Prev: b.Prev,
+				AheadNs: int64(b.Ahead), SinceNs: int64(b.Since), LeftNs: int64(b.Left), UntilFullNs: int64(b.UntilFull),
+			}
+		case HandoffLease:
+			l := e.Lease
+			m.Lease = &peerpb.LeaseState{
+				Id: l.ID, Holder: l.Holder, Fencing: l.Fencing, TtlNs: int64(l.TTL),
+				RemainingNs: int64(l.Remaining), NextFencing: l.NextFencing,
+			}
+		}
 		ptrs[i] = m
 	}
 	return ptrs
 }
 
-// decodeEntries converts handoff messages back.
+// decodeEntries converts handoff messages back. An entry whose kind has no
+// state of that kind, or whose kind is unknown, is kept with its Kind as
+// sent, for the node to ignore.
 func decodeEntries(msgs []*peerpb.HandoffEntry) []HandoffEntry {
-	entries := make([]HandoffEntry, len(msgs))
-	for i, m := range msgs {
-		entries[i] = HandoffEntry{
-			Kind:   HandoffKind(m.GetKind()),
-			Limit:  m.GetLimit(),
-			Key:    m.GetKey(),
-			Fields: m.GetFields(),
-			Data:   m.GetData(),
+	entries := make([]HandoffEntry, 0, len(msgs))
+	for _, m := range msgs {
+		e := HandoffEntry{Kind: HandoffKind(m.GetKind()), Limit: m.GetLimit(), Key: m.GetKey()}
+		if m.GetKind() > 255 {
+			e.Kind = 0
 		}
+		if b := m.GetBucket(); b != nil && e.Kind == HandoffBucket {
+			e.Bucket = BucketState{
+				Algorithm: uint8(min(b.GetAlgorithm(), 255)), Full: b.GetFull(), Count: b.GetCount(), Frac: b.GetFrac(), Prev: b.GetPrev(),
+				Ahead: time.Duration(b.GetAheadNs()), Since: time.Duration(b.GetSinceNs()),
+				Left: time.Duration(b.GetLeftNs()), UntilFull: time.Duration(b.GetUntilFullNs()),
+			}
+		} else if e.Kind == HandoffBucket {
+			e.Kind = 0
+		}
+		if l := m.GetLease(); l != nil && e.Kind == HandoffLease {
+			e.Lease = LeaseState{
+				ID: l.GetId(), Holder: l.GetHolder(), Fencing: l.GetFencing(), TTL: time.Duration(l.GetTtlNs()),
+				Remaining: time.Duration(l.GetRemainingNs()), NextFencing: l.GetNextFencing(),
+			}
+		} else if e.Kind == HandoffLease {
+			e.Kind = 0
+		}
+		entries = append(entries, e)
 	}
 	return entries
+}
+
+// encodeChecks and decodeChecks carry the dropped keys of a replication.
+func encodeChecks(cs []Check) []*peerpb.Check {
+	out := make([]*peerpb.Check, len(cs))
+	for i, c := range cs {
+		out[i] = &peerpb.Check{Limit: c.Limit, Key: c.Key}
+	}
+	return out
+}
+
+func decodeChecks(ms []*peerpb.Check) []Check {
+	out := make([]Check, len(ms))
+	for i, m := range ms {
+		out[i] = Check{Limit: m.GetLimit(), Key: m.GetKey()}
+	}
+	return out
 }
 
 // decodeOp maps a wire op to Op; a value that does not fit is the invalid

@@ -5,6 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
 	"github.com/weir-rl/weir/transport/peerpb"
 )
 
@@ -55,11 +58,63 @@ func TestRepliesRoundTrip(t *testing.T) {
 
 func TestEntriesRoundTrip(t *testing.T) {
 	in := []HandoffEntry{
-		{Kind: HandoffBucket, Limit: "a", Key: "k", Fields: []int64{5, 1500, -3}},
-		{Kind: HandoffLease, Limit: "db", Key: "k", Data: []byte{0, 1, 2}, Fields: []int64{17}},
+		{Kind: HandoffBucket, Limit: "a", Key: "k", Bucket: BucketState{
+			Algorithm: 2, Count: 5, Frac: 1500, Prev: -3, Ahead: time.Second, Since: -time.Millisecond, Left: 7, UntilFull: time.Minute,
+		}},
+		{Kind: HandoffBucket, Limit: "a", Key: "full", Bucket: BucketState{Full: true}},
+		{Kind: HandoffLease, Limit: "db", Key: "k", Lease: LeaseState{
+			ID: "id\nwith a newline", Holder: "h", Fencing: 17, TTL: 2 * time.Second, Remaining: time.Second, NextFencing: 18,
+		}},
 	}
 	if got := decodeEntries(encodeEntries(in)); !reflect.DeepEqual(got, in) {
 		t.Fatalf("round trip:\n got %+v\nwant %+v", got, in)
+	}
+	// A kind without its state, or an unknown kind, decodes as kind 0,
+	// which the node ignores.
+	bad := []*peerpb.HandoffEntry{{Kind: 1, Limit: "a", Key: "k"}, {Kind: 2}, {Kind: 9, Bucket: &peerpb.BucketState{}}, {Kind: 1 << 20}}
+	for i, e := range decodeEntries(bad) {
+		if e.Kind != 0 && e.Kind != 9 {
+			t.Errorf("entry %d decoded as kind %d", i, e.Kind)
+		}
+	}
+}
+
+// TestEntryWithUnknownFieldIsApplied: a newer sender may add fields to an
+// entry or to its bucket and lease states; this version ignores them and
+// still applies the entry (a rolling upgrade keeps handing over state).
+func TestEntryWithUnknownFieldIsApplied(t *testing.T) {
+	want := []HandoffEntry{
+		{Kind: HandoffBucket, Limit: "a", Key: "k", Bucket: BucketState{Count: 3, Since: time.Second}},
+		{Kind: HandoffLease, Limit: "db", Key: "k", Lease: LeaseState{ID: "id", Fencing: 9, Remaining: time.Second}},
+	}
+	var wire []byte
+	for _, m := range encodeEntries(want) {
+		b, err := proto.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Field 99 (a varint) on the entry, and field 50 (bytes) inside
+		// its state message, neither known to this version.
+		b = protowire.AppendTag(b, 99, protowire.VarintType)
+		b = protowire.AppendVarint(b, 12345)
+		var inner []byte
+		inner = protowire.AppendTag(inner, 50, protowire.BytesType)
+		inner = protowire.AppendBytes(inner, []byte("from the future"))
+		stateField := protowire.Number(6)
+		if m.Kind == uint32(HandoffLease) {
+			stateField = 7
+		}
+		b = protowire.AppendTag(b, stateField, protowire.BytesType) // merged into the state message
+		b = protowire.AppendBytes(b, inner)
+		wire = protowire.AppendTag(wire, 2, protowire.BytesType) // HandoffRequest.entries
+		wire = protowire.AppendBytes(wire, b)
+	}
+	var req peerpb.HandoffRequest
+	if err := proto.Unmarshal(wire, &req); err != nil {
+		t.Fatal(err)
+	}
+	if got := decodeEntries(req.GetEntries()); !reflect.DeepEqual(got, want) {
+		t.Fatalf("with unknown fields:\n got %+v\nwant %+v", got, want)
 	}
 }
 

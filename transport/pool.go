@@ -122,6 +122,31 @@ func (p *Pool) Handoff(ctx context.Context, peerAddr string, entries []HandoffEn
 	return nil
 }
 
+// Replicate sends the latest state of keys this node owns, and the keys it
+// dropped, to the member at peerAddr that keeps their replica: one call
+// (chunked like Handoff) within HandoffDeadline per chunk.
+func (p *Pool) Replicate(ctx context.Context, peerAddr string, entries []HandoffEntry, dropped []Check) error {
+	pr, err := p.peer(peerAddr)
+	if err != nil {
+		return err
+	}
+	for first := true; first || len(entries) > 0 || len(dropped) > 0; first = false {
+		chunk := entries[:min(len(entries), handoffChunk)]
+		entries = entries[len(chunk):]
+		drop := dropped[:min(len(dropped), handoffChunk)]
+		dropped = dropped[len(drop):]
+		cctx, cancel := context.WithTimeout(ctx, p.cfg.HandoffDeadline)
+		_, err := pr.client.Handoff(cctx, &peerpb.HandoffRequest{
+			From: p.cfg.Self, Entries: encodeEntries(chunk), Replica: true, Dropped: encodeChecks(drop),
+		})
+		cancel()
+		if err != nil {
+			return fmt.Errorf("transport: replicate to %s: %w", peerAddr, err)
+		}
+	}
+	return nil
+}
+
 // Drop closes the connection to peerAddr, for a member that left. Forwards
 // still queued fail with ErrDropped and those in flight fail at once; the
 // next Do to that address opens a new connection. Dropping an unknown

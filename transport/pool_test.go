@@ -30,6 +30,8 @@ type recorder struct {
 	batches  []int
 	from     []string
 	handoffs [][]HandoffEntry
+	replicas [][]HandoffEntry
+	dropped  []Check
 	calls    atomic.Int64
 
 	handoffErr error
@@ -68,6 +70,16 @@ func (r *recorder) Handoff(_ context.Context, from string, entries []HandoffEntr
 	r.from = append(r.from, from)
 	r.handoffs = append(r.handoffs, entries)
 	return r.handoffErr
+}
+
+func (r *recorder) Replicate(_ context.Context, from string, entries []HandoffEntry, dropped []Check) error {
+	r.calls.Add(1)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.from = append(r.from, from)
+	r.replicas = append(r.replicas, entries)
+	r.dropped = append(r.dropped, dropped...)
+	return nil
 }
 
 func (r *recorder) batchSizes() []int {
@@ -344,9 +356,9 @@ func TestHandoffRoundTrip(t *testing.T) {
 
 	entries := make([]HandoffEntry, 2*handoffChunk+5)
 	for i := range entries {
-		entries[i] = HandoffEntry{Kind: HandoffBucket, Limit: "l", Key: fmt.Sprint(i), Fields: []int64{int64(i), -1}}
+		entries[i] = HandoffEntry{Kind: HandoffBucket, Limit: "l", Key: fmt.Sprint(i), Bucket: BucketState{Count: int64(i), Since: -1}}
 	}
-	entries[3] = HandoffEntry{Kind: HandoffLease, Limit: "db", Key: "k", Data: []byte("lease"), Fields: []int64{17, int64(time.Second)}}
+	entries[3] = HandoffEntry{Kind: HandoffLease, Limit: "db", Key: "k", Lease: LeaseState{ID: "lease", Fencing: 17, TTL: time.Second}}
 	if err := p.Handoff(context.Background(), addr, entries); err != nil {
 		t.Fatal(err)
 	}
@@ -368,7 +380,7 @@ func TestHandoffRoundTrip(t *testing.T) {
 	}
 	for i := range entries {
 		e, g := entries[i], got[i]
-		if e.Kind != g.Kind || e.Limit != g.Limit || e.Key != g.Key || fmt.Sprint(e.Fields) != fmt.Sprint(g.Fields) || string(e.Data) != string(g.Data) {
+		if e != g {
 			t.Fatalf("entry %d: got %+v, want %+v", i, g, e)
 		}
 	}

@@ -87,7 +87,14 @@ func (s *service) Batch(ctx context.Context, in *peerpb.BatchRequest) (*peerpb.B
 
 // Handoff implements peerpb.PeerServer.
 func (s *service) Handoff(ctx context.Context, in *peerpb.HandoffRequest) (*peerpb.HandoffReply, error) {
-	if err := s.h.Handoff(ctx, in.GetFrom(), decodeEntries(in.GetEntries())); err != nil {
+	entries := decodeEntries(in.GetEntries())
+	if in.GetReplica() {
+		if err := s.h.Replicate(ctx, in.GetFrom(), entries, decodeChecks(in.GetDropped())); err != nil {
+			return nil, status.Error(codes.Internal, err.Error())
+		}
+		return &peerpb.HandoffReply{}, nil
+	}
+	if err := s.h.Handoff(ctx, in.GetFrom(), entries); err != nil {
 		return nil, status.Error(codes.Aborted, fmt.Sprintf("transport: handoff: %v", err))
 	}
 	return &peerpb.HandoffReply{}, nil

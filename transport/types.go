@@ -128,17 +128,43 @@ const (
 	HandoffLease
 )
 
-// HandoffEntry is the state of one bucket or lease moving to a new owner.
-// Fields and Data are an opaque payload that the node encodes and decodes;
-// transport only carries them. They must hold relative quantities (tokens as
-// of now, time until full, remaining lease time), never the sender's
-// absolute timestamps, so that clock skew between nodes cannot mint tokens.
+// HandoffEntry is the state of one bucket or lease moving to a new owner
+// (or replicated to the member that keeps a replica). Bucket is set for
+// HandoffBucket, Lease for HandoffLease. Both hold relative quantities
+// (tokens as of now, time until full, remaining lease time), never the
+// sender's absolute timestamps, so that clock skew between nodes cannot
+// mint tokens.
 type HandoffEntry struct {
 	Kind   HandoffKind
 	Limit  string
 	Key    string
-	Fields []int64
-	Data   []byte
+	Bucket BucketState
+	Lease  LeaseState
+}
+
+// BucketState is a bucket's state on the wire, field for field the
+// node's bucket.Snapshot (transport does not import bucket).
+type BucketState struct {
+	Algorithm uint8
+	Full      bool
+	Count     int64
+	Frac      int64
+	Prev      int64
+	Ahead     time.Duration
+	Since     time.Duration
+	Left      time.Duration
+	UntilFull time.Duration
+}
+
+// LeaseState is one lease on the wire (the node's lease.Snapshot) and the
+// sender's fencing floor.
+type LeaseState struct {
+	ID          string
+	Holder      string
+	Fencing     uint64
+	TTL         time.Duration
+	Remaining   time.Duration
+	NextFencing uint64
 }
 
 // Handler is what the peer Server needs from the node that owns buckets.
@@ -158,4 +184,8 @@ type Handler interface {
 	// Handoff stores the entries, which describe keys this node now owns.
 	// An error is returned to the sender as a failed handoff.
 	Handoff(ctx context.Context, from string, entries []HandoffEntry) error
+	// Replicate stores the entries as replica state of keys that member
+	// from owns, and drops the replicas of the keys in dropped (Limit and
+	// Key; Cost is unused).
+	Replicate(ctx context.Context, from string, entries []HandoffEntry, dropped []Check) error
 }

@@ -657,13 +657,17 @@ func (x *BatchReply) GetReplies() []*Reply {
 }
 
 // HandoffEntry is the state of one bucket or lease, as relative quantities.
+// Exactly one of bucket and lease is set; kind says which (1 bucket,
+// 2 lease). A receiver ignores fields it does not know, so a newer sender
+// may add some without breaking an older receiver during a rolling
+// upgrade.
 type HandoffEntry struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Kind          uint32                 `protobuf:"varint,1,opt,name=kind,proto3" json:"kind,omitempty"`
 	Limit         string                 `protobuf:"bytes,2,opt,name=limit,proto3" json:"limit,omitempty"`
 	Key           string                 `protobuf:"bytes,3,opt,name=key,proto3" json:"key,omitempty"`
-	Fields        []int64                `protobuf:"varint,4,rep,packed,name=fields,proto3" json:"fields,omitempty"`
-	Data          []byte                 `protobuf:"bytes,5,opt,name=data,proto3" json:"data,omitempty"`
+	Bucket        *BucketState           `protobuf:"bytes,6,opt,name=bucket,proto3" json:"bucket,omitempty"`
+	Lease         *LeaseState            `protobuf:"bytes,7,opt,name=lease,proto3" json:"lease,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -719,32 +723,235 @@ func (x *HandoffEntry) GetKey() string {
 	return ""
 }
 
-func (x *HandoffEntry) GetFields() []int64 {
+func (x *HandoffEntry) GetBucket() *BucketState {
 	if x != nil {
-		return x.Fields
+		return x.Bucket
 	}
 	return nil
 }
 
-func (x *HandoffEntry) GetData() []byte {
+func (x *HandoffEntry) GetLease() *LeaseState {
 	if x != nil {
-		return x.Data
+		return x.Lease
 	}
 	return nil
 }
 
-// HandoffRequest carries state for keys that moved to the receiver.
-type HandoffRequest struct {
+// BucketState is one bucket's state (bucket.Snapshot): counts, and spans
+// relative to the sender's now, never its timestamps.
+type BucketState struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	From          string                 `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
-	Entries       []*HandoffEntry        `protobuf:"bytes,2,rep,name=entries,proto3" json:"entries,omitempty"`
+	Algorithm     uint32                 `protobuf:"varint,1,opt,name=algorithm,proto3" json:"algorithm,omitempty"`                          // bucket.Algorithm
+	Full          bool                   `protobuf:"varint,2,opt,name=full,proto3" json:"full,omitempty"`                                    // holds no state: counts as full
+	Count         int64                  `protobuf:"varint,3,opt,name=count,proto3" json:"count,omitempty"`                                  // whole tokens held, or units used in the window
+	Frac          int64                  `protobuf:"varint,4,opt,name=frac,proto3" json:"frac,omitempty"`                                    // token_bucket's fraction of a token (1/Rate.Per), gcra's of a ns
+	Prev          int64                  `protobuf:"varint,5,opt,name=prev,proto3" json:"prev,omitempty"`                                    // sliding_window's previous window count
+	AheadNs       int64                  `protobuf:"varint,6,opt,name=ahead_ns,json=aheadNs,proto3" json:"ahead_ns,omitempty"`               // gcra: theoretical arrival time minus now
+	SinceNs       int64                  `protobuf:"varint,7,opt,name=since_ns,json=sinceNs,proto3" json:"since_ns,omitempty"`               // now minus the state's anchor
+	LeftNs        int64                  `protobuf:"varint,8,opt,name=left_ns,json=leftNs,proto3" json:"left_ns,omitempty"`                  // fixed_window: time until the period ends
+	UntilFullNs   int64                  `protobuf:"varint,9,opt,name=until_full_ns,json=untilFullNs,proto3" json:"until_full_ns,omitempty"` // time until the bucket holds no debt
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BucketState) Reset() {
+	*x = BucketState{}
+	mi := &file_peer_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BucketState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BucketState) ProtoMessage() {}
+
+func (x *BucketState) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BucketState.ProtoReflect.Descriptor instead.
+func (*BucketState) Descriptor() ([]byte, []int) {
+	return file_peer_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *BucketState) GetAlgorithm() uint32 {
+	if x != nil {
+		return x.Algorithm
+	}
+	return 0
+}
+
+func (x *BucketState) GetFull() bool {
+	if x != nil {
+		return x.Full
+	}
+	return false
+}
+
+func (x *BucketState) GetCount() int64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *BucketState) GetFrac() int64 {
+	if x != nil {
+		return x.Frac
+	}
+	return 0
+}
+
+func (x *BucketState) GetPrev() int64 {
+	if x != nil {
+		return x.Prev
+	}
+	return 0
+}
+
+func (x *BucketState) GetAheadNs() int64 {
+	if x != nil {
+		return x.AheadNs
+	}
+	return 0
+}
+
+func (x *BucketState) GetSinceNs() int64 {
+	if x != nil {
+		return x.SinceNs
+	}
+	return 0
+}
+
+func (x *BucketState) GetLeftNs() int64 {
+	if x != nil {
+		return x.LeftNs
+	}
+	return 0
+}
+
+func (x *BucketState) GetUntilFullNs() int64 {
+	if x != nil {
+		return x.UntilFullNs
+	}
+	return 0
+}
+
+// LeaseState is one lease (lease.Snapshot) and the sender's fencing floor.
+type LeaseState struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Holder        string                 `protobuf:"bytes,2,opt,name=holder,proto3" json:"holder,omitempty"`
+	Fencing       uint64                 `protobuf:"varint,3,opt,name=fencing,proto3" json:"fencing,omitempty"`
+	TtlNs         int64                  `protobuf:"varint,4,opt,name=ttl_ns,json=ttlNs,proto3" json:"ttl_ns,omitempty"`                   // the TTL granted
+	RemainingNs   int64                  `protobuf:"varint,5,opt,name=remaining_ns,json=remainingNs,proto3" json:"remaining_ns,omitempty"` // time left at the sender when it was sent
+	NextFencing   uint64                 `protobuf:"varint,6,opt,name=next_fencing,json=nextFencing,proto3" json:"next_fencing,omitempty"` // the sender's next fencing token for any key
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaseState) Reset() {
+	*x = LeaseState{}
+	mi := &file_peer_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaseState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaseState) ProtoMessage() {}
+
+func (x *LeaseState) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaseState.ProtoReflect.Descriptor instead.
+func (*LeaseState) Descriptor() ([]byte, []int) {
+	return file_peer_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *LeaseState) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *LeaseState) GetHolder() string {
+	if x != nil {
+		return x.Holder
+	}
+	return ""
+}
+
+func (x *LeaseState) GetFencing() uint64 {
+	if x != nil {
+		return x.Fencing
+	}
+	return 0
+}
+
+func (x *LeaseState) GetTtlNs() int64 {
+	if x != nil {
+		return x.TtlNs
+	}
+	return 0
+}
+
+func (x *LeaseState) GetRemainingNs() int64 {
+	if x != nil {
+		return x.RemainingNs
+	}
+	return 0
+}
+
+func (x *LeaseState) GetNextFencing() uint64 {
+	if x != nil {
+		return x.NextFencing
+	}
+	return 0
+}
+
+// HandoffRequest carries state for keys that moved to the receiver, or,
+// with replica, the latest state of keys the sender owns and the receiver
+// keeps a replica of (it must not decide them from it while the sender
+// answers).
+type HandoffRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	From    string                 `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
+	Entries []*HandoffEntry        `protobuf:"bytes,2,rep,name=entries,proto3" json:"entries,omitempty"`
+	Replica bool                   `protobuf:"varint,3,opt,name=replica,proto3" json:"replica,omitempty"`
+	// replica: keys whose state the sender dropped (evicted, handed over, or
+	// lease keys that hold no lease any more); the receiver drops their
+	// replica entries.
+	Dropped       []*Check `protobuf:"bytes,4,rep,name=dropped,proto3" json:"dropped,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *HandoffRequest) Reset() {
 	*x = HandoffRequest{}
-	mi := &file_peer_proto_msgTypes[8]
+	mi := &file_peer_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -756,7 +963,7 @@ func (x *HandoffRequest) String() string {
 func (*HandoffRequest) ProtoMessage() {}
 
 func (x *HandoffRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[8]
+	mi := &file_peer_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -769,7 +976,7 @@ func (x *HandoffRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandoffRequest.ProtoReflect.Descriptor instead.
 func (*HandoffRequest) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{8}
+	return file_peer_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *HandoffRequest) GetFrom() string {
@@ -786,6 +993,20 @@ func (x *HandoffRequest) GetEntries() []*HandoffEntry {
 	return nil
 }
 
+func (x *HandoffRequest) GetReplica() bool {
+	if x != nil {
+		return x.Replica
+	}
+	return false
+}
+
+func (x *HandoffRequest) GetDropped() []*Check {
+	if x != nil {
+		return x.Dropped
+	}
+	return nil
+}
+
 // HandoffReply acknowledges a handoff; the receiver has stored the entries.
 type HandoffReply struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -795,7 +1016,7 @@ type HandoffReply struct {
 
 func (x *HandoffReply) Reset() {
 	*x = HandoffReply{}
-	mi := &file_peer_proto_msgTypes[9]
+	mi := &file_peer_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -807,7 +1028,7 @@ func (x *HandoffReply) String() string {
 func (*HandoffReply) ProtoMessage() {}
 
 func (x *HandoffReply) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[9]
+	mi := &file_peer_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -820,7 +1041,7 @@ func (x *HandoffReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandoffReply.ProtoReflect.Descriptor instead.
 func (*HandoffReply) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{9}
+	return file_peer_proto_rawDescGZIP(), []int{11}
 }
 
 var File_peer_proto protoreflect.FileDescriptor
@@ -876,16 +1097,36 @@ const file_peer_proto_rawDesc = "" +
 	"\aentries\x18\b \x03(\v2\x1a.weir.peer.v1.HandoffEntryR\aentries\";\n" +
 	"\n" +
 	"BatchReply\x12-\n" +
-	"\areplies\x18\x01 \x03(\v2\x13.weir.peer.v1.ReplyR\areplies\"v\n" +
+	"\areplies\x18\x01 \x03(\v2\x13.weir.peer.v1.ReplyR\areplies\"\xb9\x01\n" +
 	"\fHandoffEntry\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\rR\x04kind\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\tR\x05limit\x12\x10\n" +
-	"\x03key\x18\x03 \x01(\tR\x03key\x12\x16\n" +
-	"\x06fields\x18\x04 \x03(\x03R\x06fields\x12\x12\n" +
-	"\x04data\x18\x05 \x01(\fR\x04data\"Z\n" +
+	"\x03key\x18\x03 \x01(\tR\x03key\x121\n" +
+	"\x06bucket\x18\x06 \x01(\v2\x19.weir.peer.v1.BucketStateR\x06bucket\x12.\n" +
+	"\x05lease\x18\a \x01(\v2\x18.weir.peer.v1.LeaseStateR\x05leaseJ\x04\b\x04\x10\x05J\x04\b\x05\x10\x06\"\xf0\x01\n" +
+	"\vBucketState\x12\x1c\n" +
+	"\talgorithm\x18\x01 \x01(\rR\talgorithm\x12\x12\n" +
+	"\x04full\x18\x02 \x01(\bR\x04full\x12\x14\n" +
+	"\x05count\x18\x03 \x01(\x03R\x05count\x12\x12\n" +
+	"\x04frac\x18\x04 \x01(\x03R\x04frac\x12\x12\n" +
+	"\x04prev\x18\x05 \x01(\x03R\x04prev\x12\x19\n" +
+	"\bahead_ns\x18\x06 \x01(\x03R\aaheadNs\x12\x19\n" +
+	"\bsince_ns\x18\a \x01(\x03R\asinceNs\x12\x17\n" +
+	"\aleft_ns\x18\b \x01(\x03R\x06leftNs\x12\"\n" +
+	"\runtil_full_ns\x18\t \x01(\x03R\vuntilFullNs\"\xab\x01\n" +
+	"\n" +
+	"LeaseState\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
+	"\x06holder\x18\x02 \x01(\tR\x06holder\x12\x18\n" +
+	"\afencing\x18\x03 \x01(\x04R\afencing\x12\x15\n" +
+	"\x06ttl_ns\x18\x04 \x01(\x03R\x05ttlNs\x12!\n" +
+	"\fremaining_ns\x18\x05 \x01(\x03R\vremainingNs\x12!\n" +
+	"\fnext_fencing\x18\x06 \x01(\x04R\vnextFencing\"\xa3\x01\n" +
 	"\x0eHandoffRequest\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x124\n" +
-	"\aentries\x18\x02 \x03(\v2\x1a.weir.peer.v1.HandoffEntryR\aentries\"\x0e\n" +
+	"\aentries\x18\x02 \x03(\v2\x1a.weir.peer.v1.HandoffEntryR\aentries\x12\x18\n" +
+	"\areplica\x18\x03 \x01(\bR\areplica\x12-\n" +
+	"\adropped\x18\x04 \x03(\v2\x13.weir.peer.v1.CheckR\adropped\"\x0e\n" +
 	"\fHandoffReply*o\n" +
 	"\x02Op\x12\x12\n" +
 	"\x0eOP_UNSPECIFIED\x10\x00\x12\v\n" +
@@ -914,7 +1155,7 @@ func file_peer_proto_rawDescGZIP() []byte {
 }
 
 var file_peer_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_peer_proto_goTypes = []any{
 	(Op)(0),                // 0: weir.peer.v1.Op
 	(*Check)(nil),          // 1: weir.peer.v1.Check
@@ -925,8 +1166,10 @@ var file_peer_proto_goTypes = []any{
 	(*Reply)(nil),          // 6: weir.peer.v1.Reply
 	(*BatchReply)(nil),     // 7: weir.peer.v1.BatchReply
 	(*HandoffEntry)(nil),   // 8: weir.peer.v1.HandoffEntry
-	(*HandoffRequest)(nil), // 9: weir.peer.v1.HandoffRequest
-	(*HandoffReply)(nil),   // 10: weir.peer.v1.HandoffReply
+	(*BucketState)(nil),    // 9: weir.peer.v1.BucketState
+	(*LeaseState)(nil),     // 10: weir.peer.v1.LeaseState
+	(*HandoffRequest)(nil), // 11: weir.peer.v1.HandoffRequest
+	(*HandoffReply)(nil),   // 12: weir.peer.v1.HandoffReply
 }
 var file_peer_proto_depIdxs = []int32{
 	0,  // 0: weir.peer.v1.Request.op:type_name -> weir.peer.v1.Op
@@ -936,16 +1179,19 @@ var file_peer_proto_depIdxs = []int32{
 	5,  // 4: weir.peer.v1.Reply.lease:type_name -> weir.peer.v1.Grant
 	8,  // 5: weir.peer.v1.Reply.entries:type_name -> weir.peer.v1.HandoffEntry
 	6,  // 6: weir.peer.v1.BatchReply.replies:type_name -> weir.peer.v1.Reply
-	8,  // 7: weir.peer.v1.HandoffRequest.entries:type_name -> weir.peer.v1.HandoffEntry
-	3,  // 8: weir.peer.v1.Peer.Batch:input_type -> weir.peer.v1.BatchRequest
-	9,  // 9: weir.peer.v1.Peer.Handoff:input_type -> weir.peer.v1.HandoffRequest
-	7,  // 10: weir.peer.v1.Peer.Batch:output_type -> weir.peer.v1.BatchReply
-	10, // 11: weir.peer.v1.Peer.Handoff:output_type -> weir.peer.v1.HandoffReply
-	10, // [10:12] is the sub-list for method output_type
-	8,  // [8:10] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	9,  // 7: weir.peer.v1.HandoffEntry.bucket:type_name -> weir.peer.v1.BucketState
+	10, // 8: weir.peer.v1.HandoffEntry.lease:type_name -> weir.peer.v1.LeaseState
+	8,  // 9: weir.peer.v1.HandoffRequest.entries:type_name -> weir.peer.v1.HandoffEntry
+	1,  // 10: weir.peer.v1.HandoffRequest.dropped:type_name -> weir.peer.v1.Check
+	3,  // 11: weir.peer.v1.Peer.Batch:input_type -> weir.peer.v1.BatchRequest
+	11, // 12: weir.peer.v1.Peer.Handoff:input_type -> weir.peer.v1.HandoffRequest
+	7,  // 13: weir.peer.v1.Peer.Batch:output_type -> weir.peer.v1.BatchReply
+	12, // 14: weir.peer.v1.Peer.Handoff:output_type -> weir.peer.v1.HandoffReply
+	13, // [13:15] is the sub-list for method output_type
+	11, // [11:13] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_peer_proto_init() }
@@ -959,7 +1205,7 @@ func file_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_peer_proto_rawDesc), len(file_peer_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   10,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -42,7 +42,9 @@ type PeerClient interface {
 	// Batch carries many independent requests from many concurrent callers
 	// on the sending node. The owner answers each one, in order.
 	Batch(ctx context.Context, in *BatchRequest, opts ...grpc.CallOption) (*BatchReply, error)
-	// Handoff moves bucket and lease state for keys whose owner changed.
+	// Handoff moves bucket and lease state for keys whose owner changed,
+	// or, with HandoffRequest.replica, streams an owner's changes to the
+	// member that keeps its replica.
 	Handoff(ctx context.Context, in *HandoffRequest, opts ...grpc.CallOption) (*HandoffReply, error)
 }
 
@@ -83,7 +85,9 @@ type PeerServer interface {
 	// Batch carries many independent requests from many concurrent callers
 	// on the sending node. The owner answers each one, in order.
 	Batch(context.Context, *BatchRequest) (*BatchReply, error)
-	// Handoff moves bucket and lease state for keys whose owner changed.
+	// Handoff moves bucket and lease state for keys whose owner changed,
+	// or, with HandoffRequest.replica, streams an owner's changes to the
+	// member that keeps its replica.
 	Handoff(context.Context, *HandoffRequest) (*HandoffReply, error)
 	mustEmbedUnimplementedPeerServer()
 }
