@@ -311,7 +311,7 @@ var errNotOwner = errors.New("node: the owner's ring disagrees")
 func toTransport(checks []api.Check) []transport.Check {
 	out := make([]transport.Check, len(checks))
 	for i, c := range checks {
-		out[i] = transport.Check{Limit: c.Limit, Key: c.Key, Cost: c.Cost}
+		out[i] = transport.Check{Limit: c.Limit, Key: c.Key, Cost: c.Cost, Inline: inlineToTransport(c.Inline)}
 	}
 	return out
 }
@@ -319,7 +319,7 @@ func toTransport(checks []api.Check) []transport.Check {
 func fromTransport(checks []transport.Check) []api.Check {
 	out := make([]api.Check, len(checks))
 	for i, c := range checks {
-		out[i] = api.Check{Limit: c.Limit, Key: c.Key, Cost: c.Cost}
+		out[i] = api.Check{Limit: c.Limit, Key: c.Key, Cost: c.Cost, Inline: inlineFromTransport(c.Inline)}
 	}
 	return out
 }
@@ -445,7 +445,7 @@ func (c *cluster) serveOne(ctx context.Context, f *limits.File, from string, r t
 	case transport.OpPull:
 		return c.servePull(from, r)
 	case transport.OpRefund:
-		c.eng.store.RefundAt(c.now(), refundChecks(f, fromTransport(r.Checks)))
+		c.eng.store.RefundAt(c.now(), c.eng.refundChecks(f, fromTransport(r.Checks)))
 		return transport.Reply{}
 	case transport.OpTake:
 		return c.serveTake(ctx, f, from, r)
