@@ -82,7 +82,7 @@ func checkChecks(checks []Check, lim inputLimits) *Error {
 			return invalidf("checks[%d].cost must be a positive integer", i)
 		}
 	}
-	return nil
+	return checkInlines(checks)
 }
 
 // checkAcquire validates a lease request after its durations were converted.
@@ -160,6 +160,8 @@ type wireCheck struct {
 	Limit string `json:"limit"`
 	Key   string `json:"key"`
 	Cost  *int64 `json:"cost"`
+	// Inline is an inline limit (inline.go); nil for a limit of the file.
+	Inline *wireInline `json:"inline"`
 }
 
 type wireTakeRequest struct {
@@ -196,7 +198,7 @@ func decodeTakeRequest(body []byte, lim inputLimits) ([]Check, bool, error) {
 	}
 	checks := make([]Check, len(w.Checks))
 	for i, c := range w.Checks {
-		checks[i] = Check{Limit: c.Limit, Key: c.Key, Cost: 1}
+		checks[i] = Check{Limit: c.Limit, Key: c.Key, Cost: 1, Inline: c.Inline.inlineOf()}
 		if c.Cost != nil {
 			checks[i].Cost = *c.Cost
 		}

@@ -97,7 +97,7 @@ func checksFromProto(in []*weirv1.Check, lim inputLimits) ([]Check, error) {
 	}
 	checks := make([]Check, len(in))
 	for i, c := range in {
-		checks[i] = Check{Limit: c.GetLimit(), Key: c.GetKey(), Cost: c.GetCost()}
+		checks[i] = Check{Limit: c.GetLimit(), Key: c.GetKey(), Cost: c.GetCost(), Inline: inlineFromProto(c.GetInline())}
 		if checks[i].Cost == 0 {
 			checks[i].Cost = 1
 		}

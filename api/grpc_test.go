@@ -82,7 +82,7 @@ func TestGRPCTake(t *testing.T) {
 		t.Fatalf("got %v\nwant %v", resp, want)
 	}
 	got := f.lastTake(t)
-	if len(got) != 2 || got[0] != (Check{"search", "k", 1}) || got[1] != (Check{"export", "tenant:acme", 3}) {
+	if len(got) != 2 || got[0] != (Check{Limit: "search", Key: "k", Cost: 1}) || got[1] != (Check{Limit: "export", Key: "tenant:acme", Cost: 3}) {
 		t.Fatalf("Decider got %+v (cost 0 must become 1)", got)
 	}
 }

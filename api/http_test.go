@@ -123,7 +123,7 @@ func TestTakeAllowed(t *testing.T) {
 		`{"limit":"export","allowed":true,"remaining":5,"capacity":6,"retry_after_ms":0,"reset_after_ms":500,"source":"owner"},`+
 		`{"limit":"search","allowed":true,"remaining":5,"capacity":6,"retry_after_ms":0,"reset_after_ms":500,"source":"owner"}]}`)
 	got := s.f.lastTake(t)
-	want := []Check{{"export", "tenant:acme", 1}, {"search", "tenant:acme", 4}}
+	want := []Check{{Limit: "export", Key: "tenant:acme", Cost: 1}, {Limit: "search", Key: "tenant:acme", Cost: 4}}
 	if len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
 		t.Fatalf("Decider got %+v, want %+v", got, want)
 	}
@@ -187,7 +187,7 @@ func TestCheckAllowed(t *testing.T) {
 		"X-RateLimit-Limit": "6", "X-RateLimit-Remaining": "5", "X-RateLimit-Reset": "1",
 		"Retry-After": "",
 	})
-	if got := s.f.lastTake(t); len(got) != 1 || got[0] != (Check{"export", "tenant:acme", 1}) {
+	if got := s.f.lastTake(t); len(got) != 1 || got[0] != (Check{Limit: "export", Key: "tenant:acme", Cost: 1}) {
 		t.Fatalf("Decider got %+v", got)
 	}
 }

@@ -32,10 +32,16 @@ func (s Source) String() string {
 // Check is one bucket to spend from: the limit's name, the caller's key and
 // the cost. The zero Cost is invalid; transports fill in the default of 1
 // before calling a Decider when the caller omitted it.
+//
+// Inline, when not nil, carries the limit's parameters with the check
+// instead of naming a limit of the limits file (allowed only when the file
+// sets inline_limits: true); Limit then names the inline limit's buckets
+// and must not be a name the file defines.
 type Check struct {
-	Limit string
-	Key   string
-	Cost  int64
+	Limit  string
+	Key    string
+	Cost   int64
+	Inline *InlineLimit
 }
 
 // Result is the decision for one Check.

@@ -238,7 +238,7 @@ var errNotOwner = errors.New("node: the owner's ring disagrees")
 func toTransport(checks []api.Check) []transport.Check {
 	out := make([]transport.Check, len(checks))
 	for i, c := range checks {
-		out[i] = transport.Check{Limit: c.Limit, Key: c.Key, Cost: c.Cost}
+		out[i] = transport.Check{Limit: c.Limit, Key: c.Key, Cost: c.Cost, Inline: inlineToTransport(c.Inline)}
 	}
 	return out
 }
@@ -246,7 +246,7 @@ func toTransport(checks []api.Check) []transport.Check {
 func fromTransport(checks []transport.Check) []api.Check {
 	out := make([]api.Check, len(checks))
 	for i, c := range checks {
-		out[i] = api.Check{Limit: c.Limit, Key: c.Key, Cost: c.Cost}
+		out[i] = api.Check{Limit: c.Limit, Key: c.Key, Cost: c.Cost, Inline: inlineFromTransport(c.Inline)}
 	}
 	return out
 }

@@ -210,10 +210,10 @@ func (c *cluster) info(limit, key string) api.ClusterInfo {
 }
 
 // refundChecks builds the bucket checks of a refund from the limits file.
-func refundChecks(f *limits.File, checks []api.Check) []bucket.Check {
+func (e *engine) refundChecks(f *limits.File, checks []api.Check) []bucket.Check {
 	var bcs []bucket.Check
-	for _, ch := range checks {
-		if l, ok := f.Lookup(ch.Limit); ok && l.Kind == limits.KindRate && !l.Shadow {
+	for i, ch := range checks {
+		if l, err := e.resolve(f, i, ch); err == nil && l.Kind == limits.KindRate && !l.Shadow {
 			bcs = append(bcs, bucket.Check{Name: l.Name, Limit: l.Bucket, Key: ch.Key, Cost: ch.Cost})
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/weir-rl/weir/api"
+	"github.com/weir-rl/weir/api/resp"
 	"github.com/weir-rl/weir/bucket"
 	"github.com/weir-rl/weir/internal/dedup"
 	"github.com/weir-rl/weir/lease"
@@ -22,6 +23,13 @@ type Config struct {
 	HTTPAddr string
 	// GRPCAddr is the public gRPC listen address. Default ":8081".
 	GRPCAddr string
+	// RESPAddr is the listen address of the Redis-protocol endpoint
+	// (package api/resp). Default "": off. Port 6379 is Redis's own; pick
+	// another when a Redis runs on the same host.
+	RESPAddr string
+	// RESP configures the Redis-protocol endpoint (per-connection bounds,
+	// timeouts, the CL.THROTTLE limit name).
+	RESP resp.Config
 	// LimitsPath is the limits file. Empty means the embedded default file.
 	LimitsPath string
 	// Store bounds the owner's live buckets (docs/architecture.md §8.3).
@@ -97,6 +105,7 @@ func DefaultConfig() Config {
 		FallbackStore:   fb,
 		Leases:          lease.DefaultConfig(),
 		HTTP:            api.DefaultHTTPConfig(),
+		RESP:            resp.DefaultConfig(),
 		Envoy:           api.DefaultEnvoyConfig(),
 		SweepInterval:   10 * time.Second,
 		ShutdownTimeout: 10 * time.Second,
@@ -157,6 +166,9 @@ func (c Config) Validate() error {
 	}
 	if err := c.HTTP.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("node: http: %w", err))
+	}
+	if err := c.RESP.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("node: resp: %w", err))
 	}
 	if err := c.Envoy.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("node: envoy: %w", err))

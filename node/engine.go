@@ -62,6 +62,8 @@ type engine struct {
 	// run names this node run in evidence: the node's name and a random
 	// boot nonce, so instances never repeat across restarts.
 	run string
+	// inline remembers validated inline limits (see resolve).
+	inline inlineCache
 }
 
 // setRouter plugs the cluster in. Called once, by Start, before any
@@ -85,24 +87,25 @@ type resolved struct {
 
 // validate looks every check up in f and rejects bad input before any state
 // is touched, so a bad request changes nothing.
-func validate(f *limits.File, checks []api.Check, maxKey int) ([]resolved, error) {
+func (e *engine) validate(f *limits.File, checks []api.Check) ([]resolved, error) {
 	if len(checks) == 0 {
 		return nil, api.Errorf(api.CodeInvalid, "checks: empty list")
 	}
 	out := make([]resolved, len(checks))
 	for i, c := range checks {
-		l, ok := f.Lookup(c.Limit)
-		switch {
-		case c.Limit == "":
+		if c.Limit == "" {
 			return nil, api.Errorf(api.CodeInvalid, "checks[%d]: empty limit name", i)
-		case !ok:
-			return nil, api.Errorf(api.CodeInvalid, "checks[%d]: unknown limit %q", i, c.Limit)
+		}
+		l, err := e.resolve(f, i, c)
+		switch {
+		case err != nil:
+			return nil, err
 		case l.Kind != limits.KindRate:
 			return nil, api.Errorf(api.CodeInvalid, "checks[%d]: limit %q is a concurrency limit: acquire a lease instead", i, c.Limit)
 		case c.Key == "":
 			return nil, api.Errorf(api.CodeInvalid, "checks[%d]: empty key", i)
-		case len(c.Key) > maxKey:
-			return nil, api.Errorf(api.CodeInvalid, "checks[%d]: key longer than %d bytes", i, maxKey)
+		case len(c.Key) > e.maxKey:
+			return nil, api.Errorf(api.CodeInvalid, "checks[%d]: key longer than %d bytes", i, e.maxKey)
 		case c.Cost < 1:
 			return nil, api.Errorf(api.CodeInvalid, "checks[%d]: cost %d must be at least 1", i, c.Cost)
 		case c.Cost > l.Bucket.Capacity:
@@ -130,7 +133,7 @@ type groupKey struct {
 // take decides a multi-check request: all checks are spent or none is.
 func (e *engine) take(ctx context.Context, checks []api.Check) (api.TakeResponse, error) {
 	f := e.limits()
-	rs, err := validate(f, checks, e.maxKey)
+	rs, err := e.validate(f, checks)
 	if err != nil {
 		return api.TakeResponse{}, err
 	}
@@ -259,9 +262,12 @@ func (e *engine) ownerTake(f *limits.File, checks []api.Check) ([]api.Result, bo
 	var enforcedIdx []int
 	var enforcedLim []*limits.Limit
 	for i, c := range checks {
-		l, ok := f.Lookup(c.Limit)
-		if !ok || l.Kind != limits.KindRate {
-			return nil, false, api.Errorf(api.CodeInvalid, "checks[%d]: unknown limit %q", i, c.Limit)
+		l, err := e.resolve(f, i, c)
+		if err != nil {
+			return nil, false, err
+		}
+		if l.Kind != limits.KindRate {
+			return nil, false, api.Errorf(api.CodeInvalid, "checks[%d]: limit %q is a concurrency limit: acquire a lease instead", i, c.Limit)
 		}
 		bc := bucket.Check{Name: l.Name, Limit: l.Bucket, Key: c.Key, Cost: c.Cost}
 		if l.Shadow {
@@ -292,7 +298,7 @@ func (e *engine) ownerTake(f *limits.File, checks []api.Check) ([]api.Result, bo
 func (e *engine) shadowTake(now time.Time, l *limits.Limit, bc bucket.Check) api.Result {
 	ds, _, err := e.store.TakeAt(now, []bucket.Check{bc}, nil)
 	if err != nil || !ds[0].Allowed {
-		e.m.decisions.WithLabelValues(l.Name, "shadow_denied", api.SourceOwner.String()).Inc()
+		e.m.decisions.WithLabelValues(metricName(l), "shadow_denied", api.SourceOwner.String()).Inc()
 	}
 	if err != nil {
 		return api.Result{Limit: l.Name, Allowed: true, Capacity: l.Bucket.Capacity, Remaining: l.Bucket.Capacity, Window: l.Bucket.PolicyWindow()}
@@ -308,9 +314,12 @@ func (e *engine) shadowTake(now time.Time, l *limits.Limit, bc bucket.Check) api
 func (e *engine) overloaded(f *limits.File, checks []api.Check) ([]api.Result, bool, error) {
 	out := make([]api.Result, len(checks))
 	for i, c := range checks {
-		l, _ := f.Lookup(c.Limit)
+		l, err := e.resolve(f, i, c)
+		if err != nil {
+			return nil, false, err
+		}
 		if l.OnOwnerUnreachable != limits.PolicyOpen {
-			e.m.denials.WithLabelValues(l.Name, denialError).Inc()
+			e.m.denials.WithLabelValues(metricName(l), denialError).Inc()
 			return nil, false, api.Errorf(api.CodeOverloaded, "limiter_overloaded: bucket cap reached on this node")
 		}
 		out[i] = api.Result{Limit: l.Name, Allowed: true, Capacity: l.Bucket.Capacity, Remaining: l.Bucket.Capacity, Window: l.Bucket.PolicyWindow()}
@@ -330,7 +339,7 @@ func (e *engine) fallbackTake(f *limits.File, rs []resolved, g *group, results [
 		l := rs[i].limit
 		switch l.OnOwnerUnreachable {
 		case limits.PolicyClosed:
-			e.m.denials.WithLabelValues(l.Name, denialError).Inc()
+			e.m.denials.WithLabelValues(metricName(l), denialError).Inc()
 			return false, api.Errorf(api.CodeUnavailable, "limit %q fails closed and its owner is unreachable", l.Name)
 		case limits.PolicyOpen:
 			results[i] = api.Result{
@@ -359,7 +368,7 @@ func (e *engine) fallbackTake(f *limits.File, rs []resolved, g *group, results [
 	ds, ok, err := e.fallback.TakeAt(now, local, nil)
 	if err != nil {
 		for _, i := range localIdx {
-			e.m.denials.WithLabelValues(rs[i].limit.Name, denialError).Inc()
+			e.m.denials.WithLabelValues(metricName(rs[i].limit), denialError).Inc()
 		}
 		return false, api.Errorf(api.CodeOverloaded, "limiter_overloaded: %v", err)
 	}
@@ -435,14 +444,14 @@ func (e *engine) count(l *limits.Limit, r *api.Result, allowed bool) {
 	if !allowed {
 		outcome = "denied"
 	}
-	e.m.decisions.WithLabelValues(l.Name, outcome, r.Source.String()).Inc()
+	e.m.decisions.WithLabelValues(metricName(l), outcome, r.Source.String()).Inc()
 	if r.Allowed || l.Shadow {
 		return
 	}
 	if r.Source == api.SourceFallback {
-		e.m.denials.WithLabelValues(l.Name, denialFallback).Inc()
+		e.m.denials.WithLabelValues(metricName(l), denialFallback).Inc()
 	} else {
-		e.m.denials.WithLabelValues(l.Name, denialPolicy).Inc()
+		e.m.denials.WithLabelValues(metricName(l), denialPolicy).Inc()
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/weir-rl/weir/api"
+	"github.com/weir-rl/weir/api/resp"
 	"github.com/weir-rl/weir/bucket"
 	"github.com/weir-rl/weir/internal/dedup"
 	"github.com/weir-rl/weir/node/limits"
@@ -62,6 +63,8 @@ type Node struct {
 	mu       sync.Mutex // guards the fields below
 	httpLn   net.Listener
 	grpcLn   net.Listener
+	respLn   net.Listener // nil when RESPAddr is ""
+	respSrv  *resp.Server
 	httpSrv  *http.Server
 	grpcSrv  *grpc.Server
 	peerLn   net.Listener
@@ -179,13 +182,24 @@ func (n *Node) Start(ctx context.Context) error {
 		_ = httpLn.Close()
 		return fmt.Errorf("node: grpc listen: %w", err)
 	}
-	n.httpLn, n.grpcLn = httpLn, grpcLn
+	var respLn net.Listener
+	if n.cfg.RESPAddr != "" {
+		if respLn, err = net.Listen("tcp", n.cfg.RESPAddr); err != nil {
+			_ = httpLn.Close()
+			_ = grpcLn.Close()
+			return fmt.Errorf("node: resp listen: %w", err)
+		}
+	}
+	n.httpLn, n.grpcLn, n.respLn = httpLn, grpcLn, respLn
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	if n.cfg.Clustered {
 		if err := n.startCluster(runCtx); err != nil {
 			cancel()
 			_ = httpLn.Close()
 			_ = grpcLn.Close()
+			if respLn != nil {
+				_ = respLn.Close()
+			}
 			return err
 		}
 	}
@@ -218,6 +232,14 @@ func (n *Node) Start(ctx context.Context) error {
 			n.log.Error("grpc server stopped", "err", err)
 		}
 	})
+	if respLn != nil {
+		n.respSrv = resp.New(n, n.cfg.RESP, n.log)
+		n.goRun(func() {
+			if err := n.respSrv.Serve(respLn); err != nil && !errors.Is(err, resp.ErrServerClosed) {
+				n.log.Error("resp server stopped", "err", err)
+			}
+		})
+	}
 	if n.cfg.LimitsPath != "" {
 		n.goRun(func() {
 			if err := n.limits.Run(runCtx); err != nil && !errors.Is(err, context.Canceled) {
@@ -230,7 +252,11 @@ func (n *Node) Start(ctx context.Context) error {
 	if n.cfg.SweepInterval > 0 {
 		n.goRun(func() { n.sweep(runCtx) })
 	}
-	n.log.Info("serving", "node", n.cfg.NodeName, "http", httpLn.Addr().String(), "grpc", grpcLn.Addr().String())
+	if respLn != nil {
+		n.log.Info("serving", "node", n.cfg.NodeName, "http", httpLn.Addr().String(), "grpc", grpcLn.Addr().String(), "resp", respLn.Addr().String())
+	} else {
+		n.log.Info("serving", "node", n.cfg.NodeName, "http", httpLn.Addr().String(), "grpc", grpcLn.Addr().String())
+	}
 	return nil
 }
 
@@ -286,6 +312,17 @@ func (n *Node) GRPCAddr() string {
 	return n.grpcLn.Addr().String()
 }
 
+// RESPAddr returns the bound Redis-protocol address, or "" before Start or
+// when the endpoint is off.
+func (n *Node) RESPAddr() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.respLn == nil {
+		return ""
+	}
+	return n.respLn.Addr().String()
+}
+
 // Shutdown stops accepting, lets in-flight requests finish within ctx (and
 // at most Config.ShutdownTimeout), then stops every goroutine the node
 // started. It is safe to call more than once.
@@ -310,6 +347,11 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	}()
 	if e := n.httpSrv.Shutdown(ctx); e != nil {
 		err = fmt.Errorf("node: http shutdown: %w", e)
+	}
+	if n.respSrv != nil {
+		if e := n.respSrv.Shutdown(ctx); e != nil && err == nil {
+			err = fmt.Errorf("node: resp shutdown: %w", e)
+		}
 	}
 	select {
 	case <-done:

@@ -52,7 +52,7 @@ func (h peerHandler) serveOne(ctx context.Context, f *limits.File, from string, 
 	case transport.OpPull:
 		return h.c.servePull(from, r)
 	case transport.OpRefund:
-		h.n.eng.store.RefundAt(h.c.now(), refundChecks(f, fromTransport(r.Checks)))
+		h.n.eng.store.RefundAt(h.c.now(), h.n.eng.refundChecks(f, fromTransport(r.Checks)))
 		return transport.Reply{}
 	case transport.OpTake:
 		return h.serveTake(ctx, f, from, r)

@@ -39,6 +39,11 @@ func encodeRequests(reqs []Request) []*peerpb.Request {
 			for j, c := range r.Checks {
 				pc := &checks[j]
 				pc.Limit, pc.Key, pc.Cost = c.Limit, c.Key, c.Cost
+				if in := c.Inline; in != nil {
+					pc.Inline = true
+					pc.InlineAlgorithm, pc.InlineCapacity, pc.InlineBurst = in.Algorithm, in.Capacity, in.Burst
+					pc.InlineLimit, pc.InlineRate, pc.InlineWindow = in.Limit, in.Rate, in.Window
+				}
 				cp[j] = pc
 			}
 			checks = checks[len(r.Checks):]
@@ -74,6 +79,12 @@ func decodeRequests(msgs []*peerpb.Request) []Request {
 			checks = checks[len(mc):]
 			for j, c := range mc {
 				cs[j] = Check{Limit: c.GetLimit(), Key: c.GetKey(), Cost: c.GetCost()}
+				if c.GetInline() {
+					cs[j].Inline = &Inline{
+						Algorithm: c.GetInlineAlgorithm(), Capacity: c.GetInlineCapacity(), Burst: c.GetInlineBurst(),
+						Limit: c.GetInlineLimit(), Rate: c.GetInlineRate(), Window: c.GetInlineWindow(),
+					}
+				}
 			}
 			r.Checks = cs
 		}

@@ -13,10 +13,15 @@ import (
 
 func TestRequestsRoundTrip(t *testing.T) {
 	in := []Request{
-		{Op: OpTake, Checks: []Check{{"a", "k1", 1}, {"b", "k2", 7}, {"c", "{t}x", 3}}, Epoch: 9, RequestID: "\x00id-1"},
+		{Op: OpTake, Checks: []Check{{Limit: "a", Key: "k1", Cost: 1}, {Limit: "b", Key: "k2", Cost: 7}, {Limit: "c", Key: "{t}x", Cost: 3}}, Epoch: 9, RequestID: "\x00id-1"},
+		{Op: OpTake, Checks: []Check{
+			{Limit: "cl.throttle", Key: "u", Cost: 2, Inline: &Inline{Algorithm: "gcra", Burst: 16, Rate: "30/60s"}},
+			{Limit: "w", Key: "k", Cost: 1, Inline: &Inline{Algorithm: "sliding_window", Limit: 100, Window: "1m"}},
+			{Limit: "t", Key: "k", Cost: 1, Inline: &Inline{Capacity: 6, Rate: "2/s"}},
+		}},
 		{Op: OpRelease, LeaseID: "lease-1", Epoch: 1 << 40},
-		{Op: OpAcquire, Checks: []Check{{"db", "k", 1}}, Holder: "h", TTL: 30 * time.Second, Wait: 5 * time.Second},
-		{Op: OpRefund, Checks: []Check{{"a", "k1", 1}}},
+		{Op: OpAcquire, Checks: []Check{{Limit: "db", Key: "k", Cost: 1}}, Holder: "h", TTL: 30 * time.Second, Wait: 5 * time.Second},
+		{Op: OpRefund, Checks: []Check{{Limit: "a", Key: "k1", Cost: 1}}},
 		{Op: OpRenew, LeaseID: "l2", TTL: time.Millisecond},
 	}
 	got := decodeRequests(encodeRequests(in))

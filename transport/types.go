@@ -41,10 +41,25 @@ func (o Op) String() string {
 func (o Op) Valid() bool { return o >= OpTake && o <= OpPull }
 
 // Check names one bucket, (Limit, Key), and the Cost to spend or refund.
+// Inline, when not nil, carries the parameters of an inline limit named
+// Limit, for the owner to validate and decide with.
 type Check struct {
-	Limit string
-	Key   string
-	Cost  int64
+	Limit  string
+	Key    string
+	Cost   int64
+	Inline *Inline
+}
+
+// Inline is an inline limit's parameters as the caller sent them, with
+// the limits file's field names; 0 or "" is a field not given. transport
+// only carries them.
+type Inline struct {
+	Algorithm string
+	Capacity  int64
+	Burst     int64
+	Limit     int64
+	Rate      string
+	Window    string
 }
 
 // Request is one atomic step at the owner. Which fields matter depends on

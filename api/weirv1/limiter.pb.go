@@ -215,7 +215,12 @@ type Check struct {
 	Key string `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
 	// cost is what the request spends; 0 means the default of 1, negative is
 	// INVALID_ARGUMENT, above the limit's capacity is INVALID_ARGUMENT.
-	Cost          int64 `protobuf:"varint,3,opt,name=cost,proto3" json:"cost,omitempty"`
+	Cost int64 `protobuf:"varint,3,opt,name=cost,proto3" json:"cost,omitempty"`
+	// inline, when set, carries the limit's parameters instead of naming a
+	// limit of the limits file; limit then names the inline limit's buckets
+	// and must not be defined by the file. Allowed only when the limits file
+	// sets inline_limits: true (else INVALID_ARGUMENT).
+	Inline        *InlineLimit `protobuf:"bytes,30,opt,name=inline,proto3" json:"inline,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -271,6 +276,106 @@ func (x *Check) GetCost() int64 {
 	return 0
 }
 
+func (x *Check) GetInline() *InlineLimit {
+	if x != nil {
+		return x.Inline
+	}
+	return nil
+}
+
+// InlineLimit is a rate limit's parameters, with the limits file's field
+// names, syntax and ranges; 0 or "" is a field not given. token_bucket
+// takes capacity and rate, gcra burst and rate, sliding_window limit and
+// window (a duration), fixed_window limit and window (minute, hour, day or
+// month). At most 16 checks of a request may carry one; strings are at
+// most 32 bytes.
+type InlineLimit struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// algorithm is token_bucket (when empty), gcra, sliding_window or
+	// fixed_window.
+	Algorithm string `protobuf:"bytes,1,opt,name=algorithm,proto3" json:"algorithm,omitempty"`
+	Capacity  int64  `protobuf:"varint,2,opt,name=capacity,proto3" json:"capacity,omitempty"`
+	Burst     int64  `protobuf:"varint,3,opt,name=burst,proto3" json:"burst,omitempty"`
+	Limit     int64  `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
+	// rate is "N/period", like "2/s" or "5/10s".
+	Rate          string `protobuf:"bytes,5,opt,name=rate,proto3" json:"rate,omitempty"`
+	Window        string `protobuf:"bytes,6,opt,name=window,proto3" json:"window,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InlineLimit) Reset() {
+	*x = InlineLimit{}
+	mi := &file_weir_v1_limiter_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InlineLimit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InlineLimit) ProtoMessage() {}
+
+func (x *InlineLimit) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_limiter_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InlineLimit.ProtoReflect.Descriptor instead.
+func (*InlineLimit) Descriptor() ([]byte, []int) {
+	return file_weir_v1_limiter_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *InlineLimit) GetAlgorithm() string {
+	if x != nil {
+		return x.Algorithm
+	}
+	return ""
+}
+
+func (x *InlineLimit) GetCapacity() int64 {
+	if x != nil {
+		return x.Capacity
+	}
+	return 0
+}
+
+func (x *InlineLimit) GetBurst() int64 {
+	if x != nil {
+		return x.Burst
+	}
+	return 0
+}
+
+func (x *InlineLimit) GetLimit() int64 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *InlineLimit) GetRate() string {
+	if x != nil {
+		return x.Rate
+	}
+	return ""
+}
+
+func (x *InlineLimit) GetWindow() string {
+	if x != nil {
+		return x.Window
+	}
+	return ""
+}
+
 // TakeRequest is a multi-check take: all checks are spent or none.
 type TakeRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
@@ -292,7 +397,7 @@ type TakeRequest struct {
 
 func (x *TakeRequest) Reset() {
 	*x = TakeRequest{}
-	mi := &file_weir_v1_limiter_proto_msgTypes[2]
+	mi := &file_weir_v1_limiter_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -304,7 +409,7 @@ func (x *TakeRequest) String() string {
 func (*TakeRequest) ProtoMessage() {}
 
 func (x *TakeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_limiter_proto_msgTypes[2]
+	mi := &file_weir_v1_limiter_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -317,7 +422,7 @@ func (x *TakeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TakeRequest.ProtoReflect.Descriptor instead.
 func (*TakeRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_limiter_proto_rawDescGZIP(), []int{2}
+	return file_weir_v1_limiter_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *TakeRequest) GetChecks() []*Check {
@@ -373,7 +478,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_weir_v1_limiter_proto_msgTypes[3]
+	mi := &file_weir_v1_limiter_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -385,7 +490,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_limiter_proto_msgTypes[3]
+	mi := &file_weir_v1_limiter_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -398,7 +503,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_weir_v1_limiter_proto_rawDescGZIP(), []int{3}
+	return file_weir_v1_limiter_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Result) GetLimit() string {
@@ -480,7 +585,7 @@ type Evidence struct {
 
 func (x *Evidence) Reset() {
 	*x = Evidence{}
-	mi := &file_weir_v1_limiter_proto_msgTypes[4]
+	mi := &file_weir_v1_limiter_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -492,7 +597,7 @@ func (x *Evidence) String() string {
 func (*Evidence) ProtoMessage() {}
 
 func (x *Evidence) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_limiter_proto_msgTypes[4]
+	mi := &file_weir_v1_limiter_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -505,7 +610,7 @@ func (x *Evidence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Evidence.ProtoReflect.Descriptor instead.
 func (*Evidence) Descriptor() ([]byte, []int) {
-	return file_weir_v1_limiter_proto_rawDescGZIP(), []int{4}
+	return file_weir_v1_limiter_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Evidence) GetDecider() string {
@@ -557,7 +662,7 @@ type TakeResponse struct {
 
 func (x *TakeResponse) Reset() {
 	*x = TakeResponse{}
-	mi := &file_weir_v1_limiter_proto_msgTypes[5]
+	mi := &file_weir_v1_limiter_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -569,7 +674,7 @@ func (x *TakeResponse) String() string {
 func (*TakeResponse) ProtoMessage() {}
 
 func (x *TakeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_limiter_proto_msgTypes[5]
+	mi := &file_weir_v1_limiter_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -582,7 +687,7 @@ func (x *TakeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TakeResponse.ProtoReflect.Descriptor instead.
 func (*TakeResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_limiter_proto_rawDescGZIP(), []int{5}
+	return file_weir_v1_limiter_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *TakeResponse) GetAllowed() bool {
@@ -658,7 +763,7 @@ type AcquireRequest struct {
 
 func (x *AcquireRequest) Reset() {
 	*x = AcquireRequest{}
-	mi := &file_weir_v1_limiter_proto_msgTypes[6]
+	mi := &file_weir_v1_limiter_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -670,7 +775,7 @@ func (x *AcquireRequest) String() string {
 func (*AcquireRequest) ProtoMessage() {}
 
 func (x *AcquireRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_limiter_proto_msgTypes[6]
+	mi := &file_weir_v1_limiter_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -683,7 +788,7 @@ func (x *AcquireRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireRequest.ProtoReflect.Descriptor instead.
 func (*AcquireRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_limiter_proto_rawDescGZIP(), []int{6}
+	return file_weir_v1_limiter_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *AcquireRequest) GetLimit() string {
@@ -745,7 +850,7 @@ type AcquireResponse struct {
 
 func (x *AcquireResponse) Reset() {
 	*x = AcquireResponse{}
-	mi := &file_weir_v1_limiter_proto_msgTypes[7]
+	mi := &file_weir_v1_limiter_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -757,7 +862,7 @@ func (x *AcquireResponse) String() string {
 func (*AcquireResponse) ProtoMessage() {}
 
 func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_limiter_proto_msgTypes[7]
+	mi := &file_weir_v1_limiter_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -770,7 +875,7 @@ func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireResponse.ProtoReflect.Descriptor instead.
 func (*AcquireResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_limiter_proto_rawDescGZIP(), []int{7}
+	return file_weir_v1_limiter_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *AcquireResponse) GetGranted() bool {
@@ -855,7 +960,7 @@ type RenewRequest struct {
 
 func (x *RenewRequest) Reset() {
 	*x = RenewRequest{}
-	mi := &file_weir_v1_limiter_proto_msgTypes[8]
+	mi := &file_weir_v1_limiter_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -867,7 +972,7 @@ func (x *RenewRequest) String() string {
 func (*RenewRequest) ProtoMessage() {}
 
 func (x *RenewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_limiter_proto_msgTypes[8]
+	mi := &file_weir_v1_limiter_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -880,7 +985,7 @@ func (x *RenewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewRequest.ProtoReflect.Descriptor instead.
 func (*RenewRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_limiter_proto_rawDescGZIP(), []int{8}
+	return file_weir_v1_limiter_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RenewRequest) GetId() string {
@@ -907,7 +1012,7 @@ type RenewResponse struct {
 
 func (x *RenewResponse) Reset() {
 	*x = RenewResponse{}
-	mi := &file_weir_v1_limiter_proto_msgTypes[9]
+	mi := &file_weir_v1_limiter_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -919,7 +1024,7 @@ func (x *RenewResponse) String() string {
 func (*RenewResponse) ProtoMessage() {}
 
 func (x *RenewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_limiter_proto_msgTypes[9]
+	mi := &file_weir_v1_limiter_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -932,7 +1037,7 @@ func (x *RenewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewResponse.ProtoReflect.Descriptor instead.
 func (*RenewResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_limiter_proto_rawDescGZIP(), []int{9}
+	return file_weir_v1_limiter_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RenewResponse) GetTtlMs() int64 {
@@ -952,7 +1057,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_weir_v1_limiter_proto_msgTypes[10]
+	mi := &file_weir_v1_limiter_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -964,7 +1069,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_limiter_proto_msgTypes[10]
+	mi := &file_weir_v1_limiter_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -977,7 +1082,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_limiter_proto_rawDescGZIP(), []int{10}
+	return file_weir_v1_limiter_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ReleaseRequest) GetId() string {
@@ -996,7 +1101,7 @@ type ReleaseResponse struct {
 
 func (x *ReleaseResponse) Reset() {
 	*x = ReleaseResponse{}
-	mi := &file_weir_v1_limiter_proto_msgTypes[11]
+	mi := &file_weir_v1_limiter_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1008,7 +1113,7 @@ func (x *ReleaseResponse) String() string {
 func (*ReleaseResponse) ProtoMessage() {}
 
 func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_limiter_proto_msgTypes[11]
+	mi := &file_weir_v1_limiter_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1021,7 +1126,7 @@ func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_limiter_proto_rawDescGZIP(), []int{11}
+	return file_weir_v1_limiter_proto_rawDescGZIP(), []int{12}
 }
 
 // GetRingRequest asks for the answering node's ring view.
@@ -1033,7 +1138,7 @@ type GetRingRequest struct {
 
 func (x *GetRingRequest) Reset() {
 	*x = GetRingRequest{}
-	mi := &file_weir_v1_limiter_proto_msgTypes[12]
+	mi := &file_weir_v1_limiter_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1045,7 +1150,7 @@ func (x *GetRingRequest) String() string {
 func (*GetRingRequest) ProtoMessage() {}
 
 func (x *GetRingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_limiter_proto_msgTypes[12]
+	mi := &file_weir_v1_limiter_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1058,7 +1163,7 @@ func (x *GetRingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRingRequest.ProtoReflect.Descriptor instead.
 func (*GetRingRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_limiter_proto_rawDescGZIP(), []int{12}
+	return file_weir_v1_limiter_proto_rawDescGZIP(), []int{13}
 }
 
 // RingMember is one known member of the cluster.
@@ -1079,7 +1184,7 @@ type RingMember struct {
 
 func (x *RingMember) Reset() {
 	*x = RingMember{}
-	mi := &file_weir_v1_limiter_proto_msgTypes[13]
+	mi := &file_weir_v1_limiter_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1091,7 +1196,7 @@ func (x *RingMember) String() string {
 func (*RingMember) ProtoMessage() {}
 
 func (x *RingMember) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_limiter_proto_msgTypes[13]
+	mi := &file_weir_v1_limiter_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1104,7 +1209,7 @@ func (x *RingMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RingMember.ProtoReflect.Descriptor instead.
 func (*RingMember) Descriptor() ([]byte, []int) {
-	return file_weir_v1_limiter_proto_rawDescGZIP(), []int{13}
+	return file_weir_v1_limiter_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RingMember) GetName() string {
@@ -1169,7 +1274,7 @@ type RingResponse struct {
 
 func (x *RingResponse) Reset() {
 	*x = RingResponse{}
-	mi := &file_weir_v1_limiter_proto_msgTypes[14]
+	mi := &file_weir_v1_limiter_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1181,7 +1286,7 @@ func (x *RingResponse) String() string {
 func (*RingResponse) ProtoMessage() {}
 
 func (x *RingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_limiter_proto_msgTypes[14]
+	mi := &file_weir_v1_limiter_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1194,7 +1299,7 @@ func (x *RingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RingResponse.ProtoReflect.Descriptor instead.
 func (*RingResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_limiter_proto_rawDescGZIP(), []int{14}
+	return file_weir_v1_limiter_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RingResponse) GetNode() string {
@@ -1274,11 +1379,19 @@ const file_weir_v1_limiter_proto_rawDesc = "" +
 	"\x15weir/v1/limiter.proto\x12\aweir.v1\"G\n" +
 	"\x05Error\x12&\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x12.weir.v1.ErrorCodeR\x04code\x12\x16\n" +
-	"\x06detail\x18\x02 \x01(\tR\x06detail\"C\n" +
+	"\x06detail\x18\x02 \x01(\tR\x06detail\"q\n" +
 	"\x05Check\x12\x14\n" +
 	"\x05limit\x18\x01 \x01(\tR\x05limit\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x12\n" +
-	"\x04cost\x18\x03 \x01(\x03R\x04cost\"\x80\x01\n" +
+	"\x04cost\x18\x03 \x01(\x03R\x04cost\x12,\n" +
+	"\x06inline\x18\x1e \x01(\v2\x14.weir.v1.InlineLimitR\x06inline\"\x9f\x01\n" +
+	"\vInlineLimit\x12\x1c\n" +
+	"\talgorithm\x18\x01 \x01(\tR\talgorithm\x12\x1a\n" +
+	"\bcapacity\x18\x02 \x01(\x03R\bcapacity\x12\x14\n" +
+	"\x05burst\x18\x03 \x01(\x03R\x05burst\x12\x14\n" +
+	"\x05limit\x18\x04 \x01(\x03R\x05limit\x12\x12\n" +
+	"\x04rate\x18\x05 \x01(\tR\x04rate\x12\x16\n" +
+	"\x06window\x18\x06 \x01(\tR\x06window\"\x80\x01\n" +
 	"\vTakeRequest\x12&\n" +
 	"\x06checks\x18\x01 \x03(\v2\x0e.weir.v1.CheckR\x06checks\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\x04R\x02id\x12\x1a\n" +
@@ -1388,52 +1501,54 @@ func file_weir_v1_limiter_proto_rawDescGZIP() []byte {
 }
 
 var file_weir_v1_limiter_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_weir_v1_limiter_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_weir_v1_limiter_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_weir_v1_limiter_proto_goTypes = []any{
 	(Source)(0),             // 0: weir.v1.Source
 	(ErrorCode)(0),          // 1: weir.v1.ErrorCode
 	(*Error)(nil),           // 2: weir.v1.Error
 	(*Check)(nil),           // 3: weir.v1.Check
-	(*TakeRequest)(nil),     // 4: weir.v1.TakeRequest
-	(*Result)(nil),          // 5: weir.v1.Result
-	(*Evidence)(nil),        // 6: weir.v1.Evidence
-	(*TakeResponse)(nil),    // 7: weir.v1.TakeResponse
-	(*AcquireRequest)(nil),  // 8: weir.v1.AcquireRequest
-	(*AcquireResponse)(nil), // 9: weir.v1.AcquireResponse
-	(*RenewRequest)(nil),    // 10: weir.v1.RenewRequest
-	(*RenewResponse)(nil),   // 11: weir.v1.RenewResponse
-	(*ReleaseRequest)(nil),  // 12: weir.v1.ReleaseRequest
-	(*ReleaseResponse)(nil), // 13: weir.v1.ReleaseResponse
-	(*GetRingRequest)(nil),  // 14: weir.v1.GetRingRequest
-	(*RingMember)(nil),      // 15: weir.v1.RingMember
-	(*RingResponse)(nil),    // 16: weir.v1.RingResponse
+	(*InlineLimit)(nil),     // 4: weir.v1.InlineLimit
+	(*TakeRequest)(nil),     // 5: weir.v1.TakeRequest
+	(*Result)(nil),          // 6: weir.v1.Result
+	(*Evidence)(nil),        // 7: weir.v1.Evidence
+	(*TakeResponse)(nil),    // 8: weir.v1.TakeResponse
+	(*AcquireRequest)(nil),  // 9: weir.v1.AcquireRequest
+	(*AcquireResponse)(nil), // 10: weir.v1.AcquireResponse
+	(*RenewRequest)(nil),    // 11: weir.v1.RenewRequest
+	(*RenewResponse)(nil),   // 12: weir.v1.RenewResponse
+	(*ReleaseRequest)(nil),  // 13: weir.v1.ReleaseRequest
+	(*ReleaseResponse)(nil), // 14: weir.v1.ReleaseResponse
+	(*GetRingRequest)(nil),  // 15: weir.v1.GetRingRequest
+	(*RingMember)(nil),      // 16: weir.v1.RingMember
+	(*RingResponse)(nil),    // 17: weir.v1.RingResponse
 }
 var file_weir_v1_limiter_proto_depIdxs = []int32{
 	1,  // 0: weir.v1.Error.code:type_name -> weir.v1.ErrorCode
-	3,  // 1: weir.v1.TakeRequest.checks:type_name -> weir.v1.Check
-	0,  // 2: weir.v1.Result.source:type_name -> weir.v1.Source
-	6,  // 3: weir.v1.Result.evidence:type_name -> weir.v1.Evidence
-	5,  // 4: weir.v1.TakeResponse.results:type_name -> weir.v1.Result
-	2,  // 5: weir.v1.TakeResponse.error:type_name -> weir.v1.Error
-	0,  // 6: weir.v1.AcquireResponse.source:type_name -> weir.v1.Source
-	15, // 7: weir.v1.RingResponse.members:type_name -> weir.v1.RingMember
-	4,  // 8: weir.v1.Limiter.Take:input_type -> weir.v1.TakeRequest
-	4,  // 9: weir.v1.Limiter.TakeStream:input_type -> weir.v1.TakeRequest
-	8,  // 10: weir.v1.Limiter.Acquire:input_type -> weir.v1.AcquireRequest
-	10, // 11: weir.v1.Limiter.Renew:input_type -> weir.v1.RenewRequest
-	12, // 12: weir.v1.Limiter.Release:input_type -> weir.v1.ReleaseRequest
-	14, // 13: weir.v1.Limiter.GetRing:input_type -> weir.v1.GetRingRequest
-	7,  // 14: weir.v1.Limiter.Take:output_type -> weir.v1.TakeResponse
-	7,  // 15: weir.v1.Limiter.TakeStream:output_type -> weir.v1.TakeResponse
-	9,  // 16: weir.v1.Limiter.Acquire:output_type -> weir.v1.AcquireResponse
-	11, // 17: weir.v1.Limiter.Renew:output_type -> weir.v1.RenewResponse
-	13, // 18: weir.v1.Limiter.Release:output_type -> weir.v1.ReleaseResponse
-	16, // 19: weir.v1.Limiter.GetRing:output_type -> weir.v1.RingResponse
-	14, // [14:20] is the sub-list for method output_type
-	8,  // [8:14] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	4,  // 1: weir.v1.Check.inline:type_name -> weir.v1.InlineLimit
+	3,  // 2: weir.v1.TakeRequest.checks:type_name -> weir.v1.Check
+	0,  // 3: weir.v1.Result.source:type_name -> weir.v1.Source
+	7,  // 4: weir.v1.Result.evidence:type_name -> weir.v1.Evidence
+	6,  // 5: weir.v1.TakeResponse.results:type_name -> weir.v1.Result
+	2,  // 6: weir.v1.TakeResponse.error:type_name -> weir.v1.Error
+	0,  // 7: weir.v1.AcquireResponse.source:type_name -> weir.v1.Source
+	16, // 8: weir.v1.RingResponse.members:type_name -> weir.v1.RingMember
+	5,  // 9: weir.v1.Limiter.Take:input_type -> weir.v1.TakeRequest
+	5,  // 10: weir.v1.Limiter.TakeStream:input_type -> weir.v1.TakeRequest
+	9,  // 11: weir.v1.Limiter.Acquire:input_type -> weir.v1.AcquireRequest
+	11, // 12: weir.v1.Limiter.Renew:input_type -> weir.v1.RenewRequest
+	13, // 13: weir.v1.Limiter.Release:input_type -> weir.v1.ReleaseRequest
+	15, // 14: weir.v1.Limiter.GetRing:input_type -> weir.v1.GetRingRequest
+	8,  // 15: weir.v1.Limiter.Take:output_type -> weir.v1.TakeResponse
+	8,  // 16: weir.v1.Limiter.TakeStream:output_type -> weir.v1.TakeResponse
+	10, // 17: weir.v1.Limiter.Acquire:output_type -> weir.v1.AcquireResponse
+	12, // 18: weir.v1.Limiter.Renew:output_type -> weir.v1.RenewResponse
+	14, // 19: weir.v1.Limiter.Release:output_type -> weir.v1.ReleaseResponse
+	17, // 20: weir.v1.Limiter.GetRing:output_type -> weir.v1.RingResponse
+	15, // [15:21] is the sub-list for method output_type
+	9,  // [9:15] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_weir_v1_limiter_proto_init() }
@@ -1447,7 +1562,7 @@ func file_weir_v1_limiter_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_weir_v1_limiter_proto_rawDesc), len(file_weir_v1_limiter_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   15,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -85,6 +85,7 @@ func serveFlags(fs *flag.FlagSet, cfg *node.Config, cf *clusterFlags, logFormat 
 	fs.StringVar(&cfg.NodeName, "node-name", cfg.NodeName, "name of this member in the cluster")
 	fs.StringVar(&cfg.HTTPAddr, "http-addr", cfg.HTTPAddr, "public HTTP listen address")
 	fs.StringVar(&cfg.GRPCAddr, "grpc-addr", cfg.GRPCAddr, "public gRPC listen address")
+	fs.StringVar(&cfg.RESPAddr, "resp-addr", cfg.RESPAddr, "Redis-protocol listen address, like :6380 (empty: off)")
 	fs.StringVar(&cfg.LimitsPath, "limits", cfg.LimitsPath, "limits file (YAML); empty serves the embedded default")
 	fs.IntVar(&cfg.Store.MaxBuckets, "max-buckets", cfg.Store.MaxBuckets, "cap on live buckets this node owns")
 	fs.StringVar(&cfg.Envoy.Domain, "envoy-domain", cfg.Envoy.Domain, "the only domain Envoy's rate limit service accepts (empty: any)")

@@ -135,6 +135,9 @@ type Limit struct {
 	// Line is the line of the file where this limit starts (its list item),
 	// for messages. It is 0 for a Limit not read from a file.
 	Line int
+	// Inline marks a limit built by ParseInline from a caller's parameters
+	// rather than read from the file.
+	Inline bool
 }
 
 // File is a parsed, validated limits file. A *File returned by Parse, Load

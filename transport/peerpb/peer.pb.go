@@ -95,12 +95,22 @@ func (Op) EnumDescriptor() ([]byte, []int) {
 
 // Check names one bucket and the cost to spend (or refund) in it.
 type Check struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Limit         string                 `protobuf:"bytes,1,opt,name=limit,proto3" json:"limit,omitempty"`
-	Key           string                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
-	Cost          int64                  `protobuf:"varint,3,opt,name=cost,proto3" json:"cost,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Limit string                 `protobuf:"bytes,1,opt,name=limit,proto3" json:"limit,omitempty"`
+	Key   string                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	Cost  int64                  `protobuf:"varint,3,opt,name=cost,proto3" json:"cost,omitempty"`
+	// inline is set when the check carries an inline limit's parameters
+	// (the caller's, as the limits file names them; 0 or "" = not given),
+	// which the owner validates and decides with like the sender did.
+	Inline          bool   `protobuf:"varint,30,opt,name=inline,proto3" json:"inline,omitempty"`
+	InlineAlgorithm string `protobuf:"bytes,31,opt,name=inline_algorithm,json=inlineAlgorithm,proto3" json:"inline_algorithm,omitempty"`
+	InlineCapacity  int64  `protobuf:"varint,32,opt,name=inline_capacity,json=inlineCapacity,proto3" json:"inline_capacity,omitempty"`
+	InlineBurst     int64  `protobuf:"varint,33,opt,name=inline_burst,json=inlineBurst,proto3" json:"inline_burst,omitempty"`
+	InlineLimit     int64  `protobuf:"varint,34,opt,name=inline_limit,json=inlineLimit,proto3" json:"inline_limit,omitempty"`
+	InlineRate      string `protobuf:"bytes,35,opt,name=inline_rate,json=inlineRate,proto3" json:"inline_rate,omitempty"`
+	InlineWindow    string `protobuf:"bytes,36,opt,name=inline_window,json=inlineWindow,proto3" json:"inline_window,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Check) Reset() {
@@ -152,6 +162,55 @@ func (x *Check) GetCost() int64 {
 		return x.Cost
 	}
 	return 0
+}
+
+func (x *Check) GetInline() bool {
+	if x != nil {
+		return x.Inline
+	}
+	return false
+}
+
+func (x *Check) GetInlineAlgorithm() string {
+	if x != nil {
+		return x.InlineAlgorithm
+	}
+	return ""
+}
+
+func (x *Check) GetInlineCapacity() int64 {
+	if x != nil {
+		return x.InlineCapacity
+	}
+	return 0
+}
+
+func (x *Check) GetInlineBurst() int64 {
+	if x != nil {
+		return x.InlineBurst
+	}
+	return 0
+}
+
+func (x *Check) GetInlineLimit() int64 {
+	if x != nil {
+		return x.InlineLimit
+	}
+	return 0
+}
+
+func (x *Check) GetInlineRate() string {
+	if x != nil {
+		return x.InlineRate
+	}
+	return ""
+}
+
+func (x *Check) GetInlineWindow() string {
+	if x != nil {
+		return x.InlineWindow
+	}
+	return ""
 }
 
 // Request is one atomic step at the owner.
@@ -1049,11 +1108,19 @@ var File_peer_proto protoreflect.FileDescriptor
 const file_peer_proto_rawDesc = "" +
 	"\n" +
 	"\n" +
-	"peer.proto\x12\fweir.peer.v1\"C\n" +
+	"peer.proto\x12\fweir.peer.v1\"\xbb\x02\n" +
 	"\x05Check\x12\x14\n" +
 	"\x05limit\x18\x01 \x01(\tR\x05limit\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x12\n" +
-	"\x04cost\x18\x03 \x01(\x03R\x04cost\"\x8a\x02\n" +
+	"\x04cost\x18\x03 \x01(\x03R\x04cost\x12\x16\n" +
+	"\x06inline\x18\x1e \x01(\bR\x06inline\x12)\n" +
+	"\x10inline_algorithm\x18\x1f \x01(\tR\x0finlineAlgorithm\x12'\n" +
+	"\x0finline_capacity\x18  \x01(\x03R\x0einlineCapacity\x12!\n" +
+	"\finline_burst\x18! \x01(\x03R\vinlineBurst\x12!\n" +
+	"\finline_limit\x18\" \x01(\x03R\vinlineLimit\x12\x1f\n" +
+	"\vinline_rate\x18# \x01(\tR\n" +
+	"inlineRate\x12#\n" +
+	"\rinline_window\x18$ \x01(\tR\finlineWindow\"\x8a\x02\n" +
 	"\aRequest\x12 \n" +
 	"\x02op\x18\x01 \x01(\x0e2\x10.weir.peer.v1.OpR\x02op\x12+\n" +
 	"\x06checks\x18\x02 \x03(\v2\x13.weir.peer.v1.CheckR\x06checks\x12\x14\n" +

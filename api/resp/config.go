@@ -1,0 +1,116 @@
+package resp
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"time"
+
+	"github.com/weir-rl/weir/api"
+)
+
+// Config configures the RESP server. Start from DefaultConfig; a zero
+// numeric field means its default. Validate reports negative values.
+type Config struct {
+	// MaxKeyBytes bounds a key, a limit name and a lease holder, in bytes,
+	// as in api.HTTPConfig. Default 512.
+	MaxKeyBytes int
+	// MaxChecks bounds the checks of one WEIR.MTAKE. Default 100.
+	MaxChecks int
+	// MaxArgs bounds the arguments of one command, its name included; a
+	// longer command is answered -ERR and runs nothing. Default 512 (a
+	// WEIR.MTAKE of 100 checks has 301).
+	MaxArgs int
+	// MaxBulkBytes bounds one argument, in bytes; a longer one is answered
+	// -ERR and the command runs nothing. Default 4096 (lease ids are at
+	// most 2048).
+	MaxBulkBytes int
+	// MaxRequestBytes bounds what one read of commands may buffer: a
+	// command, or the unfinished part of one, that needs more is a
+	// protocol error and closes the connection. With it a connection never
+	// holds more than about 4 x MaxRequestBytes of input. Default 1 MiB,
+	// like api.HTTPConfig.MaxBodyBytes.
+	MaxRequestBytes int
+	// MaxPipeline is how many pipelined commands are answered before the
+	// answers are written out, bounding the output a connection buffers.
+	// Default 1024.
+	MaxPipeline int
+	// IdleTimeout closes a connection that sends nothing for this long.
+	// Default 0: never, as Redis does (clients keep pooled connections).
+	IdleTimeout time.Duration
+	// WriteTimeout closes a connection whose answers cannot be written for
+	// this long (a client that never reads). Default 10s.
+	WriteTimeout time.Duration
+	// TLS, when not nil, makes the server speak TLS on every connection it
+	// accepts, with this configuration (certificates, client CAs).
+	TLS *tls.Config
+	// Authenticate, when not nil, makes every command except AUTH, HELLO,
+	// QUIT and PING answer -NOAUTH until the connection authenticated with
+	// AUTH [username] password or HELLO ... AUTH username password. It is
+	// called with the credentials as sent ("default" when AUTH names no
+	// user) and returns what the connection acts as, kept for its lifetime,
+	// or an error, sent as -WRONGPASS with its text. Nil: no AUTH needed
+	// (AUTH then answers as Redis does with no password set).
+	Authenticate func(ctx context.Context, username, password string) (any, error)
+	// ThrottleLimit is the limit name CL.THROTTLE's inline limits take:
+	// every CL.THROTTLE bucket is (ThrottleLimit, key), so its parameters
+	// may change between calls as redis-cell allows. Default "cl.throttle";
+	// the limits file must not define it.
+	ThrottleLimit string
+	// Version is what HELLO reports as the server version. Default "0".
+	Version string
+}
+
+// DefaultConfig returns the defaults documented on each field.
+func DefaultConfig() Config {
+	h := api.DefaultHTTPConfig()
+	return Config{
+		MaxKeyBytes:     h.MaxKeyBytes,
+		MaxChecks:       h.MaxChecks,
+		MaxArgs:         512,
+		MaxBulkBytes:    4096,
+		MaxRequestBytes: 1 << 20,
+		MaxPipeline:     1024,
+		WriteTimeout:    10 * time.Second,
+		ThrottleLimit:   "cl.throttle",
+		Version:         "0",
+	}
+}
+
+// Validate reports a negative bound. It changes nothing.
+func (c Config) Validate() error {
+	switch {
+	case c.MaxKeyBytes < 0, c.MaxChecks < 0, c.MaxArgs < 0, c.MaxBulkBytes < 0,
+		c.MaxRequestBytes < 0, c.MaxPipeline < 0:
+		return errors.New("resp: Config bounds must not be negative")
+	case c.IdleTimeout < 0 || c.WriteTimeout < 0:
+		return errors.New("resp: Config timeouts must not be negative")
+	}
+	return nil
+}
+
+// withDefaults replaces zero bounds by the defaults.
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	set := func(v *int, def int) {
+		if *v <= 0 {
+			*v = def
+		}
+	}
+	set(&c.MaxKeyBytes, d.MaxKeyBytes)
+	set(&c.MaxChecks, d.MaxChecks)
+	set(&c.MaxArgs, d.MaxArgs)
+	set(&c.MaxBulkBytes, d.MaxBulkBytes)
+	set(&c.MaxRequestBytes, d.MaxRequestBytes)
+	set(&c.MaxPipeline, d.MaxPipeline)
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = d.WriteTimeout
+	}
+	if c.ThrottleLimit == "" {
+		c.ThrottleLimit = d.ThrottleLimit
+	}
+	if c.Version == "" {
+		c.Version = d.Version
+	}
+	return c
+}

@@ -1,0 +1,195 @@
+package resp
+
+import (
+	"context"
+	"strings"
+
+	"github.com/tidwall/redcon"
+
+	"github.com/weir-rl/weir/api"
+)
+
+// take serves WEIR.TAKE limit key [cost]:
+// [allowed, remaining, retry_after_ms, reset_after_ms].
+func (s *Server) take(ctx context.Context, _ *session, args [][]byte, w *redcon.Writer) {
+	if len(args) > 4 {
+		w.WriteError("ERR wrong number of arguments for 'weir.take' command")
+		return
+	}
+	c := api.Check{Limit: string(args[1]), Key: string(args[2]), Cost: 1}
+	if len(args) == 4 {
+		n, ok := parseInt(args[3])
+		if !ok || n < 1 {
+			w.WriteError("ERR cost must be a positive integer")
+			return
+		}
+		c.Cost = n
+	}
+	checks := []api.Check{c}
+	if err := api.ValidateChecks(checks, s.cfg.MaxKeyBytes, s.cfg.MaxChecks); err != nil {
+		s.writeError(w, err)
+		return
+	}
+	resp, err := s.d.Take(ctx, checks)
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	if len(resp.Results) != 1 {
+		s.writeError(w, errNoResult)
+		return
+	}
+	writeResult(w, resp.Allowed, resp.Results[0])
+}
+
+// writeResult writes one check's [allowed, remaining, retry_after_ms,
+// reset_after_ms].
+func writeResult(w *redcon.Writer, allowed bool, r api.Result) {
+	w.WriteArray(4)
+	w.WriteInt64(bool01(allowed))
+	w.WriteInt64(r.Remaining)
+	w.WriteInt64(api.MillisUp(r.RetryAfter))
+	w.WriteInt64(api.MillisUp(r.ResetAfter))
+}
+
+// mtake serves WEIR.MTAKE limit key cost [limit key cost ...]: every check
+// is spent or none, answered [allowed, retry_after_ms, result...] with one
+// WEIR.TAKE-shaped result per check.
+func (s *Server) mtake(ctx context.Context, _ *session, args [][]byte, w *redcon.Writer) {
+	if (len(args)-1)%3 != 0 {
+		w.WriteError("ERR wrong number of arguments for 'weir.mtake' command")
+		return
+	}
+	checks := make([]api.Check, (len(args)-1)/3) // bounded by MaxArgs
+	for i := range checks {
+		a := args[1+3*i:]
+		n, ok := parseInt(a[2])
+		if !ok || n < 1 {
+			w.WriteError("ERR checks[" + itoa(i) + "].cost must be a positive integer")
+			return
+		}
+		checks[i] = api.Check{Limit: string(a[0]), Key: string(a[1]), Cost: n}
+	}
+	if err := api.ValidateChecks(checks, s.cfg.MaxKeyBytes, s.cfg.MaxChecks); err != nil {
+		s.writeError(w, err)
+		return
+	}
+	resp, err := s.d.Take(ctx, checks)
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	if len(resp.Results) != len(checks) {
+		s.writeError(w, errNoResult)
+		return
+	}
+	w.WriteArray(2 + len(checks))
+	w.WriteInt64(bool01(resp.Allowed))
+	w.WriteInt64(api.MillisUp(resp.RetryAfter))
+	for _, r := range resp.Results {
+		writeResult(w, r.Allowed, r)
+	}
+}
+
+// acquire serves WEIR.ACQUIRE limit key [TTL ms] [WAIT ms] [HOLDER name]:
+// [granted, id, fencing_token, ttl_ms, retry_after_ms]; a refusal has id
+// "", fencing token and ttl 0.
+func (s *Server) acquire(ctx context.Context, _ *session, args [][]byte, w *redcon.Writer) {
+	var ttl, wait int64
+	var holder string
+	seen := map[string]bool{}
+	for rest := args[3:]; len(rest) > 0; rest = rest[2:] {
+		opt := strings.ToLower(string(rest[0]))
+		if len(rest) < 2 {
+			w.WriteError("ERR " + strings.ToUpper(opt) + " needs a value")
+			return
+		}
+		if seen[opt] {
+			w.WriteError("ERR " + strings.ToUpper(opt) + " is given twice")
+			return
+		}
+		seen[opt] = true
+		switch opt {
+		case "ttl", "wait":
+			n, ok := parseInt(rest[1])
+			if !ok {
+				w.WriteError("ERR " + opt + "_ms must be an integer")
+				return
+			}
+			if opt == "ttl" {
+				ttl = n
+			} else {
+				wait = n
+			}
+		case "holder":
+			holder = string(rest[1])
+		default:
+			w.WriteError("ERR unknown option '" + printable(rest[0]) + "' (want TTL, WAIT or HOLDER)")
+			return
+		}
+	}
+	req, err := api.NewAcquireRequest(string(args[1]), string(args[2]), holder, ttl, wait, s.cfg.MaxKeyBytes)
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	resp, err := s.d.Acquire(ctx, req)
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	w.WriteArray(5)
+	w.WriteInt64(bool01(resp.Granted))
+	w.WriteBulkString(resp.ID)
+	w.WriteUint64(resp.FencingToken)
+	w.WriteInt64(api.MillisDown(resp.TTL))
+	w.WriteInt64(api.MillisUp(resp.RetryAfter))
+}
+
+// renew serves WEIR.RENEW id [ttl_ms]: the lease's new ttl_ms, or
+// -NOTFOUND when it expired or is unknown (stop working).
+func (s *Server) renew(ctx context.Context, _ *session, args [][]byte, w *redcon.Writer) {
+	if len(args) > 3 {
+		w.WriteError("ERR wrong number of arguments for 'weir.renew' command")
+		return
+	}
+	id := string(args[1])
+	if err := api.ValidateLeaseID(id); err != nil {
+		s.writeError(w, err)
+		return
+	}
+	var ttlMs int64
+	if len(args) == 3 {
+		n, ok := parseInt(args[2])
+		if !ok {
+			w.WriteError("ERR ttl_ms must be an integer")
+			return
+		}
+		ttlMs = n
+	}
+	ttl, err := api.Milliseconds("ttl_ms", ttlMs)
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	got, err := s.d.Renew(ctx, id, ttl)
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	w.WriteInt64(api.MillisDown(got))
+}
+
+// release serves WEIR.RELEASE id: OK, also when already released.
+func (s *Server) release(ctx context.Context, _ *session, args [][]byte, w *redcon.Writer) {
+	id := string(args[1])
+	if err := api.ValidateLeaseID(id); err != nil {
+		s.writeError(w, err)
+		return
+	}
+	if err := s.d.Release(ctx, id); err != nil {
+		s.writeError(w, err)
+		return
+	}
+	w.WriteString("OK")
+}
