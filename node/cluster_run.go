@@ -240,7 +240,7 @@ func (n *Node) startCluster(ctx context.Context) error {
 	if listen == nil {
 		listen = net.Listen
 	}
-	ln, err := listen("tcp", cfg.PeerAddr)
+	ln, err := listen("tcp", cfg.PeerListenAddr())
 	if err != nil {
 		return fmt.Errorf("node: peer listen: %w", err)
 	}

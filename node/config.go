@@ -3,6 +3,8 @@ package node
 import (
 	"errors"
 	"fmt"
+	"net"
+	"strconv"
 	"time"
 
 	"github.com/weir-rl/weir/api"
@@ -40,7 +42,10 @@ type Config struct {
 	// cluster of one with no gossip port (tests of the single-node API).
 	Clustered bool
 	// PeerAddr is the listen address of the peer gRPC service that owners
-	// are forwarded to. Default ":7947".
+	// are forwarded to. Empty (the default) means the gossip bind address
+	// with the gossip port + 1 (":7947" for the default gossip port 7946;
+	// port 0, a free one, when the gossip port is 0), so nodes on one host
+	// need distinct gossip addresses only. See PeerListenAddr.
 	PeerAddr string
 	// PeerAdvertise is the peer address other members dial; "" uses the
 	// gossip advertise address (or the bound address) with PeerAddr's port.
@@ -91,7 +96,6 @@ func DefaultConfig() Config {
 		SweepInterval:   10 * time.Second,
 		ShutdownTimeout: 10 * time.Second,
 		Clustered:       true,
-		PeerAddr:        ":7947",
 		Ring:            ring.DefaultConfig(),
 		Forward:         transport.DefaultConfig(),
 		HandoffWindow:   5 * time.Second,
@@ -118,6 +122,24 @@ func LocalConfig() Config {
 	c.TakeoverDelay = 1200 * time.Millisecond
 	c.LeaveTimeout = 2 * time.Second
 	return c
+}
+
+// PeerListenAddr returns the address the peer service listens on:
+// PeerAddr, or when it is empty the gossip bind address with the gossip
+// port + 1 (port 0 stays 0).
+func (c Config) PeerListenAddr() string {
+	if c.PeerAddr != "" {
+		return c.PeerAddr
+	}
+	port := 0
+	if c.Ring.BindPort > 0 {
+		port = c.Ring.BindPort + 1
+	}
+	host := c.Ring.BindAddr
+	if host == "0.0.0.0" || host == "::" {
+		host = ""
+	}
+	return net.JoinHostPort(host, strconv.Itoa(port))
 }
 
 // Validate reports the first problem with c. It changes nothing.
@@ -150,8 +172,8 @@ func (c Config) Validate() error {
 		if err := c.Forward.Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("node: forward: %w", err))
 		}
-		if c.PeerAddr == "" {
-			errs = append(errs, errors.New("node: peer address is required in a cluster"))
+		if c.PeerAddr == "" && c.Ring.BindPort >= 65535 {
+			errs = append(errs, fmt.Errorf("node: gossip port %d leaves no port + 1 for the peer service: set the peer address", c.Ring.BindPort))
 		}
 		if c.HandoffWindow <= 0 || c.LeaveTimeout <= 0 || c.TakeoverDelay < 0 {
 			errs = append(errs, errors.New("node: handoff window and leave timeout must be positive"))
