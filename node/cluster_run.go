@@ -227,14 +227,9 @@ func refundChecks(f *limits.File, checks []api.Check) []bucket.Check {
 // cluster router into the engine. Called from Start with n.mu held.
 func (n *Node) startCluster(ctx context.Context) error {
 	cfg := n.cfg
-	var gossipKey, token []byte
-	if cfg.ClusterSecretFile != "" {
-		secret, err := transport.ReadSecretFile(cfg.ClusterSecretFile)
-		if err != nil {
-			return fmt.Errorf("node: cluster secret: %w", err)
-		}
-		gk, tok := transport.DeriveKeys(secret)
-		gossipKey, token = gk[:], tok
+	gossipKey, creds, err := peerSecurity(cfg)
+	if err != nil {
+		return err
 	}
 	listen := n.deps.ListenPeer
 	if listen == nil {
@@ -250,7 +245,7 @@ func (n *Node) startCluster(ctx context.Context) error {
 		return err
 	}
 	fwd := cfg.Forward
-	fwd.Self, fwd.Token = cfg.NodeName, token
+	fwd.Self, fwd.Credentials = cfg.NodeName, creds
 	cm := newClusterMetrics(n.reg)
 	fwd.Observer = observer{cm}
 	pool := transport.NewPool(fwd)
@@ -270,7 +265,7 @@ func (n *Node) startCluster(ctx context.Context) error {
 		window: cfg.HandoffWindow, takeoverDelay: cfg.TakeoverDelay, timing: rc.Timing, requireJoin: len(rc.Join) > 0, seeds: len(rc.Join), m: cm,
 		moved: map[movedKey]moved{}, pulling: map[movedKey]chan struct{}{},
 	}
-	srv := transport.NewServer(c, token)
+	srv := transport.NewServer(c, creds)
 	if err := r.Start(ctx); err != nil {
 		_ = ln.Close()
 		_ = pool.Close()
@@ -284,8 +279,32 @@ func (n *Node) startCluster(ctx context.Context) error {
 		}
 	})
 	n.goRun(func() { c.watch(ctx) })
-	n.log.Info("cluster started", "gossip", rc.BindAddr, "peer", advertise, "join", rc.Join, "secret", len(token) > 0)
+	n.log.Info("cluster started", "gossip", rc.BindAddr, "peer", advertise, "join", rc.Join, "gossip_encrypted", gossipKey != nil, "peer_tls", creds.String())
 	return nil
+}
+
+// peerSecurity reads the cluster secret and derives the gossip key and the
+// peer credentials from it; operator peer certificates, when configured,
+// replace the derived ones. Neither: no gossip key, nil credentials
+// (plaintext).
+func peerSecurity(cfg Config) (gossipKey []byte, creds *transport.Credentials, err error) {
+	if cfg.ClusterSecretFile != "" {
+		secret, err := transport.ReadSecretFile(cfg.ClusterSecretFile)
+		if err != nil {
+			return nil, nil, fmt.Errorf("node: cluster secret: %w", err)
+		}
+		gk, _ := transport.DeriveKeys(secret)
+		gossipKey = gk[:]
+		if creds, err = transport.SecretCredentials(secret); err != nil {
+			return nil, nil, fmt.Errorf("node: %w", err)
+		}
+	}
+	if p := cfg.PeerTLS; p.CertFile != "" {
+		if creds, err = transport.FileCredentials(p.CertFile, p.KeyFile, p.CAFile); err != nil {
+			return nil, nil, fmt.Errorf("node: %w", err)
+		}
+	}
+	return gossipKey, creds, nil
 }
 
 // peerAdvertise picks the peer address other members dial.

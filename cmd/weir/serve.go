@@ -106,6 +106,7 @@ func serveFlags(fs *flag.FlagSet, cfg *node.Config, cf *clusterFlags, logFormat 
 	fs.BoolVar(&cfg.HTTP.LegacyHeaders, "legacy-headers", cfg.HTTP.LegacyHeaders, "send X-RateLimit-Limit/Remaining/Reset")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "how long in-flight requests get on SIGTERM")
 	fs.StringVar(logFormat, "log-format", *logFormat, "log format: text or json")
+	securityFlags(fs, cfg)
 }
 
 // serve runs a node until SIGTERM or SIGINT, reloading limits on SIGHUP.
