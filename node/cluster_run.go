@@ -299,7 +299,7 @@ func peerSecurity(cfg Config) (gossipKey []byte, creds *transport.Credentials, e
 			return nil, nil, fmt.Errorf("node: %w", err)
 		}
 	}
-	if p := cfg.PeerTLS; p.CertFile != "" {
+	if p := cfg.Security.PeerTLS; p.CertFile != "" {
 		if creds, err = transport.FileCredentials(p.CertFile, p.KeyFile, p.CAFile); err != nil {
 			return nil, nil, fmt.Errorf("node: %w", err)
 		}

@@ -54,10 +54,8 @@ type Config struct {
 	// trimmed. Gossip encryption and peer authentication keys are derived
 	// from it. Empty: no secret (gossip in clear, peer calls unauthenticated).
 	ClusterSecretFile string
-	// PeerTLS names operator-supplied peer certificates. Empty (the
-	// default): the peer channel's TLS credentials are derived from the
-	// cluster secret.
-	PeerTLS PeerTLSFiles
+	// Security configures TLS, caller tokens and server bounds.
+	Security Security
 	// Ring configures membership; Name is set from NodeName.
 	Ring ring.Config
 	// Forward configures forwarding to owners (batching window, size cap,
@@ -82,13 +80,6 @@ type Config struct {
 	LeaveTimeout time.Duration
 	// ShutdownTimeout bounds a graceful shutdown: in-flight requests get this long. Default 10s.
 	ShutdownTimeout time.Duration
-}
-
-// PeerTLSFiles are operator-supplied peer credentials: every member
-// presents CertFile/KeyFile (PEM) and accepts peers whose certificate
-// chains to a CA in CAFile. All three or none.
-type PeerTLSFiles struct {
-	CertFile, KeyFile, CAFile string
 }
 
 // DefaultConfig returns the production defaults of DESIGN §5 and §8.
@@ -186,12 +177,12 @@ func (c Config) Validate() error {
 		if c.PeerAddr == "" && c.Ring.BindPort >= 65535 {
 			errs = append(errs, fmt.Errorf("node: gossip port %d leaves no port + 1 for the peer service: set the peer address", c.Ring.BindPort))
 		}
-		if p := c.PeerTLS; (p.CertFile == "") != (p.KeyFile == "") || (p.CertFile == "") != (p.CAFile == "") {
-			errs = append(errs, errors.New("node: peer TLS needs a certificate, a key and a CA file, or none"))
-		}
 		if c.HandoffWindow <= 0 || c.LeaveTimeout <= 0 || c.TakeoverDelay < 0 {
 			errs = append(errs, errors.New("node: handoff window and leave timeout must be positive"))
 		}
+	}
+	if err := c.Security.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if c.SweepInterval < 0 || c.ShutdownTimeout < 0 {
 		errs = append(errs, errors.New("node: negative interval"))
