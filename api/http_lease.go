@@ -3,6 +3,7 @@ package api
 import (
 	"net/http"
 	"net/url"
+	"time"
 )
 
 type leaseJSON struct {
@@ -12,6 +13,10 @@ type leaseJSON struct {
 	// Source is set only when the request asked for evidence.
 	Source string `json:"source,omitempty"`
 }
+
+// queuedWriteGrace is the time a queued lease acquire's response gets to be
+// written after its wait.
+const queuedWriteGrace = 30 * time.Second
 
 type renewJSON struct {
 	TTLMs int64 `json:"ttl_ms"`
@@ -28,6 +33,11 @@ func (h *httpHandler) acquire(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		h.writeError(w, r, err)
 		return
+	}
+	if req.Wait > 0 {
+		// The server's write timeout runs from the end of the headers; a
+		// queued acquire may wait longer than it before its answer.
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(req.Wait + queuedWriteGrace))
 	}
 	resp, err := h.d.Acquire(r.Context(), req)
 	if err != nil {

@@ -224,20 +224,15 @@ func (e *engine) refundChecks(f *limits.File, checks []api.Check) []bucket.Check
 // cluster router into the engine. Called from Start with n.mu held.
 func (n *Node) startCluster(ctx context.Context) error {
 	cfg := n.cfg
-	var gossipKey, token []byte
-	if cfg.ClusterSecretFile != "" {
-		secret, err := transport.ReadSecretFile(cfg.ClusterSecretFile)
-		if err != nil {
-			return fmt.Errorf("node: cluster secret: %w", err)
-		}
-		gk, tok := transport.DeriveKeys(secret)
-		gossipKey, token = gk[:], tok
+	gossipKey, creds, err := peerSecurity(cfg)
+	if err != nil {
+		return err
 	}
 	listen := n.deps.ListenPeer
 	if listen == nil {
 		listen = net.Listen
 	}
-	ln, err := listen("tcp", cfg.PeerAddr)
+	ln, err := listen("tcp", cfg.PeerListenAddr())
 	if err != nil {
 		return fmt.Errorf("node: peer listen: %w", err)
 	}
@@ -247,7 +242,7 @@ func (n *Node) startCluster(ctx context.Context) error {
 		return err
 	}
 	fwd := cfg.Forward
-	fwd.Self, fwd.Token = cfg.NodeName, token
+	fwd.Self, fwd.Credentials = cfg.NodeName, creds
 	cm := newClusterMetrics(n.reg)
 	fwd.Observer = observer{cm}
 	pool := transport.NewPool(fwd)
@@ -275,7 +270,7 @@ func (n *Node) startCluster(ctx context.Context) error {
 		},
 		moved: map[movedKey]moved{}, pulling: map[movedKey]chan struct{}{}, fetched: map[movedKey]time.Time{},
 	}
-	srv := transport.NewServer(peerHandler{n: n, c: c}, token)
+	srv := transport.NewServer(peerHandler{n: n, c: c}, creds)
 	if err := r.Start(ctx); err != nil {
 		_ = ln.Close()
 		_ = pool.Close()
@@ -290,8 +285,32 @@ func (n *Node) startCluster(ctx context.Context) error {
 		}
 	})
 	n.goRun(func() { c.watch(ctx) })
-	n.log.Info("cluster started", "gossip", rc.BindAddr, "peer", advertise, "join", rc.Join, "secret", len(token) > 0)
+	n.log.Info("cluster started", "gossip", rc.BindAddr, "peer", advertise, "join", rc.Join, "gossip_encrypted", gossipKey != nil, "peer_tls", creds.String())
 	return nil
+}
+
+// peerSecurity reads the cluster secret and derives the gossip key and the
+// peer credentials from it; operator peer certificates, when configured,
+// replace the derived ones. Neither: no gossip key, nil credentials
+// (plaintext).
+func peerSecurity(cfg Config) (gossipKey []byte, creds *transport.Credentials, err error) {
+	if cfg.ClusterSecretFile != "" {
+		secret, err := transport.ReadSecretFile(cfg.ClusterSecretFile)
+		if err != nil {
+			return nil, nil, fmt.Errorf("node: cluster secret: %w", err)
+		}
+		gk, _ := transport.DeriveKeys(secret)
+		gossipKey = gk[:]
+		if creds, err = transport.SecretCredentials(secret); err != nil {
+			return nil, nil, fmt.Errorf("node: %w", err)
+		}
+	}
+	if p := cfg.Security.PeerTLS; p.CertFile != "" {
+		if creds, err = transport.FileCredentials(p.CertFile, p.KeyFile, p.CAFile); err != nil {
+			return nil, nil, fmt.Errorf("node: %w", err)
+		}
+	}
+	return gossipKey, creds, nil
 }
 
 // peerAdvertise picks the peer address other members dial.

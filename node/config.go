@@ -3,6 +3,8 @@ package node
 import (
 	"errors"
 	"fmt"
+	"net"
+	"strconv"
 	"time"
 
 	"github.com/weir-rl/weir/api"
@@ -53,7 +55,10 @@ type Config struct {
 	// cluster of one with no gossip port (tests of the single-node API).
 	Clustered bool
 	// PeerAddr is the listen address of the peer gRPC service that owners
-	// are forwarded to. Default ":7947".
+	// are forwarded to. Empty (the default) means the gossip bind address
+	// with the gossip port + 1 (":7947" for the default gossip port 7946;
+	// port 0, a free one, when the gossip port is 0), so nodes on one host
+	// need distinct gossip addresses only. See PeerListenAddr.
 	PeerAddr string
 	// PeerAdvertise is the peer address other members dial; "" uses the
 	// gossip advertise address (or the bound address) with PeerAddr's port.
@@ -62,6 +67,8 @@ type Config struct {
 	// trimmed. Gossip encryption and peer authentication keys are derived
 	// from it. Empty: no secret (gossip in clear, peer calls unauthenticated).
 	ClusterSecretFile string
+	// Security configures TLS, caller tokens and server bounds.
+	Security Security
 	// Ring configures membership; Name is set from NodeName.
 	Ring ring.Config
 	// Forward configures forwarding to owners (batching window, size cap,
@@ -110,7 +117,6 @@ func DefaultConfig() Config {
 		SweepInterval:   10 * time.Second,
 		ShutdownTimeout: 10 * time.Second,
 		Clustered:       true,
-		PeerAddr:        ":7947",
 		Ring:            ring.DefaultConfig(),
 		Forward:         transport.DefaultConfig(),
 		HandoffWindow:   5 * time.Second,
@@ -149,6 +155,24 @@ func (c Config) maxKeyBytes() int {
 	return api.DefaultHTTPConfig().MaxKeyBytes
 }
 
+// PeerListenAddr returns the address the peer service listens on:
+// PeerAddr, or when it is empty the gossip bind address with the gossip
+// port + 1 (port 0 stays 0).
+func (c Config) PeerListenAddr() string {
+	if c.PeerAddr != "" {
+		return c.PeerAddr
+	}
+	port := 0
+	if c.Ring.BindPort > 0 {
+		port = c.Ring.BindPort + 1
+	}
+	host := c.Ring.BindAddr
+	if host == "0.0.0.0" || host == "::" {
+		host = ""
+	}
+	return net.JoinHostPort(host, strconv.Itoa(port))
+}
+
 // Validate reports the first problem with c. It changes nothing.
 func (c Config) Validate() error {
 	var errs []error
@@ -185,8 +209,8 @@ func (c Config) Validate() error {
 		if err := c.Forward.Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("node: forward: %w", err))
 		}
-		if c.PeerAddr == "" {
-			errs = append(errs, errors.New("node: peer address is required in a cluster"))
+		if c.PeerAddr == "" && c.Ring.BindPort >= 65535 {
+			errs = append(errs, fmt.Errorf("node: gossip port %d leaves no port + 1 for the peer service: set the peer address", c.Ring.BindPort))
 		}
 		if c.HandoffWindow <= 0 || c.LeaveTimeout <= 0 || c.TakeoverDelay < 0 {
 			errs = append(errs, errors.New("node: handoff window and leave timeout must be positive"))
@@ -196,6 +220,9 @@ func (c Config) Validate() error {
 		if err := c.TakeDedup.Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("node: take dedup: %w", err))
 		}
+	}
+	if err := c.Security.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if c.SweepInterval < 0 || c.ShutdownTimeout < 0 {
 		errs = append(errs, errors.New("node: negative interval"))

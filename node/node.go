@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -21,6 +22,7 @@ import (
 	"github.com/weir-rl/weir/api/resp"
 	"github.com/weir-rl/weir/bucket"
 	"github.com/weir-rl/weir/internal/dedup"
+	"github.com/weir-rl/weir/internal/tlsreload"
 	"github.com/weir-rl/weir/node/limits"
 	"github.com/weir-rl/weir/node/placement"
 	"github.com/weir-rl/weir/ring/ownership"
@@ -56,6 +58,8 @@ type Node struct {
 	// key's owner is unreachable.
 	fallbackLeases *leases
 	deps           Deps
+	tls            *tlsreload.Reloader // nil: the public API is plaintext
+	sm             *securityMetrics
 	// cl is the cluster part, nil in a cluster of one. Start sets it once,
 	// before any listener serves; it is read without mu.
 	cl atomic.Pointer[cluster]
@@ -127,6 +131,9 @@ func New(cfg Config, deps Deps) (*Node, error) {
 	}
 	n.m.limitsVersion.Set(float64(file.Version))
 	n.limits = limits.NewReloader(cfg.LimitsPath, file, log, n.onReload)
+	if err := n.newSecurity(); err != nil {
+		return nil, err
+	}
 	n.eng = &engine{
 		now: clock, limits: n.limits.Current, store: store, fallback: fallback, m: n.m, maxKey: cfg.maxKeyBytes(),
 		run: cfg.NodeName + "/" + strconv.FormatUint(rand.Uint64()&0xffffff, 16),
@@ -204,14 +211,14 @@ func (n *Node) Start(ctx context.Context) error {
 		}
 	}
 	metricsHandler := promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{})
-	n.httpSrv = &http.Server{
-		Handler:           api.NewHTTPHandler(n, n.httpConfig(), metricsHandler, n.log),
-		ReadHeaderTimeout: 5 * time.Second,
-		IdleTimeout:       2 * time.Minute,
+	lim := n.cfg.Security.Limits.withDefaults()
+	var httpTLS, grpcTLS *tls.Config
+	if n.tls != nil {
+		httpTLS, grpcTLS = n.tls.ServerConfig(), n.tls.ServerConfig()
 	}
-	// A client that connects and never completes its handshake would hold
-	// GracefulStop/Stop for gRPC's default 120 s.
-	n.grpcSrv = grpc.NewServer(grpc.ConnectionTimeout(10 * time.Second))
+	httpLn, n.httpSrv = newHTTPServer(httpLn, n.securedHTTP(api.NewHTTPHandler(n, n.httpConfig(), metricsHandler, n.log)), lim, httpTLS)
+	grpcLn = limitListener(grpcLn, lim)
+	n.grpcSrv = grpc.NewServer(grpcServerOptions(lim, grpcTLS, n.grpcUnaryAuth(), n.grpcStreamAuth())...)
 	// One key bound for every surface: the engine's (Config.HTTP.MaxKeyBytes).
 	gc := api.DefaultGRPCConfig()
 	gc.MaxKeyBytes = n.eng.maxKey
@@ -219,6 +226,7 @@ func (n *Node) Start(ctx context.Context) error {
 	ec.MaxKeyBytes = n.eng.maxKey
 	api.RegisterGRPC(n.grpcSrv, n, gc)
 	api.RegisterEnvoy(n.grpcSrv, n, ec)
+	n.runSecurity(runCtx)
 
 	n.cancel = cancel
 	n.started = true

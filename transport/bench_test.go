@@ -32,7 +32,7 @@ func (echoHandler) Replicate(context.Context, string, []HandoffEntry, []Check) e
 // server together), serially and from 16 and 64 goroutines, with and
 // without the batch window. reqs/batch is the mean batch size.
 func BenchmarkDo(b *testing.B) {
-	tok := testToken("bench")
+	tok := testCreds(b, "bench")
 	addr := startServer(b, echoHandler{}, tok)
 	req := Request{Op: OpTake, Checks: []Check{{Limit: "export", Key: "tenant:acme", Cost: 1}}, Epoch: 1}
 	for _, window := range []time.Duration{0, 200 * time.Microsecond} {
@@ -41,7 +41,7 @@ func BenchmarkDo(b *testing.B) {
 			cfg := DefaultConfig()
 			cfg.Deadline = time.Second
 			cfg.Window = window
-			cfg.Token = tok
+			cfg.Credentials = tok
 			cfg.Observer = obs
 			p := NewPool(cfg)
 			b.Cleanup(func() { p.Close() })

@@ -38,9 +38,10 @@ type Config struct {
 	// HandoffDeadline bounds one Handoff RPC (one chunk of entries).
 	// Default 5s; range (0, 10m].
 	HandoffDeadline time.Duration
-	// Token is the peer token from DeriveKeys, attached to every call.
-	// Empty sends none, which only a Server with an empty token accepts.
-	Token []byte
+	// Credentials secure every connection (mutually authenticated TLS
+	// 1.3); nil dials in plaintext, which only a Server without
+	// Credentials accepts.
+	Credentials *Credentials
 	// Dialer opens connections to peers; nil dials TCP. Tests pass an
 	// in-memory or simulated network's dialer.
 	Dialer func(ctx context.Context, addr string) (net.Conn, error)

@@ -45,15 +45,21 @@
 // sender from its own monotonic clock, so clock skew between nodes cannot
 // mint tokens (docs/architecture.md §7).
 //
-// # Authentication
+// # Authentication and encryption
 //
 // DeriveKeys turns the cluster secret (any passphrase, read with
-// ReadSecretFile) into the memberlist gossip key and the peer token by
-// HKDF-SHA256 with one label per key. Every call carries the token in the
-// metadata key "weir-peer-token"; the Server's interceptors compare it in
-// constant time and answer Unauthenticated without calling the Handler
-// when it is missing or wrong. Until the peer port gets TLS the token
-// travels in the clear: it reveals neither the secret nor the gossip key.
+// ReadSecretFile) into the memberlist gossip key and the seed of an
+// Ed25519 key by HKDF-SHA256 with one label per key. SecretCredentials
+// makes a self-signed certificate from that key deterministically, so
+// every node holding the secret derives the same certificate; the peer
+// channel is TLS 1.3 with both ends presenting it, and each end accepts
+// only a peer presenting exactly that certificate (pinned), whose
+// handshake signature proves it holds the derived key. A node without the
+// secret cannot complete the handshake, so it can neither read nor inject
+// peer traffic; nothing travels in the clear. FileCredentials are the
+// alternative for operators with their own PKI: each end presents its
+// certificate and accepts any peer chaining to the given CA. Without
+// credentials (no secret) the channel is plaintext and unauthenticated.
 //
 // # Regenerating peerpb
 //

@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 
@@ -40,7 +41,7 @@ const handoffChunk = 1024
 // waits for them.
 type Pool struct {
 	cfg   Config
-	creds tokenCreds
+	creds credentials.TransportCredentials
 
 	mu     sync.Mutex // guards peers and closed
 	peers  map[string]*peer
@@ -54,7 +55,11 @@ func NewPool(cfg Config) *Pool {
 	if err := cfg.Validate(); err != nil {
 		panic(err)
 	}
-	return &Pool{cfg: cfg, creds: newTokenCreds(cfg.Token), peers: make(map[string]*peer)}
+	creds := insecure.NewCredentials()
+	if cfg.Credentials != nil {
+		creds = credentials.NewTLS(cfg.Credentials.ClientConfig())
+	}
+	return &Pool{cfg: cfg, creds: creds, peers: make(map[string]*peer)}
 }
 
 // Do sends req to the peer at peerAddr and returns that peer's Reply. The
@@ -188,7 +193,7 @@ func (p *Pool) peer(addr string) (*peer, error) {
 		return pr, nil
 	}
 	opts := []grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(p.creds),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{
 			Time: clientPingEvery, Timeout: clientPingTimeout, PermitWithoutStream: true,
 		}),
@@ -196,9 +201,6 @@ func (p *Pool) peer(addr string) (*peer, error) {
 			Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: maxReconnectDelay},
 			MinConnectTimeout: minConnectTimeout,
 		}),
-	}
-	if len(p.cfg.Token) > 0 {
-		opts = append(opts, grpc.WithPerRPCCredentials(p.creds))
 	}
 	if p.cfg.Dialer != nil {
 		opts = append(opts, grpc.WithContextDialer(p.cfg.Dialer))

@@ -90,13 +90,13 @@ func (r *recorder) batchSizes() []int {
 
 // startServer serves h on a loopback port and returns its address. The
 // server is stopped, and its Serve has returned, when the test ends.
-func startServer(tb testing.TB, h Handler, token []byte) string {
+func startServer(tb testing.TB, h Handler, creds *Credentials) string {
 	tb.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatal(err)
 	}
-	srv := NewServer(h, token)
+	srv := NewServer(h, creds)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(lis) }()
 	tb.Cleanup(func() {
@@ -132,9 +132,14 @@ func (o *countObserver) Forwarded(_ string, d time.Duration, err error) {
 	}
 }
 
-func testToken(s string) []byte {
-	_, tok := DeriveKeys([]byte(s))
-	return tok
+// testCreds returns the peer credentials derived from secret s.
+func testCreds(tb testing.TB, s string) *Credentials {
+	tb.Helper()
+	c, err := SecretCredentials([]byte(s))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return c
 }
 
 func take(i int) Request {
@@ -157,12 +162,12 @@ func checkEcho(t *testing.T, i int, rep Reply) {
 
 func TestConcurrentForwardsAreBatched(t *testing.T) {
 	rec := &recorder{}
-	tok := testToken("s")
+	tok := testCreds(t, "s")
 	addr := startServer(t, rec, tok)
 	obs := &countObserver{}
 	cfg := LocalConfig()
 	cfg.Self = "n1"
-	cfg.Token = tok
+	cfg.Credentials = tok
 	cfg.Window = 20 * time.Millisecond // wide, so a loaded CPU still batches
 	cfg.Observer = obs
 	p := newTestPool(t, cfg)
@@ -294,30 +299,42 @@ func TestBlockedOwnerHitsDeadline(t *testing.T) {
 	}
 }
 
-func TestWrongTokenIsUnauthenticated(t *testing.T) {
+// TestWrongSecretCannotHandshake: a pool holding another secret's
+// credentials, or none, cannot complete the TLS handshake with a server,
+// so neither a forward nor a handoff reaches its handler; and a server with
+// the wrong secret is refused by a pool the same way.
+func TestWrongSecretCannotHandshake(t *testing.T) {
 	rec := &recorder{}
-	addr := startServer(t, rec, testToken("right"))
-	for name, tok := range map[string][]byte{"wrong": testToken("wrong"), "none": nil} {
+	addr := startServer(t, rec, testCreds(t, "right"))
+	for name, creds := range map[string]*Credentials{"wrong": testCreds(t, "wrong"), "none": nil} {
 		cfg := LocalConfig()
-		cfg.Token = tok
+		cfg.Credentials = creds
 		p := newTestPool(t, cfg)
-		_, err := p.Do(context.Background(), addr, take(0))
-		if status.Code(err) != codes.Unauthenticated {
-			t.Errorf("%s token: Do err = %v, want Unauthenticated", name, err)
+		if _, err := p.Do(context.Background(), addr, take(0)); status.Code(err) != codes.Unavailable {
+			t.Errorf("%s secret: Do err = %v, want Unavailable (handshake refused)", name, err)
 		}
-		err = p.Handoff(context.Background(), addr, []HandoffEntry{{Kind: HandoffBucket}})
-		if status.Code(err) != codes.Unauthenticated {
-			t.Errorf("%s token: Handoff err = %v, want Unauthenticated", name, err)
+		err := p.Handoff(context.Background(), addr, []HandoffEntry{{Kind: HandoffBucket}})
+		if status.Code(err) != codes.Unavailable {
+			t.Errorf("%s secret: Handoff err = %v, want Unavailable", name, err)
 		}
 	}
 	if n := rec.calls.Load(); n != 0 {
-		t.Fatalf("handler called %d times without the token", n)
+		t.Fatalf("handler called %d times without the secret", n)
 	}
-	// The right token gets through the same server.
+	// A server with the wrong secret: the client refuses it.
+	impostor := &recorder{}
+	bad := startServer(t, impostor, testCreds(t, "wrong"))
 	cfg := LocalConfig()
-	cfg.Token = testToken("right")
+	cfg.Credentials = testCreds(t, "right")
+	if _, err := newTestPool(t, cfg).Do(context.Background(), bad, take(0)); status.Code(err) != codes.Unavailable {
+		t.Errorf("impostor server: Do err = %v, want Unavailable", err)
+	}
+	if n := impostor.calls.Load(); n != 0 {
+		t.Fatalf("impostor server was sent %d calls", n)
+	}
+	// The right secret gets through the same server.
 	if _, err := newTestPool(t, cfg).Do(context.Background(), addr, take(0)); err != nil {
-		t.Fatalf("right token: %v", err)
+		t.Fatalf("right secret: %v", err)
 	}
 }
 
@@ -347,10 +364,10 @@ func TestPeerDownFailsFast(t *testing.T) {
 
 func TestHandoffRoundTrip(t *testing.T) {
 	rec := &recorder{}
-	tok := testToken("s")
+	tok := testCreds(t, "s")
 	addr := startServer(t, rec, tok)
 	cfg := LocalConfig()
-	cfg.Token = tok
+	cfg.Credentials = tok
 	cfg.Self = "old-owner"
 	p := newTestPool(t, cfg)
 

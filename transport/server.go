@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
@@ -16,9 +17,10 @@ import (
 )
 
 // Server serves the peer service for one node on its own listener. It owns
-// its grpc.Server, so the token check cannot be left out: unary and stream
-// interceptors reject a call without the peer token (Unauthenticated)
-// before any Handler method runs. Methods are safe for concurrent use.
+// its grpc.Server, so the credential check cannot be left out: with
+// Credentials, a connection whose TLS handshake does not present the peer
+// certificate is closed before any Handler method runs. Methods are safe
+// for concurrent use.
 type Server struct {
 	gs *grpc.Server
 }
@@ -30,20 +32,21 @@ type Server struct {
 // network. Peers send their preface at once; 3 s is generous.
 const handshakeTimeout = 3 * time.Second
 
-// NewServer returns a Server that answers with h and accepts only calls
-// carrying token (the peerToken of DeriveKeys). An empty token disables
-// authentication; the node passes one whenever a cluster secret is
-// configured. NewServer starts no goroutine; call Serve.
-func NewServer(h Handler, token []byte) *Server {
-	v := newVerifier(token)
-	gs := grpc.NewServer(
+// NewServer returns a Server that answers with h over creds: mutually
+// authenticated TLS 1.3 (see Credentials). Nil creds serve plaintext to
+// anyone; the node passes credentials whenever a cluster secret or peer
+// certificates are configured. NewServer starts no goroutine; call Serve.
+func NewServer(h Handler, creds *Credentials) *Server {
+	opts := []grpc.ServerOption{
 		grpc.ConnectionTimeout(handshakeTimeout),
-		grpc.ChainUnaryInterceptor(v.unary),
-		grpc.ChainStreamInterceptor(v.stream),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
 			MinTime: serverPingMin, PermitWithoutStream: true,
 		}),
-	)
+	}
+	if creds != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(creds.ServerConfig())))
+	}
+	gs := grpc.NewServer(opts...)
 	peerpb.RegisterPeerServer(gs, &service{h: h})
 	return &Server{gs: gs}
 }

@@ -20,6 +20,7 @@ func take(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("take", stderr)
 	addr := fs.String("addr", "http://127.0.0.1:8080", "node HTTP address")
 	timeout := fs.Duration("timeout", 5*time.Second, "request timeout")
+	conn := addConnFlags(fs)
 	if err := parseWithEnv(fs, args, os.Getenv); err != nil {
 		return 2
 	}
@@ -38,7 +39,11 @@ func take(args []string, stdout, stderr io.Writer) int {
 		cost = c
 	}
 	body, _ := json.Marshal(map[string]any{"checks": []map[string]any{{"limit": rest[0], "key": rest[1], "cost": cost}}})
-	client := &http.Client{Timeout: *timeout}
+	client, err := conn.client(*timeout)
+	if err != nil {
+		fmt.Fprintf(stderr, "weir take: %v\n", err)
+		return 2
+	}
 	resp, err := client.Post(strings.TrimRight(*addr, "/")+"/v1/take", "application/json", bytes.NewReader(body))
 	if err != nil {
 		fmt.Fprintf(stderr, "weir take: %v\n", err)

@@ -24,6 +24,7 @@ func leaseCmd(args []string, stdout, stderr io.Writer) int {
 	ttl := fs.Duration("ttl", 0, "lease lifetime (0: the limit's lease_ttl)")
 	wait := fs.Duration("wait", 0, "acquire: how long to queue for a permit")
 	holder := fs.String("holder", "", "acquire: who holds the lease, for logs")
+	conn := addConnFlags(fs)
 	if err := parseWithEnv(fs, args[1:], os.Getenv); err != nil {
 		return 2
 	}
@@ -54,7 +55,11 @@ func leaseCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "weir lease: %v\n", err)
 		return 2
 	}
-	c := &http.Client{Timeout: *wait + 5*time.Second}
+	c, err := conn.client(*wait + 5*time.Second)
+	if err != nil {
+		fmt.Fprintf(stderr, "weir lease: %v\n", err)
+		return 2
+	}
 	resp, err := c.Do(req)
 	if err != nil {
 		fmt.Fprintf(stderr, "weir lease: %v\n", err)

@@ -71,18 +71,33 @@ func (cf clusterFlags) apply(cfg *node.Config) error {
 	return nil
 }
 
+// defaultNodeName is the member name when --node-name is not given: the
+// host name, and for a gossip port other than the default the host name
+// and the port, so that several nodes on one host have distinct names
+// without being told.
+func defaultNodeName(hostname func() (string, error), gossipPort int) string {
+	h, err := hostname()
+	if err != nil || h == "" {
+		h = "weir"
+	}
+	if gossipPort != ring.DefaultConfig().BindPort {
+		h += "-" + strconv.Itoa(gossipPort)
+	}
+	return h
+}
+
 // serveFlags binds the flags of `weir serve` to a node.Config.
 func serveFlags(fs *flag.FlagSet, cfg *node.Config, cf *clusterFlags, logFormat *string) {
 	fs.StringVar(&cf.gossipAddr, "gossip-addr", ":7946", "gossip (memberlist) listen address, UDP and TCP")
 	fs.StringVar(&cfg.Ring.AdvertiseAddr, "advertise-addr", "", "IP other members reach this node at (default: picked by memberlist)")
-	fs.StringVar(&cfg.PeerAddr, "peer-addr", cfg.PeerAddr, "peer gRPC listen address (forwards and handoff between members)")
+	fs.StringVar(&cfg.PeerAddr, "peer-addr", cfg.PeerAddr, "peer gRPC listen address, forwards and handoff between members (default: the gossip host, gossip port + 1)")
 	fs.DurationVar(&cfg.Forward.Deadline, "forward-timeout", cfg.Forward.Deadline, "deadline of one forward to a key's owner; past it the limit's on_owner_unreachable policy answers")
 	fs.StringVar(&cf.join, "join", "", "seeds to join: host:port,... or a DNS name (re-resolved on every retry)")
 	fs.StringVar(&cfg.ClusterSecretFile, "cluster-secret-file", "", "file holding the cluster secret (gossip encryption and peer auth)")
 	fs.StringVar(&cf.timing, "timing", "lan", "failure-detection profile: lan or local (fast, for tests on one machine)")
 	fs.DurationVar(&cf.clockOffset, "test-clock-offset", 0, "testing only: shift this node's decision clock (clock-skew faults in jepsen/)")
 	fs.BoolVar(&cfg.Clustered, "cluster", cfg.Clustered, "run gossip and the peer service (false: a cluster of one with no gossip port)")
-	fs.StringVar(&cfg.NodeName, "node-name", cfg.NodeName, "name of this member in the cluster")
+	fs.StringVar(&cfg.NodeName, "node-name", "", "name of this member in the cluster (default: the host name, with -PORT appended when the gossip port is not 7946)")
 	fs.StringVar(&cfg.HTTPAddr, "http-addr", cfg.HTTPAddr, "public HTTP listen address")
 	fs.StringVar(&cfg.GRPCAddr, "grpc-addr", cfg.GRPCAddr, "public gRPC listen address")
 	fs.StringVar(&cfg.RESPAddr, "resp-addr", cfg.RESPAddr, "Redis-protocol listen address, like :6380 (empty: off)")
@@ -92,14 +107,13 @@ func serveFlags(fs *flag.FlagSet, cfg *node.Config, cf *clusterFlags, logFormat 
 	fs.BoolVar(&cfg.HTTP.LegacyHeaders, "legacy-headers", cfg.HTTP.LegacyHeaders, "send X-RateLimit-Limit/Remaining/Reset")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "how long in-flight requests get on SIGTERM")
 	fs.StringVar(logFormat, "log-format", *logFormat, "log format: text or json")
+	securityFlags(fs, cfg)
 }
 
 // serve runs a node until SIGTERM or SIGINT, reloading limits on SIGHUP.
 func serve(args []string, stderr io.Writer) int {
 	cfg := node.DefaultConfig()
-	if h, err := os.Hostname(); err == nil && h != "" {
-		cfg.NodeName = h
-	}
+	cfg.NodeName = ""
 	logFormat := "text"
 	var cf clusterFlags
 	fs := newFlagSet("serve", stderr)
@@ -110,6 +124,9 @@ func serve(args []string, stderr io.Writer) int {
 	if err := cf.apply(&cfg); err != nil {
 		fmt.Fprintf(stderr, "weir serve: %v\n", err)
 		return 2
+	}
+	if cfg.NodeName == "" {
+		cfg.NodeName = defaultNodeName(os.Hostname, cfg.Ring.BindPort)
 	}
 	var h slog.Handler = slog.NewTextHandler(stderr, nil)
 	if logFormat == "json" {
@@ -145,6 +162,7 @@ func serve(args []string, stderr io.Writer) int {
 			if err := n.ReloadLimits(); err != nil {
 				log.Warn("limits reload rejected; last valid file stays in force", "err", err)
 			}
+			_ = n.ReloadTLS() // logged inside
 		case <-ctx.Done():
 			log.Info("shutting down: no new requests, finishing in-flight ones")
 			sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout+time.Second)

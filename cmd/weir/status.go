@@ -20,6 +20,7 @@ func status(args []string, stdout, stderr io.Writer) int {
 	limit := fs.String("limit", "", "with --key: name the owner of this limit's bucket")
 	key := fs.String("key", "", "with --limit: name the owner of this key's bucket")
 	asJSON := fs.Bool("json", false, "print the raw JSON answer")
+	conn := addConnFlags(fs)
 	if err := parseWithEnv(fs, args, os.Getenv); err != nil {
 		return 2
 	}
@@ -27,7 +28,7 @@ func status(args []string, stdout, stderr io.Writer) int {
 	if *limit != "" || *key != "" {
 		u += "?" + url.Values{"limit": {*limit}, "key": {*key}}.Encode()
 	}
-	body, code, err := get(u, 5*time.Second)
+	body, code, err := get(conn, u, 5*time.Second)
 	if err != nil {
 		fmt.Fprintf(stderr, "weir status: %v\n", err)
 		return 2
@@ -78,10 +79,11 @@ func healthcheck(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("healthcheck", stderr)
 	addr := fs.String("addr", "http://127.0.0.1:8080", "node HTTP address")
 	path := fs.String("path", "/readyz", "path to ask: /readyz (joined, has a ring) or /healthz (process up)")
+	conn := addConnFlags(fs)
 	if err := parseWithEnv(fs, args, os.Getenv); err != nil {
 		return 2
 	}
-	_, code, err := get(strings.TrimRight(*addr, "/")+*path, 2*time.Second)
+	_, code, err := get(conn, strings.TrimRight(*addr, "/")+*path, 2*time.Second)
 	if err != nil || code != http.StatusOK {
 		fmt.Fprintf(stderr, "weir healthcheck: not ready (status %d, err %v)\n", code, err)
 		return 1
@@ -90,8 +92,11 @@ func healthcheck(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func get(u string, timeout time.Duration) ([]byte, int, error) {
-	c := &http.Client{Timeout: timeout}
+func get(conn *connFlags, u string, timeout time.Duration) ([]byte, int, error) {
+	c, err := conn.client(timeout)
+	if err != nil {
+		return nil, 0, err
+	}
 	resp, err := c.Get(u)
 	if err != nil {
 		return nil, 0, err
@@ -106,6 +111,7 @@ func get(u string, timeout time.Duration) ([]byte, int, error) {
 func forget(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("forget", stderr)
 	addr := fs.String("addr", "http://127.0.0.1:8080", "node HTTP address")
+	conn := addConnFlags(fs)
 	if err := parseWithEnv(fs, args, os.Getenv); err != nil {
 		return 2
 	}
@@ -118,7 +124,12 @@ func forget(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "weir forget: %v\n", err)
 		return 2
 	}
-	resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+	c, err := conn.client(5 * time.Second)
+	if err != nil {
+		fmt.Fprintf(stderr, "weir forget: %v\n", err)
+		return 2
+	}
+	resp, err := c.Do(req)
 	if err != nil {
 		fmt.Fprintf(stderr, "weir forget: %v\n", err)
 		return 2

@@ -1,0 +1,203 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// buildWeir builds the weir binary into a temporary directory.
+func buildWeir(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "weir")
+	build := exec.Command(goTool(t), "build", "-o", bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// proc is one running `weir serve` started by a test.
+type proc struct {
+	cmd    *exec.Cmd
+	exited chan error
+
+	mu  sync.Mutex // guards log
+	log []string
+}
+
+// startWeir runs bin with args in an environment without WEIR_ variables,
+// records its log, and stops it (SIGTERM, then kill) when the test ends.
+func startWeir(t *testing.T, bin string, args ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "WEIR_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{cmd: cmd, exited: make(chan error, 1)}
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			p.mu.Lock()
+			p.log = append(p.log, sc.Text())
+			p.mu.Unlock()
+		}
+		p.exited <- cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.exited:
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			<-p.exited
+		}
+		if t.Failed() {
+			t.Logf("log of %v:\n%s", args, strings.Join(p.logLines(), "\n"))
+		}
+	})
+	return p
+}
+
+func (p *proc) logLines() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.log...)
+}
+
+// freePortPair returns a loopback port p such that TCP p and p+1 and UDP p
+// are free right now: a gossip port whose peer port (p+1) is free too.
+func freePortPair(t *testing.T) int {
+	t.Helper()
+	for range 100 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := ln.Addr().(*net.TCPAddr).Port
+		ln2, err2 := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p+1))
+		pc, err3 := net.ListenPacket("udp", "127.0.0.1:"+strconv.Itoa(p))
+		_ = ln.Close()
+		if err2 == nil {
+			_ = ln2.Close()
+		}
+		if err3 == nil {
+			_ = pc.Close()
+		}
+		if err2 == nil && err3 == nil && p < 65535 {
+			return p
+		}
+	}
+	t.Fatal("no free port pair on loopback")
+	return 0
+}
+
+// waitFor polls cond every 50 ms until it is true or d has passed.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, d)
+		}
+		time.Sleep(50 * time.Millisecond) // polling interval, not a wait for an event
+	}
+}
+
+// aliveMembers asks the node at base for /v1/cluster and returns the names
+// of its alive members, or nil when it does not answer.
+func aliveMembers(c *http.Client, base string) []string {
+	resp, err := c.Get(base + "/v1/cluster")
+	if err != nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	var info struct {
+		Members []struct {
+			Name  string `json:"name"`
+			State string `json:"state"`
+		} `json:"members"`
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&info) != nil {
+		return nil
+	}
+	var names []string
+	for _, m := range info.Members {
+		if m.State == "alive" {
+			names = append(names, m.Name)
+		}
+	}
+	return names
+}
+
+// TestBinaryThreeNodesOneHost starts three `weir serve` processes on one
+// host given only distinct --http-addr, --grpc-addr and --gossip-addr (and
+// --join for the second and third): the peer port follows the gossip port
+// and the node name the gossip port, so they form one 3-member cluster,
+// and a take forwarded between them is decided by its owner.
+func TestBinaryThreeNodesOneHost(t *testing.T) {
+	bin := buildWeir(t)
+	var bases []string
+	var seed string
+	for i := range 3 {
+		httpAddr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+		grpcAddr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+		gossip := "127.0.0.1:" + strconv.Itoa(freePortPair(t))
+		args := []string{"serve", "--http-addr", httpAddr, "--grpc-addr", grpcAddr, "--gossip-addr", gossip}
+		if i == 0 {
+			seed = gossip
+		} else {
+			args = append(args, "--join", seed)
+		}
+		startWeir(t, bin, args...)
+		bases = append(bases, "http://"+httpAddr)
+	}
+	c := &http.Client{Timeout: 2 * time.Second}
+	defer c.CloseIdleConnections()
+	for _, b := range bases {
+		waitFor(t, 30*time.Second, b+" sees 3 alive members", func() bool { return len(aliveMembers(c, b)) == 3 })
+	}
+	// Every node answers a take on keys owned by each member: forwards use
+	// the derived peer ports.
+	for _, b := range bases {
+		for k := range 8 {
+			resp, err := c.Post(b+"/v1/take", "application/json",
+				strings.NewReader(`{"checks":[{"limit":"export","key":"k`+strconv.Itoa(k)+`","cost":1}]}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var d struct {
+				Results []struct {
+					Source string `json:"source"`
+				} `json:"results"`
+			}
+			err = json.NewDecoder(resp.Body).Decode(&d)
+			_ = resp.Body.Close()
+			if err != nil || resp.StatusCode != http.StatusOK || len(d.Results) != 1 {
+				t.Fatalf("take at %s: status %d, err %v", b, resp.StatusCode, err)
+			}
+			if d.Results[0].Source != "owner" {
+				t.Fatalf("take at %s on k%d: source %q, want owner (a forward failed)", b, k, d.Results[0].Source)
+			}
+		}
+	}
+}
