@@ -54,7 +54,8 @@ type engine struct {
 	store    *bucket.Store // buckets this node owns
 	fallback *bucket.Store // local ceilings for keys whose owner is unreachable
 	m        *metrics
-	router   router // nil: a cluster of one
+	hot      *hotKeys // cost asked per (limit, key), counted where requests arrive
+	router   router   // nil: a cluster of one
 	// run names this node run in evidence: the node's name and a random
 	// boot nonce, so instances never repeat across restarts.
 	run string
@@ -398,6 +399,7 @@ func (e *engine) respond(f *limits.File, rs []resolved, groups []group, results 
 				resp.RetryAfter = max(resp.RetryAfter, r.RetryAfter)
 			}
 			e.count(rs[i].limit, r, allowed)
+			e.hot.add(rs[i].limit.Name, rs[i].check.Key, rs[i].check.Cost, !allowed)
 		}
 	}
 	return resp

@@ -119,7 +119,7 @@ func New(cfg Config, deps Deps) (*Node, error) {
 	n.m.limitsVersion.Set(float64(file.Version))
 	n.limits = limits.NewReloader(cfg.LimitsPath, file, log, n.onReload)
 	n.eng = &engine{
-		now: clock, limits: n.limits.Current, store: store, fallback: fallback, m: n.m,
+		now: clock, limits: n.limits.Current, store: store, fallback: fallback, m: n.m, hot: newHotKeys(),
 		run: cfg.NodeName + "/" + strconv.FormatUint(rand.Uint64()&0xffffff, 16),
 	}
 	return n, nil
