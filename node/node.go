@@ -117,6 +117,7 @@ func New(cfg Config, deps Deps) (*Node, error) {
 		return nil, err
 	}
 	n.m.limitsVersion.Set(float64(file.Version))
+	n.m.bucketsMax.Set(float64(cfg.Store.MaxBuckets))
 	n.limits = limits.NewReloader(cfg.LimitsPath, file, log, n.onReload)
 	n.eng = &engine{
 		now: clock, limits: n.limits.Current, store: store, fallback: fallback, m: n.m, hot: newHotKeys(),
