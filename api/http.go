@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"path"
 	"runtime/debug"
+
+	"github.com/weir-rl/weir/api/ui"
 )
 
 // HTTPConfig configures the HTTP API. Start from DefaultHTTPConfig; a zero
@@ -111,6 +113,11 @@ func newHTTPHandler(d Decider, cfg HTTPConfig, metrics http.Handler, logger *slo
 	route(http.MethodGet, "/v1/cluster", http.HandlerFunc(h.cluster))
 	route(http.MethodGet, "/v1/ring", http.HandlerFunc(h.ring))
 	route(http.MethodDelete, "/v1/cluster/members/{name}", http.HandlerFunc(h.forget))
+	if op, ok := d.(Operator); ok {
+		route(http.MethodGet, "/v1/cluster/hot", h.hot(op))
+		route(http.MethodGet, "/v1/cluster/stats", h.stats(op))
+	}
+	route(http.MethodGet, "/ui/", ui.Handler())
 	route(http.MethodGet, "/healthz", http.HandlerFunc(h.healthz))
 	route(http.MethodGet, "/readyz", http.HandlerFunc(h.readyz))
 	if metrics != nil {

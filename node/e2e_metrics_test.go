@@ -32,6 +32,7 @@ func TestMetricsCountDecisionsAndDenials(t *testing.T) {
 		`weir_lease_events_total{event="refused",limit="export-db"}`:            1,
 		`weir_leases_held`:                                8,
 		`weir_buckets`:                                    1,
+		`weir_buckets_max`:                                10_000,
 		`weir_limits_version`:                             3,
 		`weir_limits_reload_failures_total`:               0,
 		`weir_decision_duration_seconds_count{op="take"}`: 8,

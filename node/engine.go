@@ -51,6 +51,7 @@ type engine struct {
 	store    *bucket.Store // buckets this node owns
 	fallback *bucket.Store // local ceilings for keys whose owner is unreachable
 	m        *metrics
+	hot      *hotKeys // cost asked per (limit, key), counted where requests arrive
 	// dedup remembers recent request ids (nil: none are remembered).
 	dedup *takeDedup
 	// router is nil in a cluster of one. Start sets it, through
@@ -431,6 +432,7 @@ func (e *engine) respond(f *limits.File, rs []resolved, groups []group, results 
 				resp.RetryAfter = max(resp.RetryAfter, r.RetryAfter)
 			}
 			e.count(rs[i].limit, r, allowed)
+			e.hot.add(rs[i].limit.Name, rs[i].check.Key, rs[i].check.Cost, !allowed)
 		}
 	}
 	return resp

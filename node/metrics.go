@@ -11,6 +11,7 @@ type metrics struct {
 	denials        *prometheus.CounterVec   // limit, kind: policy|concurrency|fallback|error
 	latency        *prometheus.HistogramVec // op
 	limitsVersion  prometheus.Gauge
+	bucketsMax     prometheus.Gauge // Store.MaxBuckets, for alerts on the cap
 	reloads        prometheus.Counter
 	reloadFailures prometheus.Counter
 	leaseEvents    *prometheus.CounterVec   // limit, event: granted|refused|queued|expired|released|renewed
@@ -41,6 +42,10 @@ func newMetrics(reg prometheus.Registerer, owner, fallback, evictions, leasesHel
 			Help:    "Time to decide one request, from validation to answer.",
 			Buckets: []float64{.00001, .000025, .00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1},
 		}, []string{"op"}),
+		bucketsMax: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "weir_buckets_max",
+			Help: "The cap on live buckets this node owns (--max-buckets); weir_buckets near it means evictions, then limiter_overloaded.",
+		}),
 		limitsVersion: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "weir_limits_version",
 			Help: "The version field of the limits file in force.",
@@ -75,7 +80,7 @@ func newMetrics(reg prometheus.Registerer, owner, fallback, evictions, leasesHel
 	evict := prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "weir_bucket_evictions_total", Help: "Idle, fully refilled buckets forgotten to bound memory.",
 	}, evictions)
-	reg.MustRegister(m.decisions, m.denials, m.latency, m.limitsVersion, m.reloads, m.reloadFailures,
+	reg.MustRegister(m.decisions, m.denials, m.latency, m.limitsVersion, m.bucketsMax, m.reloads, m.reloadFailures,
 		buckets, fbBuckets, evict, m.leaseEvents, m.leaseWait, held)
 	return m
 }

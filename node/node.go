@@ -130,12 +130,13 @@ func New(cfg Config, deps Deps) (*Node, error) {
 		return nil, err
 	}
 	n.m.limitsVersion.Set(float64(file.Version))
+	n.m.bucketsMax.Set(float64(cfg.Store.MaxBuckets))
 	n.limits = limits.NewReloader(cfg.LimitsPath, file, log, n.onReload)
 	if err := n.newSecurity(); err != nil {
 		return nil, err
 	}
 	n.eng = &engine{
-		now: clock, limits: n.limits.Current, store: store, fallback: fallback, m: n.m, maxKey: cfg.maxKeyBytes(),
+		now: clock, limits: n.limits.Current, store: store, fallback: fallback, m: n.m, hot: newHotKeys(), maxKey: cfg.maxKeyBytes(),
 		run: cfg.NodeName + "/" + strconv.FormatUint(rand.Uint64()&0xffffff, 16),
 	}
 	dc := cfg.TakeDedup

@@ -88,6 +88,16 @@ func (s *service) Batch(ctx context.Context, in *peerpb.BatchRequest) (*peerpb.B
 	return &peerpb.BatchReply{Replies: encodeReplies(reps)}, nil
 }
 
+// Report implements peerpb.PeerServer: the Handler answers when it is also
+// a Reporter, and Unimplemented otherwise.
+func (s *service) Report(ctx context.Context, in *peerpb.ReportRequest) (*peerpb.ReportReply, error) {
+	r, ok := s.h.(Reporter)
+	if !ok {
+		return nil, status.Error(codes.Unimplemented, "transport: this node does not report")
+	}
+	return encodeReport(r.Report(ctx, ReportRequest{Limit: in.GetLimit(), HotN: int(in.GetHotN())})), nil
+}
+
 // Handoff implements peerpb.PeerServer.
 func (s *service) Handoff(ctx context.Context, in *peerpb.HandoffRequest) (*peerpb.HandoffReply, error) {
 	entries := decodeEntries(in.GetEntries())

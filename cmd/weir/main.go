@@ -5,6 +5,7 @@
 //	weir take LIMIT KEY [COST]  ask a node for a decision (exit 0 allowed, 1 denied)
 //	weir validate FILE          check a limits file (exit 1 with line-numbered errors)
 //	weir status                 a node's view of the cluster
+//	weir hot                    the heaviest keys across the cluster
 //	weir lease acquire|renew|release ...  concurrency permits
 //	weir healthcheck            exit 0 when the node is ready
 //	weir version                print the version
@@ -48,6 +49,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return status(rest, stdout, stderr)
 	case "forget":
 		return forget(rest, stdout, stderr)
+	case "hot":
+		return hot(rest, stdout, stderr)
 	case "healthcheck":
 		return healthcheck(rest, stdout, stderr)
 	case "version", "--version", "-v":
@@ -71,6 +74,7 @@ commands:
   take       ask a node for a decision: weir take [--addr URL] LIMIT KEY [COST]
   status     a node's view of the cluster: weir status [--addr URL] [--limit L --key K]
   lease      acquire, renew or release a concurrency permit (weir lease --help)
+  hot        the heaviest keys across the cluster: weir hot [--addr URL] [--limit L] [--n N]
   forget     drop a failed member from the known members: weir forget [--addr URL] NAME
   healthcheck  exit 0 when the node is ready (container health checks)
   validate   check a limits file: weir validate FILE

@@ -1103,6 +1103,294 @@ func (*HandoffReply) Descriptor() ([]byte, []int) {
 	return file_peer_proto_rawDescGZIP(), []int{11}
 }
 
+// ReportRequest asks a node for its summary.
+type ReportRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Limit         string                 `protobuf:"bytes,1,opt,name=limit,proto3" json:"limit,omitempty"`            // hot keys of this limit only; "" = every limit
+	HotN          uint32                 `protobuf:"varint,2,opt,name=hot_n,json=hotN,proto3" json:"hot_n,omitempty"` // hot keys per limit; 0 = none
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportRequest) Reset() {
+	*x = ReportRequest{}
+	mi := &file_peer_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportRequest) ProtoMessage() {}
+
+func (x *ReportRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportRequest.ProtoReflect.Descriptor instead.
+func (*ReportRequest) Descriptor() ([]byte, []int) {
+	return file_peer_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ReportRequest) GetLimit() string {
+	if x != nil {
+		return x.Limit
+	}
+	return ""
+}
+
+func (x *ReportRequest) GetHotN() uint32 {
+	if x != nil {
+		return x.HotN
+	}
+	return 0
+}
+
+// HotKey is one key of a node's top-k sketch (topk.Entry): count
+// over-estimates the cost asked of the key at that node by at most err;
+// denied is a lower bound of the cost refused.
+type HotKey struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Count         int64                  `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	Err           int64                  `protobuf:"varint,3,opt,name=err,proto3" json:"err,omitempty"`
+	Denied        int64                  `protobuf:"varint,4,opt,name=denied,proto3" json:"denied,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HotKey) Reset() {
+	*x = HotKey{}
+	mi := &file_peer_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HotKey) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HotKey) ProtoMessage() {}
+
+func (x *HotKey) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HotKey.ProtoReflect.Descriptor instead.
+func (*HotKey) Descriptor() ([]byte, []int) {
+	return file_peer_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *HotKey) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *HotKey) GetCount() int64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *HotKey) GetErr() int64 {
+	if x != nil {
+		return x.Err
+	}
+	return 0
+}
+
+func (x *HotKey) GetDenied() int64 {
+	if x != nil {
+		return x.Denied
+	}
+	return 0
+}
+
+// HotList is a node's heaviest keys of one limit; floor bounds the cost of
+// every key it leaves out.
+type HotList struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Limit         string                 `protobuf:"bytes,1,opt,name=limit,proto3" json:"limit,omitempty"`
+	Floor         int64                  `protobuf:"varint,2,opt,name=floor,proto3" json:"floor,omitempty"`
+	Keys          []*HotKey              `protobuf:"bytes,3,rep,name=keys,proto3" json:"keys,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HotList) Reset() {
+	*x = HotList{}
+	mi := &file_peer_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HotList) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HotList) ProtoMessage() {}
+
+func (x *HotList) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HotList.ProtoReflect.Descriptor instead.
+func (*HotList) Descriptor() ([]byte, []int) {
+	return file_peer_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *HotList) GetLimit() string {
+	if x != nil {
+		return x.Limit
+	}
+	return ""
+}
+
+func (x *HotList) GetFloor() int64 {
+	if x != nil {
+		return x.Floor
+	}
+	return 0
+}
+
+func (x *HotList) GetKeys() []*HotKey {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+// ReportReply is a node's summary. Counters count checks since the node
+// started.
+type ReportReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	LimitsVersion int64                  `protobuf:"varint,2,opt,name=limits_version,json=limitsVersion,proto3" json:"limits_version,omitempty"`
+	Allowed       uint64                 `protobuf:"varint,3,opt,name=allowed,proto3" json:"allowed,omitempty"`   // checks answered allowed
+	Denied        uint64                 `protobuf:"varint,4,opt,name=denied,proto3" json:"denied,omitempty"`     // checks answered denied
+	Fallback      uint64                 `protobuf:"varint,5,opt,name=fallback,proto3" json:"fallback,omitempty"` // checks decided from local ceilings
+	Buckets       int64                  `protobuf:"varint,6,opt,name=buckets,proto3" json:"buckets,omitempty"`   // live buckets this node owns
+	LeasesHeld    int64                  `protobuf:"varint,7,opt,name=leases_held,json=leasesHeld,proto3" json:"leases_held,omitempty"`
+	Hot           []*HotList             `protobuf:"bytes,8,rep,name=hot,proto3" json:"hot,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportReply) Reset() {
+	*x = ReportReply{}
+	mi := &file_peer_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportReply) ProtoMessage() {}
+
+func (x *ReportReply) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportReply.ProtoReflect.Descriptor instead.
+func (*ReportReply) Descriptor() ([]byte, []int) {
+	return file_peer_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ReportReply) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *ReportReply) GetLimitsVersion() int64 {
+	if x != nil {
+		return x.LimitsVersion
+	}
+	return 0
+}
+
+func (x *ReportReply) GetAllowed() uint64 {
+	if x != nil {
+		return x.Allowed
+	}
+	return 0
+}
+
+func (x *ReportReply) GetDenied() uint64 {
+	if x != nil {
+		return x.Denied
+	}
+	return 0
+}
+
+func (x *ReportReply) GetFallback() uint64 {
+	if x != nil {
+		return x.Fallback
+	}
+	return 0
+}
+
+func (x *ReportReply) GetBuckets() int64 {
+	if x != nil {
+		return x.Buckets
+	}
+	return 0
+}
+
+func (x *ReportReply) GetLeasesHeld() int64 {
+	if x != nil {
+		return x.LeasesHeld
+	}
+	return 0
+}
+
+func (x *ReportReply) GetHot() []*HotList {
+	if x != nil {
+		return x.Hot
+	}
+	return nil
+}
+
 var File_peer_proto protoreflect.FileDescriptor
 
 const file_peer_proto_rawDesc = "" +
@@ -1194,7 +1482,29 @@ const file_peer_proto_rawDesc = "" +
 	"\aentries\x18\x02 \x03(\v2\x1a.weir.peer.v1.HandoffEntryR\aentries\x12\x18\n" +
 	"\areplica\x18\x03 \x01(\bR\areplica\x12-\n" +
 	"\adropped\x18\x04 \x03(\v2\x13.weir.peer.v1.CheckR\adropped\"\x0e\n" +
-	"\fHandoffReply*o\n" +
+	"\fHandoffReply\":\n" +
+	"\rReportRequest\x12\x14\n" +
+	"\x05limit\x18\x01 \x01(\tR\x05limit\x12\x13\n" +
+	"\x05hot_n\x18\x02 \x01(\rR\x04hotN\"Z\n" +
+	"\x06HotKey\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05count\x18\x02 \x01(\x03R\x05count\x12\x10\n" +
+	"\x03err\x18\x03 \x01(\x03R\x03err\x12\x16\n" +
+	"\x06denied\x18\x04 \x01(\x03R\x06denied\"_\n" +
+	"\aHotList\x12\x14\n" +
+	"\x05limit\x18\x01 \x01(\tR\x05limit\x12\x14\n" +
+	"\x05floor\x18\x02 \x01(\x03R\x05floor\x12(\n" +
+	"\x04keys\x18\x03 \x03(\v2\x14.weir.peer.v1.HotKeyR\x04keys\"\xfa\x01\n" +
+	"\vReportReply\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12%\n" +
+	"\x0elimits_version\x18\x02 \x01(\x03R\rlimitsVersion\x12\x18\n" +
+	"\aallowed\x18\x03 \x01(\x04R\aallowed\x12\x16\n" +
+	"\x06denied\x18\x04 \x01(\x04R\x06denied\x12\x1a\n" +
+	"\bfallback\x18\x05 \x01(\x04R\bfallback\x12\x18\n" +
+	"\abuckets\x18\x06 \x01(\x03R\abuckets\x12\x1f\n" +
+	"\vleases_held\x18\a \x01(\x03R\n" +
+	"leasesHeld\x12'\n" +
+	"\x03hot\x18\b \x03(\v2\x15.weir.peer.v1.HotListR\x03hot*o\n" +
 	"\x02Op\x12\x12\n" +
 	"\x0eOP_UNSPECIFIED\x10\x00\x12\v\n" +
 	"\aOP_TAKE\x10\x01\x12\r\n" +
@@ -1204,10 +1514,11 @@ const file_peer_proto_rawDesc = "" +
 	"\bOP_RENEW\x10\x04\x12\x0e\n" +
 	"\n" +
 	"OP_RELEASE\x10\x05\x12\v\n" +
-	"\aOP_PULL\x10\x062\x8a\x01\n" +
+	"\aOP_PULL\x10\x062\xcc\x01\n" +
 	"\x04Peer\x12=\n" +
 	"\x05Batch\x12\x1a.weir.peer.v1.BatchRequest\x1a\x18.weir.peer.v1.BatchReply\x12C\n" +
-	"\aHandoff\x12\x1c.weir.peer.v1.HandoffRequest\x1a\x1a.weir.peer.v1.HandoffReplyB*Z(github.com/weir-rl/weir/transport/peerpbb\x06proto3"
+	"\aHandoff\x12\x1c.weir.peer.v1.HandoffRequest\x1a\x1a.weir.peer.v1.HandoffReply\x12@\n" +
+	"\x06Report\x12\x1b.weir.peer.v1.ReportRequest\x1a\x19.weir.peer.v1.ReportReplyB*Z(github.com/weir-rl/weir/transport/peerpbb\x06proto3"
 
 var (
 	file_peer_proto_rawDescOnce sync.Once
@@ -1222,7 +1533,7 @@ func file_peer_proto_rawDescGZIP() []byte {
 }
 
 var file_peer_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_peer_proto_goTypes = []any{
 	(Op)(0),                // 0: weir.peer.v1.Op
 	(*Check)(nil),          // 1: weir.peer.v1.Check
@@ -1237,6 +1548,10 @@ var file_peer_proto_goTypes = []any{
 	(*LeaseState)(nil),     // 10: weir.peer.v1.LeaseState
 	(*HandoffRequest)(nil), // 11: weir.peer.v1.HandoffRequest
 	(*HandoffReply)(nil),   // 12: weir.peer.v1.HandoffReply
+	(*ReportRequest)(nil),  // 13: weir.peer.v1.ReportRequest
+	(*HotKey)(nil),         // 14: weir.peer.v1.HotKey
+	(*HotList)(nil),        // 15: weir.peer.v1.HotList
+	(*ReportReply)(nil),    // 16: weir.peer.v1.ReportReply
 }
 var file_peer_proto_depIdxs = []int32{
 	0,  // 0: weir.peer.v1.Request.op:type_name -> weir.peer.v1.Op
@@ -1250,15 +1565,19 @@ var file_peer_proto_depIdxs = []int32{
 	10, // 8: weir.peer.v1.HandoffEntry.lease:type_name -> weir.peer.v1.LeaseState
 	8,  // 9: weir.peer.v1.HandoffRequest.entries:type_name -> weir.peer.v1.HandoffEntry
 	1,  // 10: weir.peer.v1.HandoffRequest.dropped:type_name -> weir.peer.v1.Check
-	3,  // 11: weir.peer.v1.Peer.Batch:input_type -> weir.peer.v1.BatchRequest
-	11, // 12: weir.peer.v1.Peer.Handoff:input_type -> weir.peer.v1.HandoffRequest
-	7,  // 13: weir.peer.v1.Peer.Batch:output_type -> weir.peer.v1.BatchReply
-	12, // 14: weir.peer.v1.Peer.Handoff:output_type -> weir.peer.v1.HandoffReply
-	13, // [13:15] is the sub-list for method output_type
-	11, // [11:13] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	14, // 11: weir.peer.v1.HotList.keys:type_name -> weir.peer.v1.HotKey
+	15, // 12: weir.peer.v1.ReportReply.hot:type_name -> weir.peer.v1.HotList
+	3,  // 13: weir.peer.v1.Peer.Batch:input_type -> weir.peer.v1.BatchRequest
+	11, // 14: weir.peer.v1.Peer.Handoff:input_type -> weir.peer.v1.HandoffRequest
+	13, // 15: weir.peer.v1.Peer.Report:input_type -> weir.peer.v1.ReportRequest
+	7,  // 16: weir.peer.v1.Peer.Batch:output_type -> weir.peer.v1.BatchReply
+	12, // 17: weir.peer.v1.Peer.Handoff:output_type -> weir.peer.v1.HandoffReply
+	16, // 18: weir.peer.v1.Peer.Report:output_type -> weir.peer.v1.ReportReply
+	16, // [16:19] is the sub-list for method output_type
+	13, // [13:16] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_peer_proto_init() }
@@ -1272,7 +1591,7 @@ func file_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_peer_proto_rawDesc), len(file_peer_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   12,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -31,6 +31,7 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	Peer_Batch_FullMethodName   = "/weir.peer.v1.Peer/Batch"
 	Peer_Handoff_FullMethodName = "/weir.peer.v1.Peer/Handoff"
+	Peer_Report_FullMethodName  = "/weir.peer.v1.Peer/Report"
 )
 
 // PeerClient is the client API for Peer service.
@@ -46,6 +47,10 @@ type PeerClient interface {
 	// or, with HandoffRequest.replica, streams an owner's changes to the
 	// member that keeps its replica.
 	Handoff(ctx context.Context, in *HandoffRequest, opts ...grpc.CallOption) (*HandoffReply, error)
+	// Report returns the receiver's operational summary: its decision
+	// counters and its heaviest keys, for the cluster-wide views an operator
+	// asks any node for (hot keys, the status page).
+	Report(ctx context.Context, in *ReportRequest, opts ...grpc.CallOption) (*ReportReply, error)
 }
 
 type peerClient struct {
@@ -76,6 +81,16 @@ func (c *peerClient) Handoff(ctx context.Context, in *HandoffRequest, opts ...gr
 	return out, nil
 }
 
+func (c *peerClient) Report(ctx context.Context, in *ReportRequest, opts ...grpc.CallOption) (*ReportReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReportReply)
+	err := c.cc.Invoke(ctx, Peer_Report_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // PeerServer is the server API for Peer service.
 // All implementations must embed UnimplementedPeerServer
 // for forward compatibility.
@@ -89,6 +104,10 @@ type PeerServer interface {
 	// or, with HandoffRequest.replica, streams an owner's changes to the
 	// member that keeps its replica.
 	Handoff(context.Context, *HandoffRequest) (*HandoffReply, error)
+	// Report returns the receiver's operational summary: its decision
+	// counters and its heaviest keys, for the cluster-wide views an operator
+	// asks any node for (hot keys, the status page).
+	Report(context.Context, *ReportRequest) (*ReportReply, error)
 	mustEmbedUnimplementedPeerServer()
 }
 
@@ -104,6 +123,9 @@ func (UnimplementedPeerServer) Batch(context.Context, *BatchRequest) (*BatchRepl
 }
 func (UnimplementedPeerServer) Handoff(context.Context, *HandoffRequest) (*HandoffReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method Handoff not implemented")
+}
+func (UnimplementedPeerServer) Report(context.Context, *ReportRequest) (*ReportReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method Report not implemented")
 }
 func (UnimplementedPeerServer) mustEmbedUnimplementedPeerServer() {}
 func (UnimplementedPeerServer) testEmbeddedByValue()              {}
@@ -162,6 +184,24 @@ func _Peer_Handoff_Handler(srv interface{}, ctx context.Context, dec func(interf
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Peer_Report_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReportRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PeerServer).Report(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Peer_Report_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PeerServer).Report(ctx, req.(*ReportRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Peer_ServiceDesc is the grpc.ServiceDesc for Peer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -176,6 +216,10 @@ var Peer_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Handoff",
 			Handler:    _Peer_Handoff_Handler,
+		},
+		{
+			MethodName: "Report",
+			Handler:    _Peer_Report_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

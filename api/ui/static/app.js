@@ -1,0 +1,122 @@
+// Weir status page: polls /v1/cluster/stats and /v1/cluster/hot and renders
+// them. Rates are computed here from the change of each member's counters
+// between two polls. Every value is written with textContent, never as
+// HTML, since keys come from callers.
+"use strict";
+
+const REFRESH_MS = 2000;
+const HOT_N = 10;
+let prev = null; // {t: ms, members: {name: MemberStats}}
+
+function el(tag, text, cls) {
+  const e = document.createElement(tag);
+  if (text !== undefined) e.textContent = String(text);
+  if (cls) e.className = cls;
+  return e;
+}
+
+function fmtRate(v) {
+  if (v === null || !isFinite(v)) return "–";
+  return v >= 100 ? v.toFixed(0) : v.toFixed(1);
+}
+
+function setValue(id, v) {
+  const e = document.getElementById(id);
+  e.textContent = fmtRate(v);
+  e.dataset.value = v === null ? "" : String(v);
+}
+
+async function getJSON(path) {
+  const r = await fetch(path, { cache: "no-store" });
+  if (!r.ok) throw new Error(path + ": HTTP " + r.status);
+  return r.json();
+}
+
+function rate(now, m, field) {
+  if (!prev || !prev.members[m.name] || !m.reachable || !prev.members[m.name].reachable) return null;
+  const dt = (now - prev.t) / 1000;
+  if (dt <= 0) return null;
+  let d;
+  if (field === "decisions") {
+    d = (m.allowed + m.denied) - (prev.members[m.name].allowed + prev.members[m.name].denied);
+  } else {
+    d = m[field] - prev.members[m.name][field];
+  }
+  return Math.max(d, 0) / dt; // a restarted member's counters start again from 0
+}
+
+function renderStats(s, now) {
+  document.getElementById("node").textContent = "node " + s.node;
+  document.getElementById("epoch").textContent = "ring epoch " + s.epoch;
+  document.getElementById("member-count").textContent = String(s.members.length);
+  const versions = new Set(s.members.filter(m => m.reachable).map(m => m.limits_version));
+  const ve = document.getElementById("versions");
+  ve.textContent = [...versions].join(", ") || "–";
+  ve.className = "value" + (versions.size > 1 ? " mismatch" : "");
+
+  const tbody = document.querySelector("#members tbody");
+  tbody.replaceChildren();
+  const total = { decisions: null, denied: null, fallback: null };
+  for (const m of s.members) {
+    const tr = el("tr");
+    tr.dataset.member = m.name;
+    tr.append(el("td", m.name));
+    tr.append(el("td", m.reachable ? m.state : m.state + " (unreachable)", "state-" + m.state + (m.reachable ? "" : " unreachable")));
+    const share = el("td");
+    const bar = el("span", undefined, "share");
+    const fill = el("span");
+    fill.style.width = (100 * m.ring_share).toFixed(1) + "%";
+    bar.append(fill);
+    share.append(bar, document.createTextNode((100 * m.ring_share).toFixed(1) + " %"));
+    tr.append(share);
+    tr.append(el("td", m.reachable ? m.limits_version : "?", versions.size > 1 ? "mismatch" : ""));
+    for (const f of ["decisions", "denied", "fallback"]) {
+      const r = rate(now, m, f);
+      if (r !== null) total[f] = (total[f] || 0) + r;
+      tr.append(el("td", fmtRate(r), "num"));
+    }
+    tr.append(el("td", m.reachable ? m.buckets : "?", "num"));
+    tr.append(el("td", m.reachable ? m.leases_held : "?", "num"));
+    tbody.append(tr);
+  }
+  setValue("decision-rate", total.decisions);
+  setValue("denial-rate", total.denied);
+  setValue("fallback-rate", total.fallback);
+  const members = {};
+  for (const m of s.members) members[m.name] = m;
+  prev = { t: now, members };
+}
+
+function renderHot(h) {
+  const tbody = document.querySelector("#hot tbody");
+  tbody.replaceChildren();
+  for (const l of h.limits) {
+    for (const k of l.keys) {
+      const tr = el("tr");
+      tr.append(el("td", l.limit), el("td", k.key, "key"), el("td", k.cost, "num"),
+        el("td", k.error, "num"), el("td", k.denied, "num"));
+      tbody.append(tr);
+    }
+  }
+  const miss = document.getElementById("hot-missing");
+  miss.hidden = h.missing.length === 0;
+  miss.textContent = h.missing.length ? "not included (unreachable): " + h.missing.join(", ") : "";
+}
+
+async function refresh() {
+  const err = document.getElementById("error");
+  try {
+    const [s, h] = await Promise.all([getJSON("/v1/cluster/stats"), getJSON("/v1/cluster/hot?n=" + HOT_N)]);
+    renderStats(s, performance.now());
+    renderHot(h);
+    err.hidden = true;
+    document.getElementById("updated").textContent = "updated " + new Date().toLocaleTimeString();
+  } catch (e) {
+    err.hidden = false;
+    err.textContent = "refresh failed: " + e.message;
+  } finally {
+    setTimeout(refresh, REFRESH_MS);
+  }
+}
+
+refresh();

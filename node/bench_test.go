@@ -1,0 +1,72 @@
+package node_test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+
+	"github.com/weir-rl/weir/api"
+	"github.com/weir-rl/weir/node"
+)
+
+// benchNode is a started cluster of one on a fake clock, for measuring the
+// decision path (engine, stores, counting) without HTTP.
+func benchNode(b *testing.B) *node.Node {
+	b.Helper()
+	cfg := node.LocalConfig()
+	cfg.NodeName = "bench"
+	cfg.Clustered = false
+	cfg.SweepInterval = 0
+	n, err := node.New(cfg, node.Deps{Clock: newFakeClock().Now})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := n.Start(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = n.Shutdown(context.Background()) })
+	return n
+}
+
+// benchKeys are 4096 tenant keys, so a run touches many buckets.
+func benchKeys() []string {
+	keys := make([]string, 4096)
+	for i := range keys {
+		keys[i] = "tenant:" + strconv.Itoa(i)
+	}
+	return keys
+}
+
+// BenchmarkNodeTake is one check per Take on the monthly limit (a quota of
+// a million, so every take is allowed and the store is the same work each
+// time).
+func BenchmarkNodeTake(b *testing.B) {
+	n := benchNode(b)
+	keys := benchKeys()
+	ctx := context.Background()
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if _, err := n.Take(ctx, []api.Check{{Limit: "monthly", Key: keys[i&4095], Cost: 1}}); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}
+
+// BenchmarkNodeTakeParallel is BenchmarkNodeTake from GOMAXPROCS goroutines.
+func BenchmarkNodeTakeParallel(b *testing.B) {
+	n := benchNode(b)
+	keys := benchKeys()
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			if _, err := n.Take(ctx, []api.Check{{Limit: "monthly", Key: keys[i&4095], Cost: 1}}); err != nil {
+				b.Fatal(err)
+			}
+			i += 7
+		}
+	})
+}

@@ -1,0 +1,254 @@
+package topk
+
+import (
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"strconv"
+	"testing"
+)
+
+// add is one step of a scripted stream.
+type add struct {
+	key    string
+	weight int64
+	denied bool
+}
+
+func TestSketchSteps(t *testing.T) {
+	tests := []struct {
+		name  string
+		cap   int
+		adds  []add
+		want  []Entry
+		floor int64
+		total int64
+	}{
+		{
+			name: "empty", cap: 2, want: []Entry{},
+		},
+		{
+			name: "under capacity counts exactly", cap: 3,
+			adds:  []add{{"a", 2, false}, {"b", 1, true}, {"a", 3, true}},
+			want:  []Entry{{Key: "a", Count: 5, Denied: 3}, {Key: "b", Count: 1, Denied: 1}},
+			total: 6,
+		},
+		{
+			name: "full: newcomer replaces the minimum and inherits its count as error", cap: 2,
+			adds:  []add{{"a", 5, false}, {"b", 2, false}, {"c", 1, true}},
+			want:  []Entry{{Key: "a", Count: 5}, {Key: "c", Count: 3, Err: 2, Denied: 1}},
+			floor: 3, total: 8,
+		},
+		{
+			name: "the evicted key comes back with the new minimum as error", cap: 2,
+			adds:  []add{{"a", 5, false}, {"b", 2, false}, {"c", 1, false}, {"b", 1, false}},
+			want:  []Entry{{Key: "a", Count: 5}, {Key: "b", Count: 4, Err: 3}},
+			floor: 4, total: 9,
+		},
+		{
+			name: "weights below one change nothing", cap: 2,
+			adds:  []add{{"a", 0, false}, {"b", -3, true}, {"c", 1, false}},
+			want:  []Entry{{Key: "c", Count: 1}},
+			total: 1,
+		},
+		{
+			name: "ties order by key", cap: 4,
+			adds:  []add{{"d", 1, false}, {"b", 1, false}, {"c", 2, false}, {"a", 1, false}},
+			want:  []Entry{{Key: "c", Count: 2}, {Key: "a", Count: 1}, {Key: "b", Count: 1}, {Key: "d", Count: 1}},
+			floor: 1, total: 5,
+		},
+		{
+			name: "capacity below one is one", cap: 0,
+			adds:  []add{{"a", 1, false}, {"b", 1, false}},
+			want:  []Entry{{Key: "b", Count: 2, Err: 1}},
+			floor: 2, total: 2,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := New(tt.cap)
+			for _, a := range tt.adds {
+				s.Add(a.key, a.weight, a.denied)
+			}
+			if got := s.Top(0); !slices.Equal(got, tt.want) {
+				t.Errorf("Top = %+v, want %+v", got, tt.want)
+			}
+			if got := s.Floor(); got != tt.floor {
+				t.Errorf("Floor = %d, want %d", got, tt.floor)
+			}
+			if got := s.Total(); got != tt.total {
+				t.Errorf("Total = %d, want %d", got, tt.total)
+			}
+		})
+	}
+}
+
+func TestSummaryFloorCoversCutKeys(t *testing.T) {
+	s := New(10)
+	for i, w := range []int64{9, 7, 5, 3} {
+		s.Add(strconv.Itoa(i), w, false)
+	}
+	sum := s.Summary(2)
+	if len(sum.Entries) != 2 || sum.Entries[1].Count != 7 {
+		t.Fatalf("Summary(2).Entries = %+v", sum.Entries)
+	}
+	if sum.Floor != 7 {
+		t.Errorf("Floor of a cut summary = %d, want the 2nd count 7 (keys left out weigh at most that)", sum.Floor)
+	}
+	if all := s.Summary(0); all.Floor != 0 || len(all.Entries) != 4 {
+		t.Errorf("Summary(0) of a sketch not full = %+v, want 4 entries and floor 0", all)
+	}
+}
+
+// zipfStream returns n draws of keys "k0".."k(imax)" from a Zipf law, and
+// their exact weights.
+func zipfStream(seed uint64, n int, imax uint64) ([]string, map[string]int64) {
+	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	z := rand.NewZipf(r, 1.2, 1, imax)
+	keys := make([]string, n)
+	exact := map[string]int64{}
+	for i := range keys {
+		k := "k" + strconv.FormatUint(z.Uint64(), 10)
+		keys[i] = k
+		exact[k]++
+	}
+	return keys, exact
+}
+
+// trueTop returns the n heaviest keys of exact, heaviest first.
+func trueTop(exact map[string]int64, n int) []Entry {
+	var all []Entry
+	for k, c := range exact {
+		all = append(all, Entry{Key: k, Count: c})
+	}
+	sortEntries(all)
+	return all[:n]
+}
+
+// checkBounds fails t when an entry's bounds do not hold against exact.
+func checkBounds(t *testing.T, got []Entry, exact map[string]int64, maxErr int64) {
+	t.Helper()
+	for _, e := range got {
+		tr := exact[e.Key]
+		if e.Count < tr || e.Count-e.Err > tr {
+			t.Errorf("%s: count %d err %d, but true weight %d is outside [count-err, count]", e.Key, e.Count, e.Err, tr)
+		}
+		if e.Err > maxErr {
+			t.Errorf("%s: err %d above the bound %d", e.Key, e.Err, maxErr)
+		}
+	}
+}
+
+func TestZipfTop10WithinBound(t *testing.T) {
+	const capacity = 256
+	keys, exact := zipfStream(1, 500_000, 100_000)
+	s := New(capacity)
+	for _, k := range keys {
+		s.Add(k, 1, false)
+	}
+	bound := s.Total() / capacity
+	if f := s.Floor(); f > bound {
+		t.Errorf("Floor %d above W/Cap = %d", f, bound)
+	}
+	got := s.Top(10)
+	want := trueTop(exact, 10)
+	for i := range want {
+		if got[i].Key != want[i].Key {
+			t.Errorf("rank %d: got %s (count %d), true top is %s (%d)", i+1, got[i].Key, got[i].Count, want[i].Key, want[i].Count)
+		}
+	}
+	checkBounds(t, got, exact, bound)
+	// Every key heavier than the floor is monitored.
+	top := map[string]bool{}
+	for _, e := range s.Top(0) {
+		top[e.Key] = true
+	}
+	for k, c := range exact {
+		if c > s.Floor() && !top[k] {
+			t.Errorf("%s weighs %d > floor %d but is not monitored", k, c, s.Floor())
+		}
+	}
+}
+
+func TestMergeOfDisjointPartsKeepsBounds(t *testing.T) {
+	const capacity = 128
+	keys, exact := zipfStream(2, 300_000, 50_000)
+	parts := []*Sketch{New(capacity), New(capacity), New(capacity)}
+	for i, k := range keys {
+		parts[i%3].Add(k, 1, i%5 == 0)
+	}
+	var sums []Summary
+	var bound int64
+	for _, p := range parts {
+		sums = append(sums, p.Summary(20))
+		bound += p.Summary(20).Floor
+	}
+	got := Merge(sums, 10)
+	if len(got) != 10 {
+		t.Fatalf("Merge returned %d entries, want 10", len(got))
+	}
+	want := trueTop(exact, 10)
+	for i := range want {
+		if got[i].Key != want[i].Key {
+			t.Errorf("rank %d: merged %s (%d), true %s (%d)", i+1, got[i].Key, got[i].Count, want[i].Key, want[i].Count)
+		}
+	}
+	checkBounds(t, got, exact, bound)
+	for _, e := range got {
+		if e.Denied > exact[e.Key] {
+			t.Errorf("%s: denied %d above its whole weight %d", e.Key, e.Denied, exact[e.Key])
+		}
+	}
+}
+
+func TestMergeCountsMissingKeysAtTheFloor(t *testing.T) {
+	a := Summary{Entries: []Entry{{Key: "x", Count: 10, Err: 1}}, Floor: 4}
+	b := Summary{Entries: []Entry{{Key: "y", Count: 6}}, Floor: 2}
+	got := Merge([]Summary{a, b}, 0)
+	want := []Entry{{Key: "x", Count: 12, Err: 3}, {Key: "y", Count: 10, Err: 4}}
+	if !slices.Equal(got, want) {
+		t.Errorf("Merge = %+v, want %+v", got, want)
+	}
+}
+
+func TestMemoryBoundedUnderAMillionKeys(t *testing.T) {
+	const capacity = 1024
+	heap := func() uint64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	before := heap()
+	s := New(capacity)
+	buf := make([]byte, 0, 32)
+	for i := range 1_000_000 {
+		buf = strconv.AppendInt(append(buf[:0], "tenant:"...), int64(i), 10)
+		s.Add(string(buf), int64(1+i%3), false)
+		if s.Len() > capacity {
+			t.Fatalf("after %d keys the sketch holds %d > %d", i+1, s.Len(), capacity)
+		}
+	}
+	after := heap()
+	runtime.KeepAlive(s)
+	// 1024 entries of a ~14-byte key, a 48-byte Entry and a map slot each:
+	// well under 512 KiB. A sketch that kept every key would hold ~60 MiB.
+	const limit = 512 << 10
+	if after > before && after-before > limit {
+		t.Errorf("heap grew by %d bytes for %d monitored keys, want < %d", after-before, s.Len(), limit)
+	}
+	if s.Len() != capacity {
+		t.Errorf("Len = %d, want %d", s.Len(), capacity)
+	}
+}
+
+func BenchmarkAdd(b *testing.B) {
+	keys, _ := zipfStream(3, 1<<16, 1_000_000)
+	s := New(1024)
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		s.Add(keys[i&(len(keys)-1)], 1, false)
+		i++
+	}
+}
