@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"math"
+	"net/http"
 	"net/url"
 	"reflect"
 	"strconv"
@@ -209,13 +210,31 @@ func decodeTakeRequest(body []byte, lim inputLimits) ([]Check, bool, error) {
 	return checks, w.Evidence, nil
 }
 
+// checkQuery is a decoded GET /v1/check: the check, and how a denial is
+// answered.
+type checkQuery struct {
+	Check
+	// denyStatus is the status of a denial: 429 unless the proxy asked for
+	// 401 or 403 (nginx's auth_request accepts nothing else as a refusal).
+	denyStatus int
+}
+
+// Forward-auth parameters of GET /v1/check; see decodeCheckQuery.
+const (
+	checkDenyStatusParam = "deny_status"
+	checkKeyHeaderParam  = "key_header"
+	xForwardedFor        = "X-Forwarded-For"
+)
+
 // decodeCheckQuery decodes and validates the query of GET /v1/check:
-// limit and key exactly once each, cost at most once (default 1). Other
-// parameters are ignored, since proxies may add their own.
-func decodeCheckQuery(rawQuery string, lim inputLimits) (Check, error) {
+// limit exactly once, cost at most once (default 1), and the key either from
+// key (exactly once) or from the request header that key_header names (see
+// keyFromHeader); deny_status, at most once, is 401, 403 or 429 (the
+// default). Other parameters are ignored, since proxies may add their own.
+func decodeCheckQuery(rawQuery string, header http.Header, lim inputLimits) (checkQuery, error) {
 	q, err := url.ParseQuery(rawQuery)
 	if err != nil {
-		return Check{}, invalidf("malformed query string")
+		return checkQuery{}, invalidf("malformed query string")
 	}
 	one := func(name string, required bool) (string, *Error) {
 		v := q[name]
@@ -229,32 +248,89 @@ func decodeCheckQuery(rawQuery string, lim inputLimits) (Check, error) {
 		}
 		return v[0], nil
 	}
-	c := Check{Cost: 1}
+	c := checkQuery{Check: Check{Cost: 1}, denyStatus: http.StatusTooManyRequests}
 	var e *Error
 	if c.Limit, e = one("limit", true); e != nil {
-		return Check{}, e
+		return checkQuery{}, e
 	}
-	if c.Key, e = one("key", true); e != nil {
-		return Check{}, e
+	keyHeader, e := one(checkKeyHeaderParam, false)
+	if e != nil {
+		return checkQuery{}, e
+	}
+	if _, given := q[checkKeyHeaderParam]; given {
+		if _, both := q["key"]; both {
+			return checkQuery{}, invalidf("key and %s are both given; use one", checkKeyHeaderParam)
+		}
+		if c.Key, e = keyFromHeader(header, keyHeader); e != nil {
+			return checkQuery{}, e
+		}
+	} else if c.Key, e = one("key", true); e != nil {
+		return checkQuery{}, e
 	}
 	cost, e := one("cost", false)
 	if e != nil {
-		return Check{}, e
+		return checkQuery{}, e
 	}
 	if _, given := q["cost"]; given {
 		n, err := strconv.ParseInt(cost, 10, 64)
 		if err != nil || n < 1 {
-			return Check{}, invalidf("cost must be a positive integer")
+			return checkQuery{}, invalidf("cost must be a positive integer")
 		}
 		c.Cost = n
 	}
+	deny, e := one(checkDenyStatusParam, false)
+	if e != nil {
+		return checkQuery{}, e
+	}
+	switch deny {
+	case "":
+		if _, given := q[checkDenyStatusParam]; given {
+			return checkQuery{}, invalidf("%s must be 401, 403 or 429", checkDenyStatusParam)
+		}
+	case "401":
+		c.denyStatus = http.StatusUnauthorized
+	case "403":
+		c.denyStatus = http.StatusForbidden
+	case "429":
+	default:
+		return checkQuery{}, invalidf("%s must be 401, 403 or 429", checkDenyStatusParam)
+	}
 	if e := checkField(-1, "limit", c.Limit, lim.maxKeyBytes); e != nil {
-		return Check{}, e
+		return checkQuery{}, e
 	}
 	if e := checkField(-1, "key", c.Key, lim.maxKeyBytes); e != nil {
-		return Check{}, e
+		return checkQuery{}, e
 	}
 	return c, nil
+}
+
+// keyFromHeader returns the key that a forward-auth proxy put in the request
+// header name. For X-Forwarded-For it is the last address of the last field
+// line: the one the proxy in front of Weir appended (or set) from the
+// connection, the only element a proxy vouches for; everything before it
+// came from the client. Any other header must appear exactly once and its
+// whole value, trimmed, is the key: the proxy must set it itself (an
+// identity it authenticated), replacing whatever the client sent. The
+// detail names the header, never its value.
+func keyFromHeader(h http.Header, name string) (string, *Error) {
+	if name == "" || len(name) > 128 {
+		return "", invalidf("%s must name a request header", checkKeyHeaderParam)
+	}
+	vals := h.Values(name)
+	if len(vals) == 0 {
+		return "", invalidf("header %q named by %s is missing", clip(name), checkKeyHeaderParam)
+	}
+	if http.CanonicalHeaderKey(name) == xForwardedFor {
+		last := vals[len(vals)-1]
+		if i := strings.LastIndexByte(last, ','); i >= 0 {
+			last = last[i+1:]
+		}
+		return strings.TrimSpace(last), nil
+	}
+	if len(vals) > 1 {
+		return "", invalidf("header %q named by %s is given %d times", clip(name), checkKeyHeaderParam, len(vals))
+	}
+	return strings.TrimSpace(vals[0]), nil
 }
 
 // decodeAcquireRequest decodes and validates the body of POST /v1/leases and

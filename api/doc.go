@@ -27,6 +27,7 @@
 //
 //	POST   /v1/take               200 decision (allowed or not) | 400 | 413 | 503
 //	GET    /v1/check?limit=&key=&cost=   200 allowed | 429 denied | 400 | 503
+//	       [&key_header=H] [&deny_status=401|403]   for forward-auth proxies, below
 //	POST   /v1/leases             201 {"id","fencing_token","ttl_ms"} | 429 | 400 | 503
 //	POST   /v1/leases/{id}/renew  200 {"ttl_ms"} | 404 expired or unknown
 //	DELETE /v1/leases/{id}        204, also when already released
@@ -47,6 +48,23 @@
 // a refused lease is 429 {"error":"concurrency_limit_exceeded",...}. Bodies
 // name the limit and never echo the key. Millisecond figures round up
 // (retry_after_ms, reset_after_ms) or, for lease TTLs, down.
+//
+// # Forward auth
+//
+// GET /v1/check serves proxies that ask an endpoint before passing a request
+// on (nginx auth_request, Caddy forward_auth, Traefik ForwardAuth; tested
+// configurations in deploy/). Two optional parameters fit it to them:
+//
+//   - key_header=H takes the key from request header H instead of key (both
+//     given is 400). For X-Forwarded-For it is the last element of the last
+//     field line, the address the proxy in front of Weir set or appended from
+//     the connection; for any other header, which must then appear exactly
+//     once, the whole value trimmed. The header must be one the proxy sets
+//     itself, never one it passes on from the client.
+//   - deny_status=401 or 403 answers a denial with that status instead of
+//     429, with the same body and headers, because nginx's auth_request
+//     accepts only 2xx, 401 and 403 from the endpoint; the proxy maps it back
+//     to 429 (deploy/nginx/weir.conf). An allowed check is 200 regardless.
 //
 // A take may ask for evidence ("evidence": true in the body, evidence in
 // the gRPC TakeRequest): each result decided by a bucket then also carries

@@ -58,13 +58,19 @@ func FuzzDecodeTakeRequest(f *testing.F) {
 func FuzzDecodeCheckQuery(f *testing.F) {
 	f.Add("limit=export&key=tenant%3Aacme&cost=1")
 	f.Add("limit=export&key=%FF")
+	f.Add("limit=export&key_header=X-Forwarded-For&deny_status=403")
+	f.Add("limit=export&key_header=x-user&deny_status=401")
 	f.Fuzz(func(t *testing.T, q string) {
-		c, err := decodeCheckQuery(q, fuzzLimits)
+		h := http.Header{"X-Forwarded-For": {q}, "X-User": {q}}
+		c, err := decodeCheckQuery(q, h, fuzzLimits)
 		if err != nil {
 			wantInvalid(t, err)
 			return
 		}
-		wantValidChecks(t, []Check{c})
+		wantValidChecks(t, []Check{c.Check})
+		if s := c.denyStatus; s != 401 && s != 403 && s != 429 {
+			t.Fatalf("deny status %d", s)
+		}
 	})
 }
 

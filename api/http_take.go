@@ -110,13 +110,15 @@ func (h *httpHandler) take(w http.ResponseWriter, r *http.Request) {
 }
 
 // check serves GET /v1/check for forward-auth proxies: 200 allowed, 429
-// denied, both with rate-limit headers; 503 when the limit fails closed.
+// (or the deny_status asked for) denied, both with rate-limit headers; 503
+// when the limit fails closed.
 func (h *httpHandler) check(w http.ResponseWriter, r *http.Request) {
-	c, err := decodeCheckQuery(r.URL.RawQuery, h.lim)
+	q, err := decodeCheckQuery(r.URL.RawQuery, r.Header, h.lim)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
 	}
+	c := q.Check
 	resp, err := h.d.Take(r.Context(), []Check{c})
 	if err != nil {
 		h.writeError(w, r, err)
@@ -135,7 +137,7 @@ func (h *httpHandler) check(w http.ResponseWriter, r *http.Request) {
 	setRateLimitHeaders(w.Header(), res, h.cfg.LegacyHeaders)
 	if !res.Allowed {
 		w.Header().Set("Retry-After", strconv.FormatInt(denialSeconds(res.RetryAfter), 10))
-		writeJSON(w, http.StatusTooManyRequests, denialBody{
+		writeJSON(w, q.denyStatus, denialBody{
 			Error:        "rate_limit_exceeded",
 			Limit:        res.Limit,
 			RetryAfterMs: msUp(res.RetryAfter),

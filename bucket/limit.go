@@ -82,11 +82,34 @@ const (
 	Day
 	// Month periods start at 00:00 UTC on the first of each calendar month.
 	Month
+	// Second periods start at each whole second. This and the periods
+	// below are the units of envoyproxy/ratelimit's fixed window, which
+	// divides Unix time into equal periods from the epoch; ParseCalendar
+	// (the limits file) does not accept them.
+	Second
+	// Week periods are 7 days long, counted from the Unix epoch (they start
+	// on Thursdays at 00:00 UTC).
+	Week
+	// Days30 periods are 30 days long, counted from the Unix epoch
+	// (envoyproxy/ratelimit's MONTH).
+	Days30
+	// Days365 periods are 365 days long, counted from the Unix epoch
+	// (envoyproxy/ratelimit's YEAR).
+	Days365
 )
 
-// String returns "minute", "hour", "day" or "month".
+// String returns "minute", "hour", "day", "month", "second", "week", "30d"
+// or "365d".
 func (c Calendar) String() string {
 	switch c {
+	case Second:
+		return "second"
+	case Week:
+		return "week"
+	case Days30:
+		return "30d"
+	case Days365:
+		return "365d"
 	case Minute:
 		return "minute"
 	case Hour:
@@ -160,8 +183,8 @@ func (l Limit) Validate() error {
 			return fmt.Errorf("%w: window %v: want %v..%v", ErrInvalid, l.Window, MinPer, MaxPer)
 		}
 	case FixedWindow:
-		if l.Calendar < Minute || l.Calendar > Month {
-			return fmt.Errorf("%w: calendar %d: want minute, hour, day or month", ErrInvalid, l.Calendar)
+		if l.Calendar < Minute || l.Calendar > Days365 {
+			return fmt.Errorf("%w: calendar %d: want minute, hour, day, month, second, week, 30d or 365d", ErrInvalid, l.Calendar)
 		}
 	}
 	return nil
@@ -188,13 +211,8 @@ func (l Limit) PolicyWindow() time.Duration {
 	case SlidingWindow:
 		return l.Window
 	}
-	switch l.Calendar {
-	case Minute:
-		return time.Minute
-	case Hour:
-		return time.Hour
-	case Day:
-		return 24 * time.Hour
+	if size := l.Calendar.epochSize(); size > 0 {
+		return time.Duration(size)
 	}
 	return 30 * 24 * time.Hour
 }

@@ -94,17 +94,32 @@ func swRefund(l Limit, s *State, now int64, cost int64) {
 	swStore(l, s, t, start, cur, prev)
 }
 
+// epochSize is the length in ns of c's periods when they are equal periods
+// counted from the Unix epoch, 0 for Month.
+func (c Calendar) epochSize() int64 {
+	switch c {
+	case Second:
+		return int64(time.Second)
+	case Minute:
+		return int64(time.Minute)
+	case Hour:
+		return int64(time.Hour)
+	case Day:
+		return int64(24 * time.Hour)
+	case Week:
+		return int64(7 * 24 * time.Hour)
+	case Days30:
+		return int64(30 * 24 * time.Hour)
+	case Days365:
+		return int64(365 * 24 * time.Hour)
+	}
+	return 0
+}
+
 // period returns the UTC calendar period [start, end) holding t (Unix ns).
 func period(c Calendar, t int64) (start, end int64) {
-	var size int64
-	switch c {
-	case Minute:
-		size = int64(time.Minute)
-	case Hour:
-		size = int64(time.Hour)
-	case Day:
-		size = int64(24 * time.Hour)
-	default:
+	size := c.epochSize()
+	if size == 0 {
 		tm := time.Unix(0, t).UTC()
 		y, m, _ := tm.Date()
 		st := time.Date(y, m, 1, 0, 0, 0, 0, time.UTC)

@@ -85,6 +85,35 @@ func TestFixedWindowDoublesAtBoundarySlidingDoesNot(t *testing.T) {
 	}
 }
 
+// A fixed window of Second periods admits its limit per whole second and
+// starts again at the next one.
+func TestFixedWindowSecond(t *testing.T) {
+	l := fw(2, Second)
+	if err := l.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	var s State
+	at := func(ms int64) time.Time { return time.Unix(1700000000, ms*int64(time.Millisecond)) }
+	for i, want := range []bool{true, true, false} {
+		d, err := TakeAt(l, &s, at(250), 1)
+		if err != nil || d.Allowed != want {
+			t.Fatalf("take %d: %+v %v, want allowed %v", i, d, err, want)
+		}
+		if !want && d.RetryAfter != 750*time.Millisecond {
+			t.Fatalf("retry after %v, want 750ms", d.RetryAfter)
+		}
+	}
+	if d, _ := TakeAt(l, &s, at(1000), 1); !d.Allowed || d.Remaining != 1 {
+		t.Fatalf("next second: %+v", d)
+	}
+	if got := l.PolicyWindow(); got != time.Second {
+		t.Fatalf("policy window %v", got)
+	}
+	if _, err := ParseCalendar("second"); err == nil {
+		t.Fatal("the limits file accepts second")
+	}
+}
+
 func TestPeriodUTC(t *testing.T) {
 	cases := []struct {
 		c          Calendar
@@ -96,6 +125,11 @@ func TestPeriodUTC(t *testing.T) {
 		{Day, time.Date(2026, 5, 4, 23, 59, 59, 0, time.FixedZone("x", 3600)), time.Date(2026, 5, 4, 0, 0, 0, 0, time.UTC), time.Date(2026, 5, 5, 0, 0, 0, 0, time.UTC)},
 		{Month, time.Date(2024, 2, 29, 1, 0, 0, 0, time.UTC), time.Date(2024, 2, 1, 0, 0, 0, 0, time.UTC), time.Date(2024, 3, 1, 0, 0, 0, 0, time.UTC)},
 		{Minute, time.Unix(-61, 0), time.Unix(-120, 0), time.Unix(-60, 0)},
+		// The epoch-counted periods of envoyproxy/ratelimit: now - now%size.
+		{Second, time.Unix(1700000000, 999999999), time.Unix(1700000000, 0), time.Unix(1700000001, 0)},
+		{Week, time.Unix(1700000000, 0), time.Unix(1700000000-1700000000%604800, 0), time.Unix(1700000000-1700000000%604800+604800, 0)},
+		{Days30, time.Unix(1700000000, 0), time.Unix(1700000000-1700000000%2592000, 0), time.Unix(1700000000-1700000000%2592000+2592000, 0)},
+		{Days365, time.Unix(1700000000, 0), time.Unix(1700000000-1700000000%31536000, 0), time.Unix(1700000000-1700000000%31536000+31536000, 0)},
 	}
 	for _, c := range cases {
 		s, e := period(c.c, c.t.UnixNano())
