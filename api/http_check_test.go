@@ -68,7 +68,7 @@ func TestCheckKeyHeader(t *testing.T) {
 			if r := s.getWith(t, "/v1/check?limit=export&"+tc.query, tc.header); r.status != 200 {
 				t.Fatalf("status %d %s", r.status, r.body)
 			}
-			if got := s.f.lastTake(t); got[0] != (Check{"export", tc.key, 1}) {
+			if got := s.f.lastTake(t); got[0] != (Check{Limit: "export", Key: tc.key, Cost: 1}) {
 				t.Fatalf("Decider got %+v, want key %q", got, tc.key)
 			}
 		})

@@ -24,13 +24,13 @@ func (r *reportingRecorder) Report(_ context.Context, req ReportRequest) Report 
 }
 
 func TestReportRoundTrip(t *testing.T) {
-	tok := []byte("0123456789abcdef0123456789abcdef")
+	tok := testCreds(t, "0123456789abcdef0123456789abcdef")
 	h := &reportingRecorder{asked: make(chan ReportRequest, 1), want: Report{
 		Node: "n2", LimitsVersion: 7, Allowed: 10, Denied: 3, Fallback: 2, Buckets: 5, LeasesHeld: 1,
 		Hot: []HotList{{Limit: "export", Floor: 4, Keys: []HotKey{{Key: "tenant:a", Count: 9, Err: 1, Denied: 2}}}},
 	}}
 	addr := startServer(t, h, tok)
-	p := newTestPool(t, Config{Self: "n1", Token: tok, Deadline: time.Second, Window: time.Millisecond, MaxBatch: 8, HandoffDeadline: time.Second})
+	p := newTestPool(t, Config{Self: "n1", Credentials: tok, Deadline: time.Second, Window: time.Millisecond, MaxBatch: 8, HandoffDeadline: time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	got, err := p.Report(ctx, addr, ReportRequest{Limit: "export", HotN: 5})
@@ -56,14 +56,14 @@ func TestReportUnimplementedWithoutReporter(t *testing.T) {
 	}
 }
 
-func TestReportNeedsTheToken(t *testing.T) {
+func TestReportNeedsTheSecret(t *testing.T) {
 	h := &reportingRecorder{asked: make(chan ReportRequest, 1)}
-	addr := startServer(t, h, []byte("0123456789abcdef0123456789abcdef"))
-	p := newTestPool(t, Config{Self: "n1", Token: []byte("another token, another cluster.."), Deadline: time.Second, Window: time.Millisecond, MaxBatch: 8, HandoffDeadline: time.Second})
+	addr := startServer(t, h, testCreds(t, "0123456789abcdef0123456789abcdef"))
+	p := newTestPool(t, Config{Self: "n1", Credentials: testCreds(t, "another token, another cluster.."), Deadline: time.Second, Window: time.Millisecond, MaxBatch: 8, HandoffDeadline: time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := p.Report(ctx, addr, ReportRequest{HotN: 1}); status.Code(err) != codes.Unauthenticated {
-		t.Errorf("Report with a wrong token: %v, want Unauthenticated", err)
+	if _, err := p.Report(ctx, addr, ReportRequest{HotN: 1}); status.Code(err) != codes.Unavailable {
+		t.Errorf("Report with another secret: %v, want Unavailable (handshake refused)", err)
 	}
 	if len(h.asked) != 0 {
 		t.Error("the reporter was called without the token")
