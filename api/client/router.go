@@ -81,7 +81,7 @@ type router struct {
 	idPrefix uint64
 	idSeq    atomic.Uint64
 
-	mu      sync.Mutex // guards the fields below
+	mu      sync.Mutex         // guards the fields below
 	conns   map[string]*member // by address
 	retired []retired
 	budget  retryBudget
