@@ -42,7 +42,7 @@ limits:
 `
 
 type testCluster struct {
-	t     *testing.T
+	t     testing.TB
 	net   *simnet.Network
 	file  string
 	mu    sync.Mutex
@@ -50,7 +50,7 @@ type testCluster struct {
 	hosts map[string]string
 }
 
-func newTestCluster(t *testing.T) *testCluster {
+func newTestCluster(t testing.TB) *testCluster {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "limits.yaml")
 	if err := os.WriteFile(file, []byte(clusterLimits), 0o600); err != nil {
@@ -197,7 +197,7 @@ func (c *testCluster) forwards() float64 {
 }
 
 // scrape returns the sum of a metric's series on a node's /metrics.
-func scrape(t *testing.T, httpAddr, name string) float64 {
+func scrape(t testing.TB, httpAddr, name string) float64 {
 	t.Helper()
 	resp, err := http.Get("http://" + httpAddr + "/metrics")
 	if err != nil {
@@ -227,7 +227,7 @@ func scrape(t *testing.T, httpAddr, name string) float64 {
 	return total
 }
 
-func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
+func waitUntil(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for !cond() {
@@ -239,7 +239,7 @@ func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
 }
 
 // dial returns a cluster-aware client seeded with n's public gRPC address.
-func dial(t *testing.T, n *node.Node, opts client.Options) *client.Client {
+func dial(t testing.TB, n *node.Node, opts client.Options) *client.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -100,8 +100,12 @@ func TestRetryBudgetSteps(t *testing.T) {
 		}
 	}
 	floor := newRetryBudget(RetryPolicy{Budget: 0.1, BudgetWindow: time.Second, MinRetries: 2})
-	if !floor.retryAt(t0) || !floor.retryAt(t0) || floor.retryAt(t0) {
-		t.Fatal("MinRetries 2 should allow exactly two retries with no requests")
+	var got []bool
+	for range 3 {
+		got = append(got, floor.retryAt(t0))
+	}
+	if !got[0] || !got[1] || got[2] {
+		t.Fatalf("MinRetries 2 with no requests allowed %v; want exactly two retries", got)
 	}
 }
 
@@ -292,14 +296,32 @@ func TestOptionsValidate(t *testing.T) {
 		"budget":   {Retry: RetryPolicy{Budget: 1.5}},
 		"window":   {Retry: RetryPolicy{BudgetWindow: time.Millisecond}},
 		"min":      {Retry: RetryPolicy{MinRetries: -2}},
-		"jitter":   {WaitJitter: -1},
+		"jitter":   {WaitJitter: -0.5},
+		"inflight": {StreamInFlight: -1},
 		"refresh":  {RefreshInterval: time.Millisecond},
 	} {
 		if o.Validate() == nil {
 			t.Errorf("%s: %+v validated", name, o)
 		}
 	}
-	if _, err := NewWith(fakeConn{newFakeServer(1)}, Options{WaitJitter: -1}); err == nil {
+	if _, err := NewWith(fakeConn{newFakeServer(1)}, Options{WaitJitter: -0.5}); err == nil {
 		t.Error("NewWith accepted bad options")
+	}
+}
+
+func TestWaitFor(t *testing.T) {
+	for _, tc := range []struct {
+		retryAfter time.Duration
+		jitter, u  float64
+		want       time.Duration
+	}{
+		{100 * time.Millisecond, 0.2, 0, 100 * time.Millisecond},
+		{100 * time.Millisecond, 0.2, 0.999, 119_980_000},
+		{100 * time.Millisecond, -1, 0.999, 100 * time.Millisecond}, // no jitter
+		{0, 0.2, 0.5, time.Millisecond},                             // never a busy loop
+	} {
+		if got := waitFor(tc.retryAfter, tc.jitter, tc.u); got != tc.want {
+			t.Errorf("waitFor(%v, %v, %v) = %v, want %v", tc.retryAfter, tc.jitter, tc.u, got, tc.want)
+		}
 	}
 }
