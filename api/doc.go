@@ -32,6 +32,7 @@
 //	POST   /v1/leases/{id}/renew  200 {"ttl_ms"} | 404 expired or unknown
 //	DELETE /v1/leases/{id}        204, also when already released
 //	GET    /v1/cluster[?limit=&key=]   200 members (+ "owner" when asked)
+//	GET    /v1/ring               200 the ring for clients (weir.v1.Limiter GetRing)
 //	GET    /healthz               200 {"status":"ok"}
 //	GET    /readyz                200 {"status":"ready"} | 503 {"status":"not_ready"}
 //	GET    /metrics               the metrics handler given to NewHTTPHandler
@@ -73,6 +74,16 @@
 // is for audits such as jepsen/'s checkers; without it the body is exactly
 // docs/architecture.md §5.1's. A lease request with "evidence": true gets "source" ("owner"
 // or "fallback") in its 201 or 429 body.
+//
+// A clustered node's /v1/take body also carries "ring_epoch", the epoch of
+// the ring view that routed the take (gRPC: TakeResponse and
+// AcquireResponse ring_epoch, with forwarded saying whether the node passed
+// the request to the owner). GET /v1/ring and GetRing publish that view:
+// members with their public addresses and the partition table, from which
+// ring/ownership computes owners exactly as the node does. A gRPC take may
+// carry request_id (1 to MaxRequestIDBytes bytes; the transports pass it to
+// the Decider with WithRequestID): its owner answers a repeat within its
+// window with the first decision.
 //
 // # Rate-limit headers
 //

@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -18,6 +19,7 @@ import (
 	"github.com/weir-rl/weir/api/client"
 	"github.com/weir-rl/weir/internal/simnet"
 	"github.com/weir-rl/weir/node" //nolint:depguard // integration tests against real nodes, in the external test package only
+	"github.com/weir-rl/weir/ring/ownership"
 )
 
 // These tests run real nodes in process: gossip and peer forwarding on a
@@ -40,7 +42,7 @@ limits:
 `
 
 type testCluster struct {
-	t     *testing.T
+	t     testing.TB
 	net   *simnet.Network
 	file  string
 	mu    sync.Mutex
@@ -48,7 +50,7 @@ type testCluster struct {
 	hosts map[string]string
 }
 
-func newTestCluster(t *testing.T) *testCluster {
+func newTestCluster(t testing.TB) *testCluster {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "limits.yaml")
 	if err := os.WriteFile(file, []byte(clusterLimits), 0o600); err != nil {
@@ -195,7 +197,7 @@ func (c *testCluster) forwards() float64 {
 }
 
 // scrape returns the sum of a metric's series on a node's /metrics.
-func scrape(t *testing.T, httpAddr, name string) float64 {
+func scrape(t testing.TB, httpAddr, name string) float64 {
 	t.Helper()
 	resp, err := http.Get("http://" + httpAddr + "/metrics")
 	if err != nil {
@@ -225,7 +227,7 @@ func scrape(t *testing.T, httpAddr, name string) float64 {
 	return total
 }
 
-func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
+func waitUntil(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for !cond() {
@@ -237,7 +239,7 @@ func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
 }
 
 // dial returns a cluster-aware client seeded with n's public gRPC address.
-func dial(t *testing.T, n *node.Node, opts client.Options) *client.Client {
+func dial(t testing.TB, n *node.Node, opts client.Options) *client.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -306,6 +308,83 @@ func TestDialRoutesEveryTakeToItsOwner(t *testing.T) {
 	}
 	if after := tc.forwards(); after != before {
 		t.Fatal("a hash-tagged multi-check was forwarded")
+	}
+}
+
+// GET /v1/ring publishes the same ring as GetRing, with every member's
+// public addresses, and a take's body says its ring epoch.
+func TestHTTPRingMatchesTheNode(t *testing.T) {
+	tc := newTestCluster(t)
+	tc.start(3)
+	nodes := tc.running()
+	n1 := nodes["n1"]
+	var ring struct {
+		Node    string `json:"node"`
+		Epoch   uint64 `json:"epoch"`
+		Members []struct {
+			Name, State string
+			G           string `json:"grpc_addr"`
+			H           string `json:"http_addr"`
+		} `json:"members"`
+		Ring            []string `json:"ring"`
+		PartitionOwners []uint32 `json:"partition_owners"`
+		Hash            string   `json:"hash"`
+		HashTag         string   `json:"hash_tag"`
+	}
+	getJSON(t, "http://"+n1.HTTPAddr()+"/v1/ring", &ring)
+	if ring.Node != "n1" || ring.Epoch == 0 || ring.Hash != "xxhash64" || ring.HashTag != "redis-cluster" || len(ring.PartitionOwners) != ownership.DefaultPartitions {
+		t.Fatalf("ring = %+v", ring)
+	}
+	if len(ring.Members) != 3 {
+		t.Fatalf("members %+v", ring.Members)
+	}
+	for _, m := range ring.Members {
+		n := nodes[m.Name]
+		if n == nil || m.State != "alive" || m.G != n.GRPCAddr() || m.H != n.HTTPAddr() {
+			t.Fatalf("member %+v; want %s alive at grpc %s http %s", m, m.Name, n.GRPCAddr(), n.HTTPAddr())
+		}
+	}
+	table, err := ownership.FromOwners(ring.Ring, ring.PartitionOwners)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys("http", 100) {
+		want, _ := n1.Cluster(t.Context(), "wide", k)
+		if got, _ := table.Owner(ownership.HashKey("wide", k)); got != want.Owner {
+			t.Fatalf("key %s: the published table names %s, the node %s", k, got, want.Owner)
+		}
+	}
+	resp, err := http.Post("http://"+n1.HTTPAddr()+"/v1/take", "application/json",
+		strings.NewReader(`{"checks":[{"limit":"wide","key":"k"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body struct {
+		RingEpoch uint64 `json:"ring_epoch"`
+	}
+	decodeBody(t, resp, &body)
+	if body.RingEpoch == 0 {
+		t.Fatal("a clustered node's take body has no ring_epoch")
+	}
+}
+
+func getJSON(t *testing.T, url string, v any) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	decodeBody(t, resp, v)
+}
+
+func decodeBody(t *testing.T, resp *http.Response, v any) {
+	t.Helper()
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatal(err)
 	}
 }
 

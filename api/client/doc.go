@@ -1,18 +1,88 @@
-// Package client is a small Go client of Weir's gRPC service weir.v1.Limiter
+// Package client is the Go client of Weir's gRPC service weir.v1.Limiter,
 // for callers that take tokens and hold concurrency permits.
 //
-// The caller dials and owns the connection; New wraps it:
+// # Connecting
+//
+// Dial makes a cluster-aware client from a few seed addresses (any
+// members' public gRPC addresses):
+//
+//	c, err := client.Dial(ctx, []string{"weir-0:8081", "weir-1:8081"}, client.Options{
+//		TLSConfig: tlsConfig, // nil: plaintext
+//	})
+//	...
+//	defer c.Close()
+//
+// It fetches the ring from the first seed that answers (GetRing: the
+// members with their public addresses and the partition table), holds one
+// connection per live member, and sends each take and lease straight to the
+// owner of its key, computed exactly as a node computes it (package
+// ring/ownership, which nodes and this client share). A multi-check goes to
+// its owner when its keys share one (hash tags: "tenant:{acme}:route"),
+// else to any member, which splits it.
+//
+// New wraps one connection the caller dialled and owns, and sends
+// everything there; the node forwards what it does not own:
 //
 //	conn, err := grpc.NewClient("weir:8081", grpc.WithTransportCredentials(...))
 //	...
 //	defer conn.Close()
 //	c := client.New(conn)
 //
+// # Keeping the ring current
+//
+// Every answer says the epoch of the ring view the member routed it by, and
+// whether it had to forward. The client fetches the ring again when a
+// member answers with a newer epoch than it last did, when an answer was
+// forwarded (the client's view is stale), when a member fails, and every
+// Options.RefreshInterval, at most every Options.MinRefreshInterval. A
+// stale view never fails a request: whichever member gets it forwards it
+// to the owner in its own view, and a member that fails is skipped for a
+// second while the ring is fetched again. Epochs of different members are
+// unrelated, so the client compares each member's epochs only with its own.
+//
 // # Taking tokens
 //
 // Take spends every check or none. A denial is a value (Allowed false);
 // errors are *api.Error for the service's own status codes (see Take), so
 // callers branch on api.Code exactly as a node's Decider does.
+//
+// Concurrent takes from one process share one TakeStream per member: each
+// is sent at once with its own stream id and matched to its response by
+// that id, so a lone caller pays one round trip and no batching delay, and
+// many callers pay one stream message each instead of one HTTP/2 stream.
+// Beyond Options.StreamInFlight takes in flight on a member, further takes
+// use unary calls rather than queue.
+//
+// Wait blocks until a take is allowed: while denied it sleeps the server's
+// retry-after plus jitter (Options.WaitJitter) and tries again, until ctx
+// ends or its deadline falls before the next try.
+//
+// # Retries
+//
+// The client never retries a denial, nor an error about the request itself
+// (invalid input, an overloaded node). It retries transport failures (a
+// member unreachable, a connection or stream broken under a take) only when
+// the retry cannot spend twice: every take carries a 16-byte request id (a
+// random per-client prefix and a counter), and the owner that decides it
+// remembers the decision for a short window (10 s, bounded in memory) and
+// answers a retry of the same id with the first decision instead of
+// spending again, whichever member the retry enters through. Only a take
+// whose checks all have one owner is deduplicated, so a take over several
+// owners is not retried. Decisions from local ceilings (the owner
+// unreachable) are not remembered, and a retry after ownership moved is
+// decided afresh by the new owner.
+//
+// Retries back off exponentially with full jitter (uniform in [0, cap],
+// the cap doubling from RetryPolicy.BaseBackoff to MaxBackoff) and are
+// bounded by a retry budget: at most RetryPolicy.Budget (10 %) of the
+// requests of the last BudgetWindow (10 s), plus MinRetries per window so
+// that a quiet client can still retry; past it, failures are returned at
+// once. Acquire is not retried (a retried grant would hold a second
+// permit until its TTL); renewals and releases are idempotent and try a
+// second member when the first fails.
+//
+// Clock and Rand in Options make backoff, the budget and Wait
+// deterministic in tests.
 //
 // # Holding a permit
 //
@@ -66,6 +136,14 @@
 // answer arrived, the client never learns the lease id; that permit is held
 // until its TTL runs out. Keep TTLs short for work that may be abandoned.
 //
+// Takes on a shared stream carry the stream's metadata, not the metadata
+// of each call's context: give credentials with Options.Credentials or
+// grpc.WithPerRPCCredentials in Options.DialOptions.
+//
+// # Concurrency
+//
 // Client and Lease are safe for concurrent use. A Lease runs one goroutine,
-// which Close stops; a Lease that is never closed renews forever.
+// which Close stops; a Lease that is never closed renews forever. A client
+// made by Dial runs a ring refresher and one receiver per member stream;
+// Close stops them and closes its connections.
 package client

@@ -282,3 +282,40 @@ func TestNodeTakeAndErrors(t *testing.T) {
 	_, err = c.Acquire(t.Context(), limit, "", client.AcquireOptions{})
 	invalid("empty key", err)
 }
+
+// Dial works against a node that is not clustered: its ring is itself.
+func TestDialSingleNodeTakesAndLeases(t *testing.T) {
+	n, err := node.New(node.LocalConfig(), node.Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Shutdown(context.Background()) })
+	c := dial(t, n, client.Options{})
+	if o, ok := c.Owner("search", "k"); !ok || o != "weir" {
+		t.Fatalf("Owner = %q, %v; want the node", o, ok)
+	}
+	for range 3 {
+		resp, err := c.Take(t.Context(), api.Check{Limit: "search", Key: "k", Cost: 1})
+		if err != nil || !resp.Allowed || resp.Forwarded {
+			t.Fatalf("take = %+v, %v", resp, err)
+		}
+	}
+	err = c.WithLease(t.Context(), limit, "job", client.AcquireOptions{}, func(_ context.Context, fencing uint64) error {
+		if fencing == 0 {
+			t.Error("no fencing token")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Take(t.Context(), api.Check{Limit: "search", Key: "k"}); err == nil {
+		t.Fatal("a take after Close succeeded")
+	}
+}

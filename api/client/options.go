@@ -33,12 +33,16 @@ type Options struct {
 	// MinRefreshInterval spaces refreshes that answers ask for (a newer
 	// epoch, a forward, a failed member). Default 100 ms; at least 1 ms.
 	MinRefreshInterval time.Duration
+	// StreamInFlight bounds the takes in flight on one member's shared
+	// TakeStream; a take beyond it is sent as a unary call instead of
+	// queueing. Default 512; at least 1.
+	StreamInFlight int
 	// Retry says when transport failures are retried.
 	Retry RetryPolicy
 	// WaitJitter is the fraction of the server's retry-after that Wait adds
 	// at random (uniform in [0, WaitJitter × retry-after], and at least up
 	// to 1 ms), so that callers denied together do not come back together.
-	// Default 0.2; in [0, 10].
+	// Default 0.2; in (0, 10], or -1 for no jitter.
 	WaitJitter float64
 	// Clock is the client's time source for backoff, the retry budget,
 	// Wait and refresh spacing. Nil means the real clock. Tests inject one.
@@ -86,7 +90,8 @@ type Clock interface {
 }
 
 // DefaultOptions returns the defaults: plaintext, ring refresh every 30 s
-// (at most every 100 ms on demand), three attempts with 10 ms to 1 s of
+// (at most every 100 ms on demand), 512 takes in flight per member stream,
+// three attempts with 10 ms to 1 s of
 // full-jitter backoff under a 10 % retry budget over 10 s, 20 % wait
 // jitter, the real clock.
 func DefaultOptions() Options {
@@ -97,7 +102,8 @@ func DefaultOptions() Options {
 			MaxAttempts: 3, BaseBackoff: 10 * time.Millisecond, MaxBackoff: time.Second,
 			Budget: 0.1, BudgetWindow: 10 * time.Second, MinRetries: 5,
 		},
-		WaitJitter: 0.2,
+		WaitJitter:     0.2,
+		StreamInFlight: 512,
 	}
 }
 
@@ -110,8 +116,10 @@ func (o Options) Validate() error {
 		return errors.New("client: Options.RefreshInterval must be at least 10ms")
 	case o.MinRefreshInterval < time.Millisecond:
 		return errors.New("client: Options.MinRefreshInterval must be at least 1ms")
-	case math.IsNaN(o.WaitJitter) || o.WaitJitter < 0 || o.WaitJitter > 10:
-		return errors.New("client: Options.WaitJitter must be in [0, 10]")
+	case o.StreamInFlight < 1:
+		return errors.New("client: Options.StreamInFlight must be at least 1")
+	case math.IsNaN(o.WaitJitter) || (o.WaitJitter < 0 && o.WaitJitter != -1) || o.WaitJitter > 10:
+		return errors.New("client: Options.WaitJitter must be in (0, 10], or -1 for none")
 	case r.MaxAttempts < 1:
 		return errors.New("client: RetryPolicy.MaxAttempts must be at least 1")
 	case r.BaseBackoff <= 0 || r.MaxBackoff < r.BaseBackoff:
@@ -137,6 +145,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.WaitJitter == 0 {
 		o.WaitJitter = d.WaitJitter
+	}
+	if o.StreamInFlight == 0 {
+		o.StreamInFlight = d.StreamInFlight
 	}
 	r, dr := &o.Retry, d.Retry
 	if r.MaxAttempts == 0 {

@@ -81,7 +81,7 @@ type router struct {
 	idPrefix uint64
 	idSeq    atomic.Uint64
 
-	mu      sync.Mutex // guards the fields below
+	mu      sync.Mutex         // guards the fields below
 	conns   map[string]*member // by address
 	retired []retired
 	budget  retryBudget
@@ -225,7 +225,9 @@ func (r *router) allowRetry() bool {
 func (m *member) take(ctx context.Context, r *router, checks []*weirv1.Check, rid []byte) (resp *weirv1.TakeResponse, transportErr bool, err error) {
 	if s := m.readyStream(r); s != nil {
 		resp, err = s.take(ctx, checks, rid)
-		return resp, errors.Is(err, errStreamBroken), err
+		if !errors.Is(err, errStreamFull) {
+			return resp, errors.Is(err, errStreamBroken), err
+		}
 	}
 	resp, err = m.rpc.Take(ctx, &weirv1.TakeRequest{Checks: checks, RequestId: rid})
 	return resp, err != nil, err
@@ -247,7 +249,7 @@ func (m *member) readyStream(r *router) *takeStream {
 		m.conn.Connect()
 		return nil
 	}
-	s, err := openTakeStream(r.ctx, m.rpc, &r.wg)
+	s, err := openTakeStream(r.ctx, m.rpc, r.opts.StreamInFlight, &r.wg)
 	if err != nil {
 		return nil
 	}

@@ -12,6 +12,10 @@ import (
 	"github.com/weir-rl/weir/api/weirv1"
 )
 
+// errStreamFull says a stream already carries its most takes in flight;
+// the take is sent as a unary call instead (nothing was sent).
+var errStreamFull = errors.New("client: take stream full")
+
 // errStreamBroken is what a take in flight on a TakeStream gets when the
 // stream ends under it: the take may or may not have been decided.
 var errStreamBroken = errors.New("client: take stream broke")
@@ -34,16 +38,17 @@ type takeStream struct {
 	next    uint64
 	err     error // set once the stream broke; every later take fails
 	done    chan struct{}
+	limit   int // most takes in flight (Options.StreamInFlight)
 }
 
 // openTakeStream opens a TakeStream on rpc under ctx and starts its
 // receiver; wg counts the receiver.
-func openTakeStream(ctx context.Context, rpc weirv1.LimiterClient, wg *sync.WaitGroup) (*takeStream, error) {
+func openTakeStream(ctx context.Context, rpc weirv1.LimiterClient, limit int, wg *sync.WaitGroup) (*takeStream, error) {
 	st, err := rpc.TakeStream(ctx)
 	if err != nil {
 		return nil, err
 	}
-	s := &takeStream{stream: st, pending: map[uint64]chan streamAnswer{}, done: make(chan struct{})}
+	s := &takeStream{stream: st, pending: map[uint64]chan streamAnswer{}, done: make(chan struct{}), limit: limit}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -96,7 +101,8 @@ func (s *takeStream) fail(err error) {
 }
 
 // take sends a take of checks with request id rid and waits for its answer
-// or ctx. A per-message error comes back as a status error, as a unary Take
+// or ctx. It returns errStreamFull, sending nothing, when limit takes are
+// already in flight. A per-message error comes back as a status error, as a unary Take
 // would return it.
 func (s *takeStream) take(ctx context.Context, checks []*weirv1.Check, rid []byte) (*weirv1.TakeResponse, error) {
 	ch := make(chan streamAnswer, 1)
@@ -105,6 +111,10 @@ func (s *takeStream) take(ctx context.Context, checks []*weirv1.Check, rid []byt
 		err := s.err
 		s.mu.Unlock()
 		return nil, err
+	}
+	if len(s.pending) >= s.limit {
+		s.mu.Unlock()
+		return nil, errStreamFull
 	}
 	s.next++
 	id := s.next

@@ -37,6 +37,6 @@ func (c *Client) Wait(ctx context.Context, checks ...api.Check) (api.TakeRespons
 // waitFor is the pause before the next try of a denied take: retryAfter
 // plus u × jitter × retryAfter, at least 1 ms (u uniform in [0, 1)).
 func waitFor(retryAfter time.Duration, jitter, u float64) time.Duration {
-	extra := time.Duration(u * jitter * float64(retryAfter))
+	extra := time.Duration(u * max(jitter, 0) * float64(retryAfter))
 	return max(retryAfter+extra, time.Millisecond)
 }
