@@ -41,7 +41,7 @@ func (fakeDecider) Release(context.Context, string) error { return nil }
 func (fakeDecider) Cluster(context.Context, string, string) (api.ClusterInfo, error) {
 	return api.ClusterInfo{}, nil
 }
-func (fakeDecider) Ready() bool                                 { return true }
+func (fakeDecider) Ready() bool                                  { return true }
 func (fakeDecider) Forget(context.Context, string) (bool, error) { return false, nil }
 
 // skipValue returns the length of the first RESP2 or RESP3 value in b, or
@@ -109,7 +109,7 @@ func FuzzDispatch(f *testing.F) {
 		"*-1\r\n*0\r\n",
 		"*1\r\n$-5\r\n",
 		"*1\r\n$9223372036854775807\r\n", // panicked in redcon's reader
-		"*4611686018427387904\r\n",         // spun in redcon's reader
+		"*4611686018427387904\r\n",       // spun in redcon's reader
 	} {
 		f.Add([]byte(seed))
 	}
