@@ -17,19 +17,19 @@ type Config struct {
 	MaxKeyBytes int
 	// MaxChecks bounds the checks of one WEIR.MTAKE. Default 100.
 	MaxChecks int
-	// MaxArgs bounds the arguments of one command, its name included; a
-	// longer command is answered -ERR and runs nothing. Default 512 (a
-	// WEIR.MTAKE of 100 checks has 301).
+	// MaxArgs bounds the arguments of one command, its name included. A
+	// longer command is a protocol error: the connection gets -ERR
+	// Protocol error: ... and is closed, since the rest of the command
+	// cannot be skipped safely. Default 512 (a WEIR.MTAKE of 100 checks
+	// has 301).
 	MaxArgs int
-	// MaxBulkBytes bounds one argument, in bytes; a longer one is answered
-	// -ERR and the command runs nothing. Default 4096 (lease ids are at
-	// most 2048).
+	// MaxBulkBytes bounds one argument, in bytes; a longer one is a
+	// protocol error. Default 4096 (lease ids are at most 2048).
 	MaxBulkBytes int
-	// MaxRequestBytes bounds what one read of commands may buffer: a
-	// command, or the unfinished part of one, that needs more is a
-	// protocol error and closes the connection. With it a connection never
-	// holds more than about 4 x MaxRequestBytes of input. Default 1 MiB,
-	// like api.HTTPConfig.MaxBodyBytes.
+	// MaxRequestBytes bounds the arguments of one command together, in
+	// bytes; more is a protocol error. Default 1 MiB, like
+	// api.HTTPConfig.MaxBodyBytes. A connection holds at most its 16 KiB
+	// read buffer, one command's arguments and MaxPipeline answers.
 	MaxRequestBytes int
 	// MaxPipeline is how many pipelined commands are answered before the
 	// answers are written out, bounding the output a connection buffers.

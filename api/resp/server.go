@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"io"
 	"log/slog"
 	"net"
 	"slices"
@@ -179,25 +178,46 @@ func (s *Server) Close() {
 type conn struct {
 	s        *Server
 	nc       net.Conn
-	guard    *guardReader
-	rd       *redcon.Reader
+	rd       *reader
 	wr       *redcon.Writer
+	pending  int // answers written to wr and not yet flushed
+	failed   bool
 	st       session
 	stopping atomic.Bool
 }
 
 func (s *Server) newConn(nc net.Conn) *conn {
-	g := &guardReader{r: nc, max: int64(s.cfg.MaxRequestBytes)}
-	return &conn{
-		s: s, nc: nc, guard: g,
-		rd: redcon.NewReader(g),
+	c := &conn{
+		s: s, nc: nc,
 		wr: redcon.NewWriter(nc),
 		st: session{id: s.ids.Add(1), proto: 2, authed: s.cfg.Authenticate == nil},
 	}
+	c.rd = newReader(flushingReader{c}, s.cfg.MaxArgs, s.cfg.MaxBulkBytes, s.cfg.MaxRequestBytes)
+	return c
 }
 
-// stop asks the connection to end after the batch it is on, waking it if
-// it is waiting for input.
+// flushingReader reads from the connection after writing out the answers
+// buffered so far: the command reader only reads from the network when it
+// has no buffered input left, so a pipeline's answers go out in one write
+// and a client waiting for an answer never waits on the server's buffer.
+type flushingReader struct{ c *conn }
+
+// Read implements io.Reader.
+func (f flushingReader) Read(p []byte) (int, error) {
+	if !f.c.flush() {
+		return 0, net.ErrClosed
+	}
+	if t := f.c.s.cfg.IdleTimeout; t > 0 {
+		_ = f.c.nc.SetReadDeadline(time.Now().Add(t))
+	}
+	if f.c.stopping.Load() {
+		return 0, net.ErrClosed
+	}
+	return f.c.nc.Read(p)
+}
+
+// stop asks the connection to end after the command it is on, waking it
+// if it is waiting for input.
 func (c *conn) stop() {
 	c.stopping.Store(true)
 	_ = c.nc.SetReadDeadline(time.Now())
@@ -205,79 +225,46 @@ func (c *conn) stop() {
 
 // serve reads pipelined commands and answers them in order until the
 // client quits or disconnects, the server stops, or the input breaks the
-// protocol or its bounds.
+// protocol or its bounds (answered -ERR Protocol error: ..., then closed).
 func (c *conn) serve() {
 	defer func() { _ = c.nc.Close() }()
-	cfg := &c.s.cfg
 	for !c.stopping.Load() {
-		if cfg.IdleTimeout > 0 {
-			_ = c.nc.SetReadDeadline(time.Now().Add(cfg.IdleTimeout))
-		}
-		c.guard.n = 0
-		cmds, err := c.rd.ReadCommands()
+		args, err := c.rd.next()
 		if err != nil {
-			if msg, ok := protocolError(err); ok {
-				c.wr.WriteError(msg)
-				c.flush()
+			if pe, ok := errors.AsType[protocolError](err); ok {
+				c.wr.WriteError("ERR " + pe.Error())
+				c.pending++
 			}
+			c.flush()
 			return
 		}
-		for i, cmd := range cmds {
-			c.s.dispatch(c.s.ctx, &c.st, cmd.Args, c.wr)
-			if c.st.quit {
-				break
-			}
-			if (i+1)%cfg.MaxPipeline == 0 && !c.flush() {
-				return
-			}
+		c.s.dispatch(c.s.ctx, &c.st, args, c.wr)
+		c.pending++
+		if c.st.quit {
+			c.flush()
+			return
 		}
-		if !c.flush() || c.st.quit {
+		if c.pending >= c.s.cfg.MaxPipeline && !c.flush() {
 			return
 		}
 	}
+	c.flush()
 }
 
-// flush writes the buffered answers within WriteTimeout.
+// flush writes the buffered answers within WriteTimeout; false once
+// writing failed.
 func (c *conn) flush() bool {
+	if c.failed {
+		return false
+	}
+	if c.pending == 0 {
+		return true
+	}
+	c.pending = 0
 	_ = c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.WriteTimeout))
-	return c.wr.Flush() == nil
-}
-
-// protocolError returns the answer to a read error that is the client's
-// malformed or oversize input, as Redis words it; ok is false for the
-// connection ending, which gets no answer.
-func protocolError(err error) (msg string, ok bool) {
-	if errors.Is(err, errRequestTooLarge) {
-		return "ERR Protocol error: request too large", true
+	if c.wr.Flush() != nil {
+		c.failed = true
+		return false
 	}
-	if strings.HasPrefix(err.Error(), "Protocol error") { // redcon's parse errors
-		return "ERR " + err.Error(), true
-	}
-	return "", false
-}
-
-// errRequestTooLarge is the guard's error for input over MaxRequestBytes.
-var errRequestTooLarge = errors.New("request too large")
-
-// guardReader caps the bytes the command reader may pull in one read of
-// commands (n is reset before each): redcon's reader grows its buffer
-// until a command is complete, so without the cap a client announcing a
-// huge bulk could make it buffer without bound.
-type guardReader struct {
-	r   io.Reader
-	n   int64
-	max int64
-}
-
-// Read implements io.Reader.
-func (g *guardReader) Read(p []byte) (int, error) {
-	if g.n >= g.max {
-		return 0, errRequestTooLarge
-	}
-	if rest := g.max - g.n; int64(len(p)) > rest {
-		p = p[:rest]
-	}
-	n, err := g.r.Read(p)
-	g.n += int64(n)
-	return n, err
+	return true
 }

@@ -2,6 +2,7 @@ package limits
 
 import (
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -56,9 +57,16 @@ func ParseInline(name string, in Inline) (Limit, error) {
 				" bytes, over the " + strconv.Itoa(MaxInlineFieldLen) + "-byte maximum"}})
 		}
 	}
+	// Lines as the entry would have in a file (the item on line 1, one
+	// field a line), so that problems come out in the file's order.
 	str := func(s string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s} }
-	m := &yaml.Node{Kind: yaml.MappingNode}
-	add := func(k string, v *yaml.Node) { m.Content = append(m.Content, str(k), v) }
+	m := &yaml.Node{Kind: yaml.MappingNode, Line: 1}
+	add := func(k string, v *yaml.Node) {
+		line := 2 + len(m.Content)/2
+		kn := str(k)
+		kn.Line, v.Line = line, line
+		m.Content = append(m.Content, kn, v)
+	}
 	add("name", str(name))
 	if in.Algorithm != "" {
 		add("algorithm", str(in.Algorithm))
@@ -80,6 +88,7 @@ func ParseInline(name string, in Inline) (Limit, error) {
 	p := &parser{}
 	l := p.limit(m, 0)
 	if len(p.errs) > 0 {
+		slices.SortStableFunc(p.errs, func(a, b *Error) int { return a.Line - b.Line })
 		return Limit{}, inlineError(p.errs)
 	}
 	if l.Kind != KindRate { // cannot happen: no kind field is built
@@ -100,7 +109,9 @@ type InlineError struct {
 func (e *InlineError) Error() string {
 	msgs := make([]string, len(e.Errors))
 	for i, p := range e.Errors {
-		msgs[i] = p.Msg
+		// The file labels a limit without a valid name by its position,
+		// which means nothing for an inline limit.
+		msgs[i] = strings.TrimPrefix(p.Msg, "limits[0]: ")
 	}
 	return strings.Join(msgs, "; ")
 }
