@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,6 +19,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/weir-rl/weir/api"
+	"github.com/weir-rl/weir/auth"
 	"github.com/weir-rl/weir/bucket"
 	"github.com/weir-rl/weir/internal/tlsreload"
 	"github.com/weir-rl/weir/node/limits"
@@ -55,6 +57,7 @@ type Node struct {
 	deps           Deps
 	tls            *tlsreload.Reloader // nil: the public API is plaintext
 	sm             *securityMetrics
+	tokens         atomic.Pointer[auth.Policy] // nil: no tokens file, the API is open
 
 	mu       sync.Mutex // guards the fields below
 	httpLn   net.Listener
@@ -194,11 +197,13 @@ func (n *Node) Start(ctx context.Context) error {
 	if n.tls != nil {
 		httpTLS, grpcTLS = n.tls.ServerConfig(), n.tls.ServerConfig()
 	}
-	httpLn, n.httpSrv = newHTTPServer(httpLn, n.securedHTTP(api.NewHTTPHandler(n, n.cfg.HTTP, metricsHandler, n.log)), lim, httpTLS)
+	public := api.AuthorizingDecider(n, n.authConfig())
+	httpLn, n.httpSrv = newHTTPServer(httpLn, api.RequireTokens(api.NewHTTPHandler(public, n.cfg.HTTP, metricsHandler, n.log), n.authConfig()), lim, httpTLS, n.log)
 	grpcLn = limitListener(grpcLn, lim)
-	n.grpcSrv = grpc.NewServer(grpcServerOptions(lim, grpcTLS, n.grpcUnaryAuth(), n.grpcStreamAuth())...)
-	api.RegisterGRPC(n.grpcSrv, n, api.DefaultGRPCConfig())
-	api.RegisterEnvoy(n.grpcSrv, n, n.cfg.Envoy)
+	unaryAuth, streamAuth := api.GRPCAuth(n.authConfig())
+	n.grpcSrv = grpc.NewServer(grpcServerOptions(lim, grpcTLS, unaryAuth, streamAuth)...)
+	api.RegisterGRPC(n.grpcSrv, public, api.DefaultGRPCConfig())
+	api.RegisterEnvoy(n.grpcSrv, public, n.cfg.Envoy)
 	n.runSecurity(runCtx)
 
 	n.cancel = cancel
