@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
 
@@ -32,7 +33,7 @@ type Deps struct {
 	// Logger receives structured logs. Nil discards them.
 	Logger *slog.Logger
 	// Registry collects the node's metrics and serves them on /metrics.
-	// Nil makes a fresh one.
+	// Nil makes a fresh one, with the Go runtime and process collectors.
 	Registry *prometheus.Registry
 	// Clock returns the time decisions are made at. Nil is time.Now.
 	Clock func() time.Time
@@ -90,6 +91,9 @@ func New(cfg Config, deps Deps) (*Node, error) {
 	reg := deps.Registry
 	if reg == nil {
 		reg = prometheus.NewRegistry()
+		// The process's own figures (go_goroutines, process_resident_memory_bytes,
+		// process_open_fds), for operators and the hostile-input suite.
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	clock := deps.Clock
 	if clock == nil {

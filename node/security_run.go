@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/weir-rl/weir/api"
