@@ -6,6 +6,7 @@ LINT_VER  := v2.15.0
 PKGS      := ./...
 export CGO_ENABLED ?= 1
 
+.PHONY: hostile fuzz-long
 .PHONY: all build test check fmt fmt-check vet lint tidy-check proto proto-check bench bench-micro bench-load bench-cluster compose-test jepsen-quick jepsen jepsen-compose run clean
 
 all: build
@@ -120,6 +121,26 @@ jepsen-compose: build ## the fault matrix against the deploy/ docker compose clu
 	docker build -q -f deploy/Dockerfile -t $(JEPSEN_IMAGE) $$ctx >/dev/null; rc=$$?; rm -rf $$ctx; exit $$rc
 	$(GO) build -o $(BIN)/jepsen ./jepsen/cmd/jepsen
 	$(BIN)/jepsen -compose deploy/docker-compose.yml -image $(JEPSEN_IMAGE) -faults $(JEPSEN_COMPOSE_FAULTS) -seed $(JEPSEN_SEED)
+
+# The hostile-input suite at full size (hostile/doc.go): 10,000 idle
+# connections, slowloris, 1 MiB headers, bad UTF-8, 1M distinct keys,
+# oversize gRPC, unread streams, connect storms, bad-token floods, each
+# against a real node. The short form runs inside make test.
+hostile: ## the hostile-input suite at full size against real nodes
+	WEIR_HOSTILE=long $(GO) test -count=1 -v -timeout 30m ./hostile
+
+# Every fuzz target for FUZZTIME each (one at a time: go test -fuzz takes
+# one target). New corpus entries stay in the build cache; a crasher is
+# written to the package's testdata/fuzz and fails the run.
+FUZZTIME ?= 10m
+fuzz-long: ## every fuzz target for FUZZTIME (default 10m) each
+	@set -e; for pkg in $$(go list ./...); do \
+		dir=$$(go list -f '{{.Dir}}' $$pkg); \
+		for fn in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go 2>/dev/null | sed 's/^func //' | sort -u); do \
+			echo "== $$pkg $$fn ($(FUZZTIME))"; \
+			$(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) $$pkg; \
+		done; \
+	done
 
 clean:
 	rm -rf bin

@@ -382,6 +382,9 @@ func decodeRenewRequest(body []byte) (time.Duration, error) {
 // decodeJSON decodes exactly one JSON value into v, rejecting unknown fields
 // (a misspelt "cost" must not silently charge 1) and trailing data.
 func decodeJSON(body []byte, v any) *Error {
+	if !validJSONText(body) {
+		return invalidf("request body is not valid UTF-8 (or holds an unpaired surrogate escape)")
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {

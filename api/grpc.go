@@ -81,6 +81,10 @@ func grpcStatus(err error) *status.Status {
 			return status.New(codes.Unavailable, e.Detail)
 		case CodeOverloaded:
 			return status.New(codes.ResourceExhausted, e.Detail)
+		case CodeUnauthenticated:
+			return status.New(codes.Unauthenticated, e.Detail)
+		case CodeForbidden:
+			return status.New(codes.PermissionDenied, e.Detail)
 		}
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {

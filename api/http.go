@@ -223,6 +223,9 @@ func (h *httpHandler) writeError(w http.ResponseWriter, r *http.Request, err err
 		case CodeOverloaded:
 			writeJSON(w, http.StatusServiceUnavailable, errorBody{Error: "limiter_overloaded"})
 			return
+		case CodeUnauthenticated, CodeForbidden:
+			writeRefusal(w, e)
+			return
 		}
 	case errors.Is(err, context.DeadlineExceeded):
 		writeJSON(w, http.StatusServiceUnavailable, errorBody{Error: "limiter_unavailable", Detail: "deadline exceeded"})

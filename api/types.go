@@ -214,6 +214,12 @@ const (
 	// CodeOverloaded is a node at its bucket cap with nothing evictable:
 	// HTTP 503 limiter_overloaded, gRPC ResourceExhausted.
 	CodeOverloaded
+	// CodeUnauthenticated is a call without a valid caller token: HTTP 401
+	// unauthenticated, gRPC Unauthenticated.
+	CodeUnauthenticated
+	// CodeForbidden is a valid token that may not make the call (scope,
+	// limit or key prefix): HTTP 403 forbidden, gRPC PermissionDenied.
+	CodeForbidden
 )
 
 // Error is the error type a Decider returns. Detail is safe to show to the

@@ -55,7 +55,7 @@ type Token struct {
 	// Name identifies the token in logs; it is not secret.
 	Name string
 	// Hash is the SHA-256 of the token.
-	Hash [32]byte
+	Hash     [32]byte
 	scopes   [4]bool // indexed by Scope
 	limits   []string
 	prefix   string

@@ -2,6 +2,7 @@ package node
 
 import (
 	"crypto/tls"
+	"log/slog"
 	"net"
 	"net/http"
 	"time"
@@ -25,7 +26,7 @@ func limitListener(ln net.Listener, l ServerLimits) net.Listener {
 // newHTTPServer returns the public HTTP server for h, bounded by l, and
 // the listener to serve it on: ln capped at l.MaxConns, and wrapped in TLS
 // (HTTP/2 and HTTP/1.1 offered) when tlsCfg is not nil.
-func newHTTPServer(ln net.Listener, h http.Handler, l ServerLimits, tlsCfg *tls.Config) (net.Listener, *http.Server) {
+func newHTTPServer(ln net.Listener, h http.Handler, l ServerLimits, tlsCfg *tls.Config, log *slog.Logger) (net.Listener, *http.Server) {
 	ln = limitListener(ln, l)
 	if tlsCfg != nil {
 		tlsCfg = tlsCfg.Clone()
@@ -40,6 +41,9 @@ func newHTTPServer(ln net.Listener, h http.Handler, l ServerLimits, tlsCfg *tls.
 		IdleTimeout:       l.HTTPIdleTimeout,
 		MaxHeaderBytes:    l.HTTPMaxHeaderBytes,
 		TLSConfig:         tlsCfg,
+		// Failed TLS handshakes and malformed requests are the callers'
+		// doing; at Debug they cannot flood the log.
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
 }
 

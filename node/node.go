@@ -15,11 +15,13 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
 
 	"github.com/weir-rl/weir/api"
 	"github.com/weir-rl/weir/api/resp"
+	"github.com/weir-rl/weir/auth"
 	"github.com/weir-rl/weir/bucket"
 	"github.com/weir-rl/weir/internal/dedup"
 	"github.com/weir-rl/weir/internal/tlsreload"
@@ -35,7 +37,7 @@ type Deps struct {
 	// Logger receives structured logs. Nil discards them.
 	Logger *slog.Logger
 	// Registry collects the node's metrics and serves them on /metrics.
-	// Nil makes a fresh one.
+	// Nil makes a fresh one, with the Go runtime and process collectors.
 	Registry *prometheus.Registry
 	// Clock returns the time decisions are made at. Nil is time.Now.
 	Clock func() time.Time
@@ -60,6 +62,7 @@ type Node struct {
 	deps           Deps
 	tls            *tlsreload.Reloader // nil: the public API is plaintext
 	sm             *securityMetrics
+	tokens         atomic.Pointer[auth.Policy] // nil: no tokens file, the API is open
 	// cl is the cluster part, nil in a cluster of one. Start sets it once,
 	// before any listener serves; it is read without mu.
 	cl atomic.Pointer[cluster]
@@ -96,6 +99,9 @@ func New(cfg Config, deps Deps) (*Node, error) {
 	reg := deps.Registry
 	if reg == nil {
 		reg = prometheus.NewRegistry()
+		// The process's own figures (go_goroutines, process_resident_memory_bytes,
+		// process_open_fds), for operators and the hostile-input suite.
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	clock := deps.Clock
 	if clock == nil {
@@ -217,16 +223,18 @@ func (n *Node) Start(ctx context.Context) error {
 	if n.tls != nil {
 		httpTLS, grpcTLS = n.tls.ServerConfig(), n.tls.ServerConfig()
 	}
-	httpLn, n.httpSrv = newHTTPServer(httpLn, n.securedHTTP(api.NewHTTPHandler(n, n.httpConfig(), metricsHandler, n.log)), lim, httpTLS)
+	public := api.AuthorizingDecider(n, n.authConfig())
+	httpLn, n.httpSrv = newHTTPServer(httpLn, api.RequireTokens(api.NewHTTPHandler(public, n.httpConfig(), metricsHandler, n.log), n.authConfig()), lim, httpTLS, n.log)
 	grpcLn = limitListener(grpcLn, lim)
-	n.grpcSrv = grpc.NewServer(grpcServerOptions(lim, grpcTLS, n.grpcUnaryAuth(), n.grpcStreamAuth())...)
+	unaryAuth, streamAuth := api.GRPCAuth(n.authConfig())
+	n.grpcSrv = grpc.NewServer(grpcServerOptions(lim, grpcTLS, unaryAuth, streamAuth)...)
 	// One key bound for every surface: the engine's (Config.HTTP.MaxKeyBytes).
 	gc := api.DefaultGRPCConfig()
 	gc.MaxKeyBytes = n.eng.maxKey
 	ec := n.cfg.Envoy
 	ec.MaxKeyBytes = n.eng.maxKey
-	api.RegisterGRPC(n.grpcSrv, n, gc)
-	api.RegisterEnvoy(n.grpcSrv, n, ec)
+	api.RegisterGRPC(n.grpcSrv, public, gc)
+	api.RegisterEnvoy(n.grpcSrv, public, ec)
 	n.runSecurity(runCtx)
 
 	n.cancel = cancel

@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/grpc"
 
+	"github.com/weir-rl/weir/api"
+	"github.com/weir-rl/weir/auth"
+	"github.com/weir-rl/weir/internal/filewatch"
 	"github.com/weir-rl/weir/internal/tlsreload"
 )
 
@@ -17,6 +18,13 @@ import (
 func (n *Node) newSecurity() error {
 	sec := n.cfg.Security
 	n.sm = newSecurityMetrics(n.reg)
+	if sec.TokensFile != "" {
+		p, err := auth.Load(sec.TokensFile)
+		if err != nil {
+			return fmt.Errorf("node: %w", err)
+		}
+		n.tokens.Store(p)
+	}
 	if sec.TLS.Enabled() {
 		r, err := tlsreload.New(sec.TLS, n.log, n.onTLSReload)
 		if err != nil {
@@ -39,6 +47,18 @@ func (n *Node) onTLSReload(err error) {
 // runSecurity starts the watchers of the security files. Called from
 // Start with n.mu held.
 func (n *Node) runSecurity(ctx context.Context) {
+	if p := n.tokens.Load(); p != nil {
+		n.log.Info("caller tokens in force", "file", p.Source, "tokens", len(p.Tokens()), "protect_metrics", n.cfg.Security.ProtectMetrics)
+	} else {
+		n.log.Warn("no tokens file: the public API is open to anyone who can reach it (see --tokens-file)")
+	}
+	if path := n.cfg.Security.TokensFile; path != "" {
+		n.goRun(func() {
+			if err := filewatch.Run(ctx, []string{path}, func() { _ = n.ReloadTokens() }, n.log); err != nil {
+				n.log.Warn("tokens file watch stopped", "err", err)
+			}
+		})
+	}
 	if r := n.tls; r != nil {
 		n.goRun(func() {
 			if err := r.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
@@ -60,6 +80,7 @@ func (n *Node) ReloadTLS() error {
 // securityMetrics count what the security layer refuses and reloads.
 type securityMetrics struct {
 	tlsReloads   *prometheus.CounterVec // result
+	tokenReloads *prometheus.CounterVec // result
 	authFailures *prometheus.CounterVec // reason
 }
 
@@ -68,18 +89,49 @@ func newSecurityMetrics(reg prometheus.Registerer) *securityMetrics {
 		tlsReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "weir_tls_reloads_total", Help: "Reloads of the public TLS certificate files, by result (success, failure).",
 		}, []string{"result"}),
+		tokenReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "weir_tokens_reloads_total", Help: "Reloads of the caller tokens file, by result (success, failure).",
+		}, []string{"result"}),
 		authFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "weir_auth_failures_total", Help: "Requests refused by caller authentication or authorisation, by reason.",
 		}, []string{"reason"}),
 	}
-	reg.MustRegister(m.tlsReloads, m.authFailures)
+	reg.MustRegister(m.tlsReloads, m.tokenReloads, m.authFailures)
+	for _, r := range []auth.Reason{auth.ReasonMissing, auth.ReasonUnknown, auth.ReasonScope, auth.ReasonLimit, auth.ReasonKeyPrefix} {
+		m.authFailures.WithLabelValues(string(r)) // present at 0, so rates work from the start
+	}
 	return m
 }
 
-// securedHTTP wraps the public HTTP handler with caller authentication.
-func (n *Node) securedHTTP(h http.Handler) http.Handler { return h }
+// ReloadTokens re-reads the tokens file, as on SIGHUP and when it changes.
+// A file that does not parse is logged, counted and returned, and the last
+// valid one stays in force. Without a tokens file it does nothing.
+func (n *Node) ReloadTokens() error {
+	path := n.cfg.Security.TokensFile
+	if path == "" {
+		return nil
+	}
+	p, err := auth.Load(path)
+	if err != nil {
+		n.sm.tokenReloads.WithLabelValues("failure").Inc()
+		n.log.Error("tokens file rejected; the last valid one stays in force", "file", path, "err", err)
+		return err
+	}
+	n.tokens.Store(p)
+	n.sm.tokenReloads.WithLabelValues("success").Inc()
+	n.log.Info("tokens file reloaded", "file", path, "tokens", len(p.Tokens()))
+	return nil
+}
 
-// grpcUnaryAuth and grpcStreamAuth are the public gRPC server's
-// authentication interceptors, nil without a tokens file.
-func (n *Node) grpcUnaryAuth() grpc.UnaryServerInterceptor   { return nil }
-func (n *Node) grpcStreamAuth() grpc.StreamServerInterceptor { return nil }
+// TokenPolicy returns the caller policy in force, nil when the API is
+// open. Another endpoint (RESP AUTH) authenticates with it.
+func (n *Node) TokenPolicy() *auth.Policy { return n.tokens.Load() }
+
+// authConfig is the caller authentication of the public API.
+func (n *Node) authConfig() api.AuthConfig {
+	return api.AuthConfig{
+		Policy:         n.tokens.Load,
+		ProtectMetrics: n.cfg.Security.ProtectMetrics,
+		OnFailure:      func(r auth.Reason) { n.sm.authFailures.WithLabelValues(string(r)).Inc() },
+	}
+}

@@ -8,6 +8,7 @@
 //	weir hot                    the heaviest keys across the cluster
 //	weir lease acquire|renew|release ...  concurrency permits
 //	weir healthcheck            exit 0 when the node is ready
+//	weir token new|hash|check   caller tokens and the tokens file
 //	weir version                print the version
 //
 // Every flag has a WEIR_ environment variable: --http-addr is WEIR_HTTP_ADDR.
@@ -53,6 +54,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return hot(rest, stdout, stderr)
 	case "healthcheck":
 		return healthcheck(rest, stdout, stderr)
+	case "token":
+		return tokenCmd(rest, os.Stdin, stdout, stderr)
 	case "version", "--version", "-v":
 		fmt.Fprintln(stdout, versionString())
 		return 0
@@ -78,6 +81,7 @@ commands:
   forget     drop a failed member from the known members: weir forget [--addr URL] NAME
   healthcheck  exit 0 when the node is ready (container health checks)
   validate   check a limits file: weir validate FILE
+  token      caller tokens: weir token new | hash [TOKEN] | check FILE
   version    print the version
 `)
 }

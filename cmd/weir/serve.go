@@ -162,7 +162,8 @@ func serve(args []string, stderr io.Writer) int {
 			if err := n.ReloadLimits(); err != nil {
 				log.Warn("limits reload rejected; last valid file stays in force", "err", err)
 			}
-			_ = n.ReloadTLS() // logged inside
+			_ = n.ReloadTLS()    // logged inside
+			_ = n.ReloadTokens() // logged inside
 		case <-ctx.Done():
 			log.Info("shutting down: no new requests, finishing in-flight ones")
 			sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout+time.Second)

@@ -19,6 +19,9 @@ func securityFlags(fs *flag.FlagSet, cfg *node.Config) {
 	fs.StringVar(&cfg.Security.TLS.KeyFile, "tls-key-file", "", "key of --tls-cert-file (PEM)")
 	fs.StringVar(&cfg.Security.TLS.ClientCAFile, "tls-client-ca-file", "", "require client certificates signed by a CA in this file (PEM)")
 
+	fs.StringVar(&cfg.Security.TokensFile, "tokens-file", "", "caller tokens (YAML, SHA-256 hashes; weir token hash); reloaded when it changes. Empty: the API is open")
+	fs.BoolVar(&cfg.Security.ProtectMetrics, "protect-metrics", false, "with --tokens-file, require a read-scope token for /metrics")
+
 	l := &cfg.Security.Limits
 	d := node.DefaultServerLimits()
 	fs.DurationVar(&l.HTTPReadHeaderTimeout, "http-read-header-timeout", d.HTTPReadHeaderTimeout, "longest time to read a request's headers, and to wait for a new connection's first request")

@@ -1,0 +1,304 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/weir-rl/weir/auth"
+	"github.com/weir-rl/weir/lease"
+)
+
+// This file enforces the caller policy of package auth on the transports.
+// Authentication happens at the edge of each transport, before a request
+// is read: RequireTokens (HTTP) and GRPCAuth (gRPC, the Envoy service
+// included) turn the presented credential into the caller's *auth.Token
+// and refuse a missing or unknown one (Unauthenticated). Authorisation
+// happens in AuthorizingDecider, which wraps the Decider: every check of a
+// take, every lease and every admin call is authorised against the
+// caller's token before the wrapped Decider is called, so a refused call
+// spends and changes nothing. Another transport (a RESP AUTH command, say)
+// authenticates with Policy.Authenticate, stores the token with the
+// connection, passes it with WithCaller and calls the same wrapped Decider.
+
+// Credential headers. A forward-auth proxy (nginx auth_request, Traefik
+// ForwardAuth, Caddy forward_auth) passes the client's own Authorization
+// header through to Weir; it sets its own credential in TokenHeader, which
+// wins over Authorization.
+const (
+	// TokenHeader carries a bare token, for proxies. gRPC metadata key
+	// "x-weir-token" likewise.
+	TokenHeader = "X-Weir-Token"
+	// grpcTokenKey is TokenHeader as gRPC metadata (lower case).
+	grpcTokenKey = "x-weir-token"
+)
+
+// AuthConfig configures caller authentication. The zero value leaves the
+// API open.
+type AuthConfig struct {
+	// Policy returns the policy in force. Nil, or a nil answer, means no
+	// tokens file: every call is allowed, as without authentication.
+	Policy func() *auth.Policy
+	// ProtectMetrics requires a token with the read scope for GET
+	// /metrics. Default false: /metrics is open.
+	ProtectMetrics bool
+	// OnFailure is called once for every refused request with the reason
+	// (the node counts weir_auth_failures_total{reason}). Nil ignores them.
+	OnFailure func(auth.Reason)
+}
+
+func (c AuthConfig) policy() *auth.Policy {
+	if c.Policy == nil {
+		return nil
+	}
+	return c.Policy()
+}
+
+func (c AuthConfig) failed(r auth.Reason) {
+	if c.OnFailure != nil {
+		c.OnFailure(r)
+	}
+}
+
+type callerKey struct{}
+
+// WithCaller returns ctx carrying the caller's token, as authenticated by
+// a transport.
+func WithCaller(ctx context.Context, t *auth.Token) context.Context {
+	return context.WithValue(ctx, callerKey{}, t)
+}
+
+// CallerFrom returns the caller's token carried by ctx, or nil.
+func CallerFrom(ctx context.Context) *auth.Token {
+	t, _ := ctx.Value(callerKey{}).(*auth.Token)
+	return t
+}
+
+// bearer returns the token of an "Authorization: Bearer TOKEN" value.
+func bearer(v string) string {
+	const p = "bearer "
+	if len(v) > len(p) && strings.EqualFold(v[:len(p)], p) {
+		return strings.TrimSpace(v[len(p):])
+	}
+	return ""
+}
+
+// refusal is the *Error for a refused answer.
+func refusal(a auth.Answer, scope auth.Scope, limit string) *Error {
+	code := CodeForbidden
+	if a.Outcome == auth.Unauthenticated {
+		code = CodeUnauthenticated
+	}
+	return &Error{Code: code, Detail: a.Detail(scope, limit)}
+}
+
+// openPaths answer without a token: probes must work for orchestrators.
+var openPaths = map[string]bool{"/healthz": true, "/readyz": true}
+
+// RequireTokens wraps the HTTP API h with authentication: a request other
+// than /healthz, /readyz and (unless cfg.ProtectMetrics) /metrics must
+// carry a known token in X-Weir-Token or Authorization: Bearer, or it is
+// 401 before its body is read. /metrics, when protected, also needs the
+// read scope (403). The caller's token goes into the request's context for
+// AuthorizingDecider. Without a policy h is served as is.
+func RequireTokens(h http.Handler, cfg AuthConfig) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := cfg.policy()
+		metrics := r.URL.Path == "/metrics"
+		if p == nil || openPaths[r.URL.Path] || (metrics && !cfg.ProtectMetrics) {
+			h.ServeHTTP(w, r)
+			return
+		}
+		cred := r.Header.Get(TokenHeader)
+		if cred == "" {
+			cred = bearer(r.Header.Get("Authorization"))
+		}
+		a := p.Authenticate(cred)
+		if a.OK() && metrics {
+			a = a.Token.Authorize(auth.ScopeRead, "", "")
+		}
+		if !a.OK() {
+			cfg.failed(a.Reason)
+			writeRefusal(w, refusal(a, auth.ScopeRead, ""))
+			return
+		}
+		h.ServeHTTP(w, r.WithContext(WithCaller(r.Context(), a.Token)))
+	})
+}
+
+// writeRefusal writes the 401 or 403 for e.
+func writeRefusal(w http.ResponseWriter, e *Error) {
+	if e.Code == CodeUnauthenticated {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="weir"`)
+		writeJSON(w, http.StatusUnauthorized, errorBody{Error: "unauthenticated", Detail: e.Detail})
+		return
+	}
+	writeJSON(w, http.StatusForbidden, errorBody{Error: "forbidden", Detail: e.Detail})
+}
+
+// grpcCredential returns the token of an incoming call's metadata.
+func grpcCredential(ctx context.Context) string {
+	md, _ := metadata.FromIncomingContext(ctx)
+	if v := md.Get(grpcTokenKey); len(v) > 0 {
+		return v[0]
+	}
+	if v := md.Get("authorization"); len(v) > 0 {
+		return bearer(v[0])
+	}
+	return ""
+}
+
+// grpcAuthenticate returns ctx with the caller's token, or the status error
+// that refuses the call. Without a policy ctx is returned unchanged.
+func grpcAuthenticate(ctx context.Context, cfg AuthConfig) (context.Context, error) {
+	p := cfg.policy()
+	if p == nil {
+		return ctx, nil
+	}
+	a := p.Authenticate(grpcCredential(ctx))
+	if !a.OK() {
+		cfg.failed(a.Reason)
+		return ctx, grpcStatus(refusal(a, 0, "")).Err()
+	}
+	return WithCaller(ctx, a.Token), nil
+}
+
+// GRPCAuth returns the unary and stream server interceptors that
+// authenticate every call of the public gRPC server (the Limiter and Envoy
+// services): metadata "x-weir-token: TOKEN" or "authorization: Bearer
+// TOKEN", else Unauthenticated before the request is read.
+func GRPCAuth(cfg AuthConfig) (grpc.UnaryServerInterceptor, grpc.StreamServerInterceptor) {
+	unary := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		ctx, err := grpcAuthenticate(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		return h(ctx, req)
+	}
+	stream := func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+		ctx, err := grpcAuthenticate(ss.Context(), cfg)
+		if err != nil {
+			return err
+		}
+		return h(srv, callerStream{ServerStream: ss, ctx: ctx})
+	}
+	return unary, stream
+}
+
+// callerStream is a ServerStream whose context carries the caller.
+type callerStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+// Context implements grpc.ServerStream.
+func (s callerStream) Context() context.Context { return s.ctx }
+
+// AuthorizingDecider returns d behind the caller policy: each call is
+// authorised against the token in its context (WithCaller) before d sees
+// it, and a refusal is CodeForbidden (or CodeUnauthenticated when the
+// context carries no token) with nothing spent. Take, Acquire, Renew and
+// Release need the decide scope and every (limit, key) within the token's
+// limits and key prefix (a lease's limit and key are read from its id);
+// Cluster needs read; Forget needs admin; Ready is open. Without a policy
+// it calls d directly.
+func AuthorizingDecider(d Decider, cfg AuthConfig) Decider {
+	return authDecider{d: d, cfg: cfg}
+}
+
+type authDecider struct {
+	d   Decider
+	cfg AuthConfig
+}
+
+var _ Decider = authDecider{}
+
+// authorize checks the caller of ctx for scope on (limit, key).
+func (a authDecider) authorize(ctx context.Context, scope auth.Scope, limit, key string) error {
+	if a.cfg.policy() == nil {
+		return nil
+	}
+	t := CallerFrom(ctx)
+	if t == nil {
+		a.cfg.failed(auth.ReasonMissing)
+		return refusal(auth.Answer{Outcome: auth.Unauthenticated, Reason: auth.ReasonMissing}, scope, limit)
+	}
+	if ans := t.Authorize(scope, limit, key); !ans.OK() {
+		a.cfg.failed(ans.Reason)
+		return refusal(ans, scope, limit)
+	}
+	return nil
+}
+
+// authorizeLease checks the caller for the lease with id.
+func (a authDecider) authorizeLease(ctx context.Context, id string) error {
+	limit, key, ok := lease.ParseID(id)
+	if !ok { // malformed: d answers not found and changes nothing
+		return a.authorize(ctx, auth.ScopeDecide, "", "")
+	}
+	return a.authorize(ctx, auth.ScopeDecide, limit, key)
+}
+
+// Take implements Decider.
+func (a authDecider) Take(ctx context.Context, checks []Check) (TakeResponse, error) {
+	if a.cfg.policy() != nil {
+		if len(checks) == 0 {
+			if err := a.authorize(ctx, auth.ScopeDecide, "", ""); err != nil {
+				return TakeResponse{}, err
+			}
+		}
+		for _, c := range checks {
+			if err := a.authorize(ctx, auth.ScopeDecide, c.Limit, c.Key); err != nil {
+				return TakeResponse{}, err
+			}
+		}
+	}
+	return a.d.Take(ctx, checks)
+}
+
+// Acquire implements Decider.
+func (a authDecider) Acquire(ctx context.Context, req AcquireRequest) (AcquireResponse, error) {
+	if err := a.authorize(ctx, auth.ScopeDecide, req.Limit, req.Key); err != nil {
+		return AcquireResponse{}, err
+	}
+	return a.d.Acquire(ctx, req)
+}
+
+// Renew implements Decider.
+func (a authDecider) Renew(ctx context.Context, id string, ttl time.Duration) (time.Duration, error) {
+	if err := a.authorizeLease(ctx, id); err != nil {
+		return 0, err
+	}
+	return a.d.Renew(ctx, id, ttl)
+}
+
+// Release implements Decider.
+func (a authDecider) Release(ctx context.Context, id string) error {
+	if err := a.authorizeLease(ctx, id); err != nil {
+		return err
+	}
+	return a.d.Release(ctx, id)
+}
+
+// Cluster implements Decider.
+func (a authDecider) Cluster(ctx context.Context, limit, key string) (ClusterInfo, error) {
+	if err := a.authorize(ctx, auth.ScopeRead, "", ""); err != nil {
+		return ClusterInfo{}, err
+	}
+	return a.d.Cluster(ctx, limit, key)
+}
+
+// Ready implements Decider; readiness is open.
+func (a authDecider) Ready() bool { return a.d.Ready() }
+
+// Forget implements Decider.
+func (a authDecider) Forget(ctx context.Context, name string) (bool, error) {
+	if err := a.authorize(ctx, auth.ScopeAdmin, "", ""); err != nil {
+		return false, err
+	}
+	return a.d.Forget(ctx, name)
+}
