@@ -83,8 +83,8 @@ func (h *httpHandler) hot(op Operator) http.HandlerFunc {
 		if s := q.Get("n"); s != "" {
 			v, err := strconv.Atoi(s)
 			if err != nil || v < 1 || v > MaxHotN {
-				writeJSON(w, http.StatusBadRequest, errorBody{Error: "invalid_request",
-					Detail: "n must be an integer from 1 to " + strconv.Itoa(MaxHotN)})
+				detail := "n must be an integer from 1 to " + strconv.Itoa(MaxHotN)
+				writeJSON(w, http.StatusBadRequest, errorBody{Error: "invalid_request", Detail: detail})
 				return
 			}
 			n = v

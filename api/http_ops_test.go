@@ -23,8 +23,8 @@ func (f *fakeOperator) Hot(_ context.Context, limit string, n int) (HotKeys, err
 	if limit == "nope" {
 		return HotKeys{}, Errorf(CodeInvalid, "unknown limit %q", limit)
 	}
-	return HotKeys{Node: "n1", Nodes: []string{"n1"}, Missing: []string{},
-		Limits: []HotLimit{{Limit: "export", Keys: []HotKey{{Key: "tenant:a", Cost: 9, Error: 1, Denied: 2}}}}}, nil
+	keys := []HotKey{{Key: "tenant:a", Cost: 9, Error: 1, Denied: 2}}
+	return HotKeys{Node: "n1", Nodes: []string{"n1"}, Missing: []string{}, Limits: []HotLimit{{Limit: "export", Keys: keys}}}, nil
 }
 
 func (f *fakeOperator) Stats(context.Context) (ClusterStats, error) {

@@ -80,7 +80,7 @@ func (l *killableListener) Accept() (net.Conn, error) {
 
 // Kill closes the listener and the connections it accepted.
 func (l *killableListener) Kill() {
-	_ = l.Listener.Close()
+	_ = l.Close()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, c := range l.conns {

@@ -110,8 +110,11 @@ func TestDashboardIsWellFormed(t *testing.T) {
 		}
 	}
 	all := strings.Join(titles, "|")
-	for _, want := range []string{"Decisions", "Denials", "Fallback", "Decision latency", "Forward latency",
-		"Forward errors", "batch size", "Members", "Ring epoch", "Limits version", "Buckets", "Leases", "reloads"} {
+	wants := []string{
+		"Decisions", "Denials", "Fallback", "Decision latency", "Forward latency", "Forward errors",
+		"batch size", "Members", "Ring epoch", "Limits version", "Buckets", "Leases", "reloads",
+	}
+	for _, want := range wants {
 		if !strings.Contains(all, want) {
 			t.Errorf("no panel about %q", want)
 		}
