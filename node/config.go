@@ -30,8 +30,15 @@ type Config struct {
 	// Leases bounds the lease table (leases and parked waiters).
 	Leases lease.Config
 	// Envoy configures Envoy's rate limit service on the gRPC port (the
-	// domain it accepts; "" accepts any).
+	// domain it accepts; "" accepts any). Its Rules and Now are set by the
+	// node.
 	Envoy api.EnvoyConfig
+	// EnvoyConfigDir is a directory of envoyproxy/ratelimit configuration
+	// files (*.yaml, *.yml; package envoyconf), watched and reloaded like
+	// the limits file. With it, Envoy's rate limit service decides by those
+	// rules; empty (the default) keeps the generic_key mapping. Every node
+	// of a cluster must load the same files.
+	EnvoyConfigDir string
 	// HTTP configures the public HTTP handlers (legacy headers, body and key limits).
 	HTTP api.HTTPConfig
 	// SweepInterval is how often idle, fully refilled buckets are evicted. Default 10s; 0 disables.
