@@ -16,6 +16,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/weir-rl/weir/envoyconf"
 )
 
 // This file serves Envoy's global rate limit service,
@@ -24,6 +26,10 @@ import (
 // served on the same gRPC port as weir.v1.Limiter.
 //
 // # Contract
+//
+// This is the generic_key mapping, in force when EnvoyConfig.Rules gives no
+// configuration. With an envoyproxy/ratelimit configuration loaded, the
+// contract at the top of envoy_rules.go applies instead.
 //
 // A ShouldRateLimit request becomes ONE Decider.Take with one check per
 // descriptor, in descriptor order: all descriptors are spent or none is, as
@@ -124,6 +130,16 @@ type EnvoyConfig struct {
 	// MaxDescriptors bounds the descriptors of one request (the checks of
 	// one take). Default 100, at least 1.
 	MaxDescriptors int
+	// Rules returns the envoyproxy/ratelimit configuration in force (the
+	// node's --envoy-config-dir), or nil when none is loaded; a nil func is
+	// the same as always nil. With a configuration, descriptors are decided
+	// by its rules (envoy_rules.go); without, by the generic_key mapping
+	// above.
+	Rules func() *envoyconf.Config
+	// Now is the clock of the rules' fixed windows, for the reset time of a
+	// rule that denies without a bucket (requests_per_unit: 0). Nil is
+	// time.Now.
+	Now func() time.Time
 }
 
 // DefaultEnvoyConfig returns the defaults: any domain, and the same bounds
@@ -158,6 +174,8 @@ type envoyServer struct {
 	d      Decider
 	domain string
 	lim    inputLimits
+	rules  func() *envoyconf.Config // nil: no rules, the generic_key mapping
+	now    func() time.Time
 }
 
 // NewEnvoyServer returns Envoy's envoy.service.ratelimit.v3.RateLimitService
@@ -173,10 +191,15 @@ func NewEnvoyServer(d Decider, cfg EnvoyConfig) rlsv3.RateLimitServiceServer {
 	if cfg.MaxDescriptors <= 0 {
 		cfg.MaxDescriptors = def.MaxDescriptors
 	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	return &envoyServer{
 		d:      d,
 		domain: cfg.Domain,
 		lim:    inputLimits{maxKeyBytes: cfg.MaxKeyBytes, maxChecks: cfg.MaxDescriptors},
+		rules:  cfg.Rules,
+		now:    cfg.Now,
 	}
 }
 
@@ -188,6 +211,11 @@ func RegisterEnvoy(s grpc.ServiceRegistrar, d Decider, cfg EnvoyConfig) {
 
 // ShouldRateLimit implements rlsv3.RateLimitServiceServer.
 func (s *envoyServer) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	if s.rules != nil {
+		if cfg := s.rules(); cfg != nil {
+			return s.decideRules(ctx, cfg, req)
+		}
+	}
 	checks, err := envoyChecks(req, s.domain, s.lim)
 	if err != nil {
 		return nil, envoyStatus(ctx, err).Err()
@@ -305,37 +333,47 @@ func envoyCheck(i int, d *ratelimitv3.RateLimitDescriptor, hits uint32, lim inpu
 // the bucket key; see the contract. It measures before it renders, so an
 // over-long descriptor costs no allocation.
 func envoyKey(i int, entries []*ratelimitv3.RateLimitDescriptor_Entry, skip, maxBytes int) (string, *Error) {
-	n := 0
-	for j, e := range entries {
+	return renderKey(i, len(entries), func(j int) (string, string) {
+		return entries[j].GetKey(), entries[j].GetValue()
+	}, skip, maxBytes)
+}
+
+// renderKey renders n entries, entry(j) giving each key and value, skipping
+// the one at skip, as "k=v" joined by ",", escaped; see the contract.
+func renderKey(i, n int, entry func(j int) (k, v string), skip, maxBytes int) (string, *Error) {
+	size := 0
+	for j := range n {
 		if j == skip {
 			continue
 		}
-		if e.GetKey() == "" {
+		k, v := entry(j)
+		if k == "" {
 			return "", invalidf("descriptors[%d].entries[%d].key is empty", i, j)
 		}
-		if n > 0 {
-			n++ // ','
+		if size > 0 {
+			size++ // ','
 		}
-		n += escapedLen(e.GetKey()) + 1 + escapedLen(e.GetValue())
+		size += escapedLen(k) + 1 + escapedLen(v)
 	}
-	if n == 0 {
+	if size == 0 {
 		return envoyGlobalKey, nil
 	}
 	field := "descriptors[" + strconv.Itoa(i) + "] key"
-	if n > maxBytes {
-		return "", invalidf("%s is %d bytes, over the %d-byte maximum", field, n, maxBytes)
+	if size > maxBytes {
+		return "", invalidf("%s is %d bytes, over the %d-byte maximum", field, size, maxBytes)
 	}
-	b := make([]byte, 0, n)
-	for j, e := range entries {
+	b := make([]byte, 0, size)
+	for j := range n {
 		if j == skip {
 			continue
 		}
+		k, v := entry(j)
 		if len(b) > 0 {
 			b = append(b, ',')
 		}
-		b = appendEscaped(b, e.GetKey())
+		b = appendEscaped(b, k)
 		b = append(b, '=')
-		b = appendEscaped(b, e.GetValue())
+		b = appendEscaped(b, v)
 	}
 	key := string(b)
 	if e := checkField(-1, field, key, maxBytes); e != nil { // UTF-8

@@ -433,7 +433,7 @@ func TestEnvoyConfig(t *testing.T) {
 	if err := DefaultEnvoyConfig().Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if d := DefaultEnvoyConfig(); d != (EnvoyConfig{MaxKeyBytes: 512, MaxDescriptors: 100}) {
+	if d := DefaultEnvoyConfig(); d.Domain != "" || d.MaxKeyBytes != 512 || d.MaxDescriptors != 100 || d.Rules != nil || d.Now != nil {
 		t.Fatalf("defaults %+v", d)
 	}
 	for _, c := range []EnvoyConfig{{MaxKeyBytes: -1}, {MaxDescriptors: -1}} {

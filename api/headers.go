@@ -111,3 +111,40 @@ func sfString(b []byte, s string) []byte {
 	}
 	return append(b, '"')
 }
+
+// SetHeaders sets on h the rate-limit headers that the HTTP API sends for a
+// decision (see the package doc): RateLimit-Policy and RateLimit for the
+// result /v1/take picks (the first denied, else the least remaining), the
+// legacy trio when legacy is true, and, when resp is a denial, Retry-After.
+// It sets nothing for a response without results. Other transports in front
+// of an application (api/middleware) use it so that their answers carry the
+// same headers as Weir's own.
+func SetHeaders(h http.Header, resp TakeResponse, legacy bool) {
+	res, ok := headerResult(resp.Results)
+	if !ok {
+		return
+	}
+	if !resp.Allowed && res.Allowed {
+		res.Allowed = false // a single-check take: the overall decision is its decision
+		res.RetryAfter = max(res.RetryAfter, resp.RetryAfter)
+	}
+	setRateLimitHeaders(h, res, legacy)
+	if !resp.Allowed {
+		h.Set("Retry-After", strconv.FormatInt(denialSeconds(max(resp.RetryAfter, res.RetryAfter)), 10))
+	}
+}
+
+// WriteDenied writes the answer /v1/check gives a denial, with status
+// (normally 429): SetHeaders, Content-Type application/json,
+// Cache-Control no-store, and the body
+// {"error":"rate_limit_exceeded","limit":"...","retry_after_ms":N}, which
+// names the limit and never the key.
+func WriteDenied(w http.ResponseWriter, status int, resp TakeResponse, legacy bool) {
+	SetHeaders(w.Header(), resp, legacy)
+	res, _ := headerResult(resp.Results)
+	writeJSON(w, status, denialBody{
+		Error:        "rate_limit_exceeded",
+		Limit:        res.Limit,
+		RetryAfterMs: msUp(max(resp.RetryAfter, res.RetryAfter)),
+	})
+}

@@ -2,7 +2,6 @@ package api
 
 import (
 	"net/http"
-	"strconv"
 )
 
 // evidenceOf returns ev's wire form, nil when no bucket decided.
@@ -134,15 +133,11 @@ func (h *httpHandler) check(w http.ResponseWriter, r *http.Request) {
 		res.Limit = c.Limit
 	}
 	res.Allowed = resp.Allowed // one check: the overall decision is its decision
-	setRateLimitHeaders(w.Header(), res, h.cfg.LegacyHeaders)
+	resp.Results = []Result{res}
 	if !res.Allowed {
-		w.Header().Set("Retry-After", strconv.FormatInt(denialSeconds(res.RetryAfter), 10))
-		writeJSON(w, q.denyStatus, denialBody{
-			Error:        "rate_limit_exceeded",
-			Limit:        res.Limit,
-			RetryAfterMs: msUp(res.RetryAfter),
-		})
+		WriteDenied(w, q.denyStatus, resp, h.cfg.LegacyHeaders)
 		return
 	}
+	SetHeaders(w.Header(), resp, h.cfg.LegacyHeaders)
 	writeJSON(w, http.StatusOK, toResultJSON(res))
 }

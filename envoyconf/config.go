@@ -113,6 +113,20 @@ type Rule struct {
 	Line int
 }
 
+// LimitName is the name under which the node registers the rule's Weir
+// limit: "envoy:" and the ID. It cannot clash with a limits file name,
+// which has no ':'.
+func (r *Rule) LimitName() string { return "envoy:" + r.ID }
+
+// Capacity is the most one request may cost: the burst of a token_bucket or
+// gcra rule, else RequestsPerUnit.
+func (r *Rule) Capacity() int64 {
+	if r.Limit.Burst > 0 {
+		return r.Limit.Burst
+	}
+	return int64(r.Limit.RequestsPerUnit)
+}
+
 // Bucket returns the Weir limit of the rule. It is meaningful only for a
 // limited rule with RequestsPerUnit >= 1.
 func (r *Rule) Bucket() bucket.Limit {

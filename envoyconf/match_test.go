@@ -425,3 +425,29 @@ descriptors:
 		t.Errorf("sw: %+v", b)
 	}
 }
+
+// The README examples as files (what the node's tests serve) load as one
+// directory: one domain per file.
+func TestReadmeExamplesLoadDir(t *testing.T) {
+	c, err := LoadDir("testdata/readme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(c.Domains()); got != 10 {
+		t.Fatalf("%d domains, want 10: %v", got, c.Domains())
+	}
+}
+
+// deploy/envoy/ratelimit, the rules of the example Envoy bootstrap, loads and
+// matches the descriptors that bootstrap's actions send.
+func TestDeployEnvoyRules(t *testing.T) {
+	c, err := LoadDir("../deploy/envoy/ratelimit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkMatches(t, c, "edge", []matchCase{
+		{"remote_address=10.0.0.7", "edge.remote_address", 20},
+		{"remote_address=10.0.0.7,path=/api/orders", "edge.remote_address.path_/api/*", 600},
+		{"remote_address=10.0.0.7,path=/static/app.js", "", 0},
+	})
+}

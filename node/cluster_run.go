@@ -262,7 +262,7 @@ func (n *Node) startCluster(ctx context.Context) error {
 		return err
 	}
 	c := &cluster{
-		self: cfg.NodeName, ring: r, pool: pool, store: n.eng.store, leases: n.leases, limits: n.limits.Current,
+		self: cfg.NodeName, ring: r, pool: pool, store: n.eng.store, leases: n.leases, limits: n.eng.limits,
 		log: n.log, now: n.eng.now, window: cfg.HandoffWindow, spawn: n.goRun, m: cm,
 		rules: placement.Config{
 			Self: cfg.NodeName, TakeoverDelay: cfg.TakeoverDelay, Timing: rc.Timing, Seeds: len(rc.Join),

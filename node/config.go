@@ -41,9 +41,16 @@ type Config struct {
 	// Leases bounds the lease table (leases and parked waiters).
 	Leases lease.Config
 	// Envoy configures Envoy's rate limit service on the gRPC port (the
-	// domain it accepts; "" accepts any). Its MaxKeyBytes is replaced by
-	// HTTP.MaxKeyBytes, the one key bound.
+	// domain it accepts; "" accepts any). Its Rules and Now are set by the
+	// node, and its MaxKeyBytes is replaced by HTTP.MaxKeyBytes, the one
+	// key bound.
 	Envoy api.EnvoyConfig
+	// EnvoyConfigDir is a directory of envoyproxy/ratelimit configuration
+	// files (*.yaml, *.yml; package envoyconf), watched and reloaded like
+	// the limits file. With it, Envoy's rate limit service decides by those
+	// rules; empty (the default) keeps the generic_key mapping. Every node
+	// of a cluster must load the same files.
+	EnvoyConfigDir string
 	// HTTP configures the public HTTP handlers (legacy headers, body and
 	// key limits). Its MaxKeyBytes (default 512; 0 means the default) is
 	// the key bound of every surface: HTTP, gRPC, Envoy and peers' forwards

@@ -66,6 +66,13 @@ type Node struct {
 	// cl is the cluster part, nil in a cluster of one. Start sets it once,
 	// before any listener serves; it is read without mu.
 	cl atomic.Pointer[cluster]
+	// envoy is the envoyproxy/ratelimit configuration; nil without
+	// Config.EnvoyConfigDir.
+	envoy *envoyRules
+	// merged is the limits file in force plus the envoy rules' limits: what
+	// the engine decides by. mergeMu serializes its rebuilds.
+	merged  atomic.Pointer[limits.File]
+	mergeMu sync.Mutex
 
 	mu       sync.Mutex // guards the fields below
 	httpLn   net.Listener
@@ -141,8 +148,16 @@ func New(cfg Config, deps Deps) (*Node, error) {
 	if err := n.newSecurity(); err != nil {
 		return nil, err
 	}
+	if cfg.EnvoyConfigDir != "" {
+		if n.envoy, err = newEnvoyRules(cfg.EnvoyConfigDir, log, reg, n.onEnvoyReload); err != nil {
+			return nil, err
+		}
+	}
+	if err := n.remerge(); err != nil {
+		return nil, err
+	}
 	n.eng = &engine{
-		now: clock, limits: n.limits.Current, store: store, fallback: fallback, m: n.m, hot: newHotKeys(), maxKey: cfg.maxKeyBytes(),
+		now: clock, limits: n.merged.Load, store: store, fallback: fallback, m: n.m, hot: newHotKeys(), maxKey: cfg.maxKeyBytes(),
 		run: cfg.NodeName + "/" + strconv.FormatUint(rand.Uint64()&0xffffff, 16),
 	}
 	dc := cfg.TakeDedup
@@ -161,22 +176,59 @@ func (n *Node) onReload(f *limits.File, err error) {
 	}
 	n.m.reloads.Inc()
 	n.m.limitsVersion.Set(float64(f.Version))
+	if err := n.remerge(); err != nil {
+		n.log.Error("limits file loaded but not merged with the envoy rules", "err", err)
+	}
 	if c := n.cl.Load(); c != nil {
 		c.setLimitsVersion(f.Version)
 	}
 	n.log.Info("limits reloaded", "source", f.Source, "version", f.Version, "limits", len(f.Limits))
 }
 
+// onEnvoyReload publishes the limits of a newly loaded envoy configuration.
+func (n *Node) onEnvoyReload() {
+	if err := n.remerge(); err != nil {
+		n.log.Error("envoy config loaded but not merged with the limits file", "err", err)
+	}
+}
+
+// remerge publishes the limits file in force plus the envoy rules' limits
+// for the engine. The limits.Reloader and envoyRules publish their own value
+// before they call it, so the last call sees both latest values.
+func (n *Node) remerge() error {
+	n.mergeMu.Lock()
+	defer n.mergeMu.Unlock()
+	base := n.limits.Current()
+	c := n.envoy.current()
+	if c == nil {
+		n.merged.Store(base)
+		return nil
+	}
+	f, err := base.WithLimits(envoyLimits(c))
+	if err != nil {
+		return err
+	}
+	n.merged.Store(f)
+	return nil
+}
+
 // Limits returns the limits file in force.
 func (n *Node) Limits() *limits.File { return n.limits.Current() }
 
-// ReloadLimits re-reads the limits file, as on SIGHUP. A rejected file keeps
-// the last valid one in force and is returned as the error.
+// ReloadLimits re-reads the limits file and the envoy configuration
+// directory, as on SIGHUP. A rejected file keeps the last valid one in force
+// and is returned as the error.
 func (n *Node) ReloadLimits() error {
-	if n.cfg.LimitsPath == "" {
+	var err error
+	if n.cfg.LimitsPath != "" {
+		err = n.limits.Reload()
+	} else if n.envoy == nil {
 		return errors.New("node: no limits file to reload (serving the embedded default)")
 	}
-	return n.limits.Reload()
+	if n.envoy != nil {
+		err = errors.Join(err, n.envoy.reload(true))
+	}
+	return err
 }
 
 // Start opens the listeners and starts serving. It returns once the sockets
@@ -231,10 +283,14 @@ func (n *Node) Start(ctx context.Context) error {
 	// One key bound for every surface: the engine's (Config.HTTP.MaxKeyBytes).
 	gc := api.DefaultGRPCConfig()
 	gc.MaxKeyBytes = n.eng.maxKey
-	ec := n.cfg.Envoy
-	ec.MaxKeyBytes = n.eng.maxKey
 	api.RegisterGRPC(n.grpcSrv, public, gc)
-	api.RegisterEnvoy(n.grpcSrv, public, ec)
+	envoyCfg := n.cfg.Envoy
+	envoyCfg.MaxKeyBytes = n.eng.maxKey
+	envoyCfg.Now = n.eng.now
+	if n.envoy != nil {
+		envoyCfg.Rules = n.envoy.current
+	}
+	api.RegisterEnvoy(n.grpcSrv, public, envoyCfg)
 	n.runSecurity(runCtx)
 
 	n.cancel = cancel
@@ -261,6 +317,13 @@ func (n *Node) Start(ctx context.Context) error {
 		n.goRun(func() {
 			if err := n.limits.Run(runCtx); err != nil && !errors.Is(err, context.Canceled) {
 				n.log.Warn("limits file watch stopped", "err", err)
+			}
+		})
+	}
+	if n.envoy != nil {
+		n.goRun(func() {
+			if err := n.envoy.run(runCtx); err != nil && !errors.Is(err, context.Canceled) {
+				n.log.Warn("envoy config watch stopped", "err", err)
 			}
 		})
 	}

@@ -26,7 +26,7 @@ var _ transport.Handler = peerHandler{}
 // Serve implements transport.Handler: the owner's side of forwards.
 func (h peerHandler) Serve(ctx context.Context, from string, reqs []transport.Request) []transport.Reply {
 	out := make([]transport.Reply, len(reqs))
-	f := h.n.limits.Current()
+	f := h.n.eng.limits()
 	for i, r := range reqs {
 		out[i] = h.serveOne(ctx, f, from, r)
 		out[i].Epoch = h.c.ring.View().Epoch

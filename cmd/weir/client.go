@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weir-rl/weir/envoyconf"
 	"github.com/weir-rl/weir/node/limits"
 )
 
@@ -72,18 +73,49 @@ func take(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// validate checks a limits file: exit 0 and a summary when it is valid,
-// exit 1 with line-numbered errors when not.
+// validate checks a limits file, or an envoyproxy/ratelimit configuration
+// directory (--envoy-config-dir's; a single such file with --envoy): exit 0
+// and a summary when it is valid, exit 1 with line-numbered errors when not.
 func validate(args []string, stdout, stderr io.Writer) int {
-	if len(args) != 1 {
-		fmt.Fprintln(stderr, "usage: weir validate FILE")
+	fs := newFlagSet("validate", stderr)
+	envoy := fs.Bool("envoy", false, "the file is an envoyproxy/ratelimit configuration file")
+	if err := fs.Parse(args); err != nil || fs.NArg() != 1 {
+		fmt.Fprintln(stderr, "usage: weir validate [--envoy] FILE|DIR")
 		return 2
 	}
-	f, err := limits.Load(args[0])
+	path := fs.Arg(0)
+	if st, err := os.Stat(path); *envoy || (err == nil && st.IsDir()) {
+		return validateEnvoy(path, err == nil && st.IsDir(), stdout, stderr)
+	}
+	f, err := limits.Load(path)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "%s: ok: version %d, %d limits\n", args[0], f.Version, len(f.Limits))
+	fmt.Fprintf(stdout, "%s: ok: version %d, %d limits\n", path, f.Version, len(f.Limits))
+	return 0
+}
+
+// validateEnvoy checks envoyproxy/ratelimit configuration: a directory as
+// --envoy-config-dir loads it, or one file.
+func validateEnvoy(path string, dir bool, stdout, stderr io.Writer) int {
+	var c *envoyconf.Config
+	var err error
+	if dir {
+		c, err = envoyconf.LoadDir(path)
+	} else {
+		var data []byte
+		if data, err = os.ReadFile(path); err == nil {
+			var f *envoyconf.File
+			if f, err = envoyconf.Parse(path, data); err == nil {
+				c, err = envoyconf.Build(f)
+			}
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "%s: ok: envoy config, %d domains, %d rules\n", path, len(c.Domains()), len(c.Rules()))
 	return 0
 }

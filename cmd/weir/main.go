@@ -3,7 +3,7 @@
 //
 //	weir serve [flags]          run a node
 //	weir take LIMIT KEY [COST]  ask a node for a decision (exit 0 allowed, 1 denied)
-//	weir validate FILE          check a limits file (exit 1 with line-numbered errors)
+//	weir validate FILE|DIR      check a limits file or an envoy config dir (exit 1 with line-numbered errors)
 //	weir status                 a node's view of the cluster
 //	weir hot                    the heaviest keys across the cluster
 //	weir lease acquire|renew|release ...  concurrency permits
@@ -80,7 +80,7 @@ commands:
   hot        the heaviest keys across the cluster: weir hot [--addr URL] [--limit L] [--n N]
   forget     drop a failed member from the known members: weir forget [--addr URL] NAME
   healthcheck  exit 0 when the node is ready (container health checks)
-  validate   check a limits file: weir validate FILE
+  validate   check a limits file or an envoyproxy/ratelimit config dir: weir validate [--envoy] FILE|DIR
   token      caller tokens: weir token new | hash [TOKEN] | check FILE
   version    print the version
 `)

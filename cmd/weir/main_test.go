@@ -151,6 +151,28 @@ func TestValidate(t *testing.T) {
 	}
 }
 
+// weir validate checks an envoyproxy/ratelimit directory (and, with
+// --envoy, one such file), listing every problem with file and line.
+func TestValidateEnvoyConfig(t *testing.T) {
+	readme := filepath.Join("..", "..", "envoyconf", "testdata", "readme")
+	code, stdout, stderr := runCmd("validate", readme)
+	if code != 0 || stdout != readme+": ok: envoy config, 10 domains, 20 rules\n" {
+		t.Fatalf("validate readme: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: fortnight}\n  - key: a\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	want := bad + ": line 4: invalid rate limit unit 'fortnight'\n" + bad + ": line 5: duplicate descriptor composite key 'd.a'\n"
+	for _, args := range [][]string{{"validate", dir}, {"validate", "--envoy", bad}} {
+		code, stdout, stderr = runCmd(args...)
+		if code != 1 || stdout != "" || stderr != want {
+			t.Fatalf("%v: exit %d, stdout %q, stderr %q; want 1 and\n%s", args, code, stdout, stderr, want)
+		}
+	}
+}
+
 // startNode starts an in-process node on loopback, on a clock that does not
 // move, and returns its HTTP base URL.
 func startNode(t *testing.T) string {

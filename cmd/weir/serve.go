@@ -104,6 +104,7 @@ func serveFlags(fs *flag.FlagSet, cfg *node.Config, cf *clusterFlags, logFormat 
 	fs.StringVar(&cfg.LimitsPath, "limits", cfg.LimitsPath, "limits file (YAML); empty serves the embedded default")
 	fs.IntVar(&cfg.Store.MaxBuckets, "max-buckets", cfg.Store.MaxBuckets, "cap on live buckets this node owns")
 	fs.StringVar(&cfg.Envoy.Domain, "envoy-domain", cfg.Envoy.Domain, "the only domain Envoy's rate limit service accepts (empty: any)")
+	fs.StringVar(&cfg.EnvoyConfigDir, "envoy-config-dir", cfg.EnvoyConfigDir, "a directory of envoyproxy/ratelimit configuration files that Envoy's rate limit service decides by (watched; empty: the generic_key mapping)")
 	fs.BoolVar(&cfg.HTTP.LegacyHeaders, "legacy-headers", cfg.HTTP.LegacyHeaders, "send X-RateLimit-Limit/Remaining/Reset")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "how long in-flight requests get on SIGTERM")
 	fs.StringVar(logFormat, "log-format", *logFormat, "log format: text or json")

@@ -1,0 +1,180 @@
+package node
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/weir-rl/weir/envoyconf"
+	"github.com/weir-rl/weir/node/limits"
+)
+
+// envoyRules holds the envoyproxy/ratelimit configuration read from a
+// directory (Config.EnvoyConfigDir) and reloads it when the directory
+// changes, as limits.Reloader does for the limits file: a directory that
+// does not validate is logged and counted, and the last valid
+// configuration stays in force. current never blocks; reloads are
+// serialized. It is safe for concurrent use.
+type envoyRules struct {
+	dir      string
+	log      *slog.Logger
+	onReload func() // called after every accepted reload, with mu held
+	reloads  prometheus.Counter
+	failures prometheus.Counter
+
+	cur atomic.Pointer[envoyconf.Config]
+
+	mu   sync.Mutex // serializes reloads; guards seen
+	seen [32]byte   // hash of the directory's YAML last read
+}
+
+// newEnvoyRules loads dir once; an invalid directory is an error, as an
+// invalid limits file is at startup.
+func newEnvoyRules(dir string, log *slog.Logger, reg prometheus.Registerer, onReload func()) (*envoyRules, error) {
+	r := &envoyRules{
+		dir: dir, log: log, onReload: onReload,
+		reloads: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "weir_envoy_config_reloads_total",
+			Help: "Accepted reloads of the envoyproxy/ratelimit configuration directory.",
+		}),
+		failures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "weir_envoy_config_reload_failures_total",
+			Help: "Rejected reloads of the envoyproxy/ratelimit configuration directory; the last valid one stayed in force.",
+		}),
+	}
+	c, err := envoyconf.LoadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	r.seen, _ = r.hash()
+	r.cur.Store(c)
+	reg.MustRegister(r.reloads, r.failures)
+	return r, nil
+}
+
+// current returns the configuration in force. A nil *envoyRules has none.
+func (r *envoyRules) current() *envoyconf.Config {
+	if r == nil {
+		return nil
+	}
+	return r.cur.Load()
+}
+
+// hash digests the names and contents of the directory's YAML files.
+func (r *envoyRules) hash() ([32]byte, error) {
+	var names []string
+	for _, pat := range []string{"*.yaml", "*.yml"} {
+		m, err := filepath.Glob(filepath.Join(r.dir, pat))
+		if err != nil {
+			return [32]byte{}, err
+		}
+		names = append(names, m...)
+	}
+	sort.Strings(names)
+	h := sha256.New()
+	for _, n := range names {
+		b, err := os.ReadFile(n)
+		if err != nil {
+			return [32]byte{}, err
+		}
+		h.Write([]byte(n))
+		h.Write([]byte{0})
+		h.Write(b)
+		h.Write([]byte{0})
+	}
+	var out [32]byte
+	h.Sum(out[:0])
+	return out, nil
+}
+
+// reload re-reads the directory. force reads it even when its content did
+// not change (SIGHUP); a watch event does not.
+func (r *envoyRules) reload(force bool) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	sum, err := r.hash()
+	if err == nil && !force && sum == r.seen {
+		return nil
+	}
+	r.seen = sum
+	c, err := envoyconf.LoadDir(r.dir)
+	if err != nil {
+		r.failures.Inc()
+		r.log.Error("envoy config rejected; the last valid one stays in force", "dir", r.dir, "err", err)
+		return err
+	}
+	r.cur.Store(c)
+	r.reloads.Inc()
+	r.log.Info("envoy config loaded", "dir", r.dir, "domains", len(c.Domains()), "rules", len(c.Rules()))
+	r.onReload()
+	return nil
+}
+
+// run watches the directory until ctx ends, reloading it
+// limits.ReloadDebounce after the last event of a burst (an editor's
+// writes, a ConfigMap's symlink swap), and at most limits.ReloadMaxDelay
+// after its first.
+func (r *envoyRules) run(ctx context.Context) error {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	if err := w.Add(r.dir); err != nil {
+		return err
+	}
+	var timer <-chan time.Time
+	var first time.Time // first event of the burst
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case _, ok := <-w.Events:
+			if !ok {
+				return errors.New("node: envoy config watcher closed")
+			}
+			if timer == nil {
+				first = time.Now()
+			}
+			wait := min(limits.ReloadDebounce, max(0, limits.ReloadMaxDelay-time.Since(first)))
+			timer = time.After(wait)
+		case err, ok := <-w.Errors:
+			if !ok {
+				return errors.New("node: envoy config watcher closed")
+			}
+			r.log.Warn("envoy config watch error", "dir", r.dir, "err", err)
+		case <-timer:
+			timer = nil
+			_ = r.reload(false) // logged and counted
+		}
+	}
+}
+
+// envoyLimits returns the Weir limits of c's rules that need a bucket.
+func envoyLimits(c *envoyconf.Config) []limits.Limit {
+	var out []limits.Limit
+	for _, r := range c.Rules() {
+		if r.Limit.Unlimited || r.Limit.RequestsPerUnit == 0 {
+			continue
+		}
+		policy, err := limits.ParsePolicy(r.Limit.OnOwnerUnreachable)
+		if err != nil {
+			policy = limits.PolicyLocal // envoyconf accepts only the three names
+		}
+		out = append(out, limits.Limit{
+			Name: r.LimitName(), Kind: limits.KindRate, Bucket: r.Bucket(),
+			OnOwnerUnreachable: policy, Shadow: r.ShadowMode, Line: r.Line,
+		})
+	}
+	return out
+}
