@@ -54,7 +54,7 @@ type discardWriter struct {
 	n    int
 }
 
-func (w *discardWriter) Header() http.Header { return w.h }
+func (w *discardWriter) Header() http.Header  { return w.h }
 func (w *discardWriter) WriteHeader(code int) { w.code = code }
 func (w *discardWriter) Write(p []byte) (int, error) {
 	w.n += len(p)

@@ -54,7 +54,8 @@ type engine struct {
 	store    *bucket.Store // buckets this node owns
 	fallback *bucket.Store // local ceilings for keys whose owner is unreachable
 	m        *metrics
-	router   router // nil: a cluster of one
+	counters hotCounters // m's take-path children, per limit
+	router   router      // nil: a cluster of one
 	// run names this node run in evidence: the node's name and a random
 	// boot nonce, so instances never repeat across restarts.
 	run string
@@ -397,7 +398,7 @@ func (e *engine) respond(f *limits.File, rs []resolved, groups []group, results 
 			if !allowed {
 				resp.RetryAfter = max(resp.RetryAfter, r.RetryAfter)
 			}
-			e.count(rs[i].limit, r, allowed)
+			e.count(e.counters.of(f, rs[i].limit), rs[i].limit, r, allowed)
 		}
 	}
 	return resp
@@ -406,19 +407,20 @@ func (e *engine) respond(f *limits.File, rs []resolved, groups []group, results 
 // count records one check's decision. A check that its own bucket admitted
 // but that another check of the request denied counts as denied, with no
 // denial kind of its own.
-func (e *engine) count(l *limits.Limit, r *api.Result, allowed bool) {
-	outcome := "allowed"
+func (e *engine) count(lc *limitCounters, l *limits.Limit, r *api.Result, allowed bool) {
+	outcome := outcomeAllowed
 	if !allowed {
-		outcome = "denied"
+		outcome = outcomeDenied
 	}
-	e.m.decisions.WithLabelValues(l.Name, outcome, r.Source.String()).Inc()
+	src := min(int(r.Source), 1)
+	lc.decisions[outcome][src]().Inc()
 	if r.Allowed || l.Shadow {
 		return
 	}
 	if r.Source == api.SourceFallback {
-		e.m.denials.WithLabelValues(l.Name, denialFallback).Inc()
+		lc.fallback().Inc()
 	} else {
-		e.m.denials.WithLabelValues(l.Name, denialPolicy).Inc()
+		lc.policy().Inc()
 	}
 }
 

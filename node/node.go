@@ -120,7 +120,8 @@ func New(cfg Config, deps Deps) (*Node, error) {
 	n.limits = limits.NewReloader(cfg.LimitsPath, file, log, n.onReload)
 	n.eng = &engine{
 		now: clock, limits: n.limits.Current, store: store, fallback: fallback, m: n.m,
-		run: cfg.NodeName + "/" + strconv.FormatUint(rand.Uint64()&0xffffff, 16),
+		counters: hotCounters{m: n.m, current: n.limits.Current},
+		run:      cfg.NodeName + "/" + strconv.FormatUint(rand.Uint64()&0xffffff, 16),
 	}
 	return n, nil
 }
@@ -311,7 +312,7 @@ func (n *Node) Shutdown(ctx context.Context) error {
 func (n *Node) Take(ctx context.Context, checks []api.Check) (api.TakeResponse, error) {
 	start := time.Now()
 	resp, err := n.eng.take(ctx, checks)
-	n.m.latency.WithLabelValues("take").Observe(time.Since(start).Seconds())
+	n.m.takeLatency().Observe(time.Since(start).Seconds())
 	return resp, err
 }
 
