@@ -187,8 +187,20 @@ type wireRenewRequest struct {
 
 // decodeTakeRequest decodes and validates the body of POST /v1/take.
 // An omitted or null cost is 1; unknown fields, trailing data and numbers
-// that are not integers (1.5, "1", 1e3) are invalid.
+// that are not integers (1.5, "1", 1e3) are invalid. The common shape is
+// read by decodeTakeFast, without reflection; anything else by
+// decodeTakeRequestJSON, with the same result.
 func decodeTakeRequest(body []byte, lim inputLimits) ([]Check, bool, error) {
+	if checks, evidence, ok := decodeTakeFast(body, lim); ok {
+		return checks, evidence, nil
+	}
+	return decodeTakeRequestJSON(body, lim)
+}
+
+// decodeTakeRequestJSON is decodeTakeRequest through encoding/json: the
+// reference that decodeTakeFast must agree with, and the source of every
+// error message.
+func decodeTakeRequestJSON(body []byte, lim inputLimits) ([]Check, bool, error) {
 	var w wireTakeRequest
 	if e := decodeJSON(body, &w); e != nil {
 		return nil, false, e

@@ -1,72 +1,127 @@
 package node_test
 
 import (
+	"bytes"
 	"context"
-	"strconv"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/weir-rl/weir/api"
+	"github.com/weir-rl/weir/api/weirv1"
 	"github.com/weir-rl/weir/node"
 )
 
-// benchNode is a started cluster of one on a fake clock, for measuring the
-// decision path (engine, stores, counting) without HTTP.
+// benchNode is a node that is never started: its Decider methods, HTTP
+// handler and gRPC service run in the benchmark's goroutines without
+// sockets, so a profile shows the decision path and not the network. It
+// serves bench/limits.yaml, whose "bench" limit never denies, so every
+// take is a full allowed decision.
 func benchNode(b *testing.B) *node.Node {
 	b.Helper()
 	cfg := node.LocalConfig()
-	cfg.NodeName = "bench"
-	cfg.Clustered = false
-	cfg.SweepInterval = 0
-	n, err := node.New(cfg, node.Deps{Clock: newFakeClock().Now})
+	cfg.LimitsPath = "../bench/limits.yaml"
+	cfg.Store.MaxBuckets = 1 << 20
+	n, err := node.New(cfg, node.Deps{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := n.Start(context.Background()); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = n.Shutdown(context.Background()) })
 	return n
 }
 
-// benchKeys are 4096 tenant keys, so a run touches many buckets.
-func benchKeys() []string {
-	keys := make([]string, 4096)
-	for i := range keys {
-		keys[i] = "tenant:" + strconv.Itoa(i)
+// BenchmarkTake is one allowed check through the engine (validate, own,
+// take, count), as both public transports call it.
+func BenchmarkTake(b *testing.B) {
+	n := benchNode(b)
+	ctx := context.Background()
+	checks := []api.Check{{Limit: "bench", Key: "k0", Cost: 1}}
+	b.ReportAllocs()
+	for b.Loop() {
+		resp, err := n.Take(ctx, checks)
+		if err != nil || !resp.Allowed {
+			b.Fatal(err, resp.Allowed)
+		}
 	}
-	return keys
 }
 
-// BenchmarkNodeTake is one check per Take on the monthly limit (a quota of
-// a million, so every take is allowed and the store is the same work each
-// time).
-func BenchmarkNodeTake(b *testing.B) {
+// discardWriter is a reusable http.ResponseWriter, so the benchmark
+// counts the handler's allocations and not a recorder's.
+type discardWriter struct {
+	h    http.Header
+	code int
+	n    int
+}
+
+func (w *discardWriter) Header() http.Header  { return w.h }
+func (w *discardWriter) WriteHeader(code int) { w.code = code }
+func (w *discardWriter) Write(p []byte) (int, error) {
+	w.n += len(p)
+	return len(p), nil
+}
+
+// reset readies w for the next request.
+func (w *discardWriter) reset() {
+	clear(w.h)
+	w.code, w.n = 0, 0
+}
+
+// BenchmarkHTTPTake is POST /v1/take through the node's HTTP handler:
+// read, decode, decide, headers, encode. The request and writer are
+// reused, so the figures are the handler's own; what the server's
+// connection handling costs is the empty-handler ceiling of make bench.
+func BenchmarkHTTPTake(b *testing.B) {
 	n := benchNode(b)
-	keys := benchKeys()
-	ctx := context.Background()
+	h := api.NewHTTPHandler(n, api.DefaultHTTPConfig(), nil, nil)
+	body := []byte(`{"checks":[{"limit":"bench","key":"k0","cost":1}]}`)
+	req := httptest.NewRequest(http.MethodPost, "/v1/take", nil)
+	rd := bytes.NewReader(body)
+	req.Body, req.ContentLength = io.NopCloser(rd), int64(len(body))
+	w := &discardWriter{h: http.Header{}}
 	b.ReportAllocs()
-	i := 0
 	for b.Loop() {
-		if _, err := n.Take(ctx, []api.Check{{Limit: "monthly", Key: keys[i&4095], Cost: 1}}); err != nil {
+		rd.Reset(body)
+		w.reset()
+		h.ServeHTTP(w, req)
+		if w.code != http.StatusOK {
+			b.Fatal(w.code)
+		}
+	}
+}
+
+// BenchmarkGRPCTake is weir.v1.Limiter/Take's handler on the node,
+// without the gRPC transport (which the empty-method ceiling of make bench
+// measures).
+func BenchmarkGRPCTake(b *testing.B) {
+	n := benchNode(b)
+	s := api.NewGRPCServer(n, api.DefaultGRPCConfig())
+	ctx := context.Background()
+	req := &weirv1.TakeRequest{Checks: []*weirv1.Check{{Limit: "bench", Key: "k0", Cost: 1}}}
+	b.ReportAllocs()
+	for b.Loop() {
+		resp, err := s.Take(ctx, req)
+		if err != nil || !resp.GetAllowed() {
 			b.Fatal(err)
 		}
-		i++
 	}
 }
 
-// BenchmarkNodeTakeParallel is BenchmarkNodeTake from GOMAXPROCS goroutines.
-func BenchmarkNodeTakeParallel(b *testing.B) {
+// BenchmarkHTTPTakeParallel is BenchmarkHTTPTake from GOMAXPROCS
+// goroutines on one hot key.
+func BenchmarkHTTPTakeParallel(b *testing.B) {
 	n := benchNode(b)
-	keys := benchKeys()
-	ctx := context.Background()
+	h := api.NewHTTPHandler(n, api.DefaultHTTPConfig(), nil, nil)
+	const body = `{"checks":[{"limit":"bench","key":"k0","cost":1}]}`
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
-		i := 0
 		for pb.Next() {
-			if _, err := n.Take(ctx, []api.Check{{Limit: "monthly", Key: keys[i&4095], Cost: 1}}); err != nil {
-				b.Fatal(err)
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/take", strings.NewReader(body)))
+			if rec.Code != http.StatusOK {
+				b.Error(rec.Code)
+				return
 			}
-			i += 7
 		}
 	})
 }

@@ -51,7 +51,8 @@ type engine struct {
 	store    *bucket.Store // buckets this node owns
 	fallback *bucket.Store // local ceilings for keys whose owner is unreachable
 	m        *metrics
-	hot      *hotKeys // cost asked per (limit, key), counted where requests arrive
+	hot      *hotKeys    // cost asked per (limit, key), counted where requests arrive
+	counters hotCounters // m's take-path children, per limit
 	// dedup remembers recent request ids (nil: none are remembered).
 	dedup *takeDedup
 	// router is nil in a cluster of one. Start sets it, through
@@ -431,8 +432,8 @@ func (e *engine) respond(f *limits.File, rs []resolved, groups []group, results 
 			if !allowed {
 				resp.RetryAfter = max(resp.RetryAfter, r.RetryAfter)
 			}
-			e.count(rs[i].limit, r, allowed)
-			e.hot.add(rs[i].limit.Name, rs[i].check.Key, rs[i].check.Cost, !allowed)
+			e.count(e.counters.of(f, rs[i].limit), rs[i].limit, r, allowed)
+			e.hot.add(metricName(rs[i].limit), rs[i].check.Key, rs[i].check.Cost, !allowed)
 		}
 	}
 	return resp
@@ -441,19 +442,20 @@ func (e *engine) respond(f *limits.File, rs []resolved, groups []group, results 
 // count records one check's decision. A check that its own bucket admitted
 // but that another check of the request denied counts as denied, with no
 // denial kind of its own.
-func (e *engine) count(l *limits.Limit, r *api.Result, allowed bool) {
-	outcome := "allowed"
+func (e *engine) count(lc *limitCounters, l *limits.Limit, r *api.Result, allowed bool) {
+	outcome := outcomeAllowed
 	if !allowed {
-		outcome = "denied"
+		outcome = outcomeDenied
 	}
-	e.m.decisions.WithLabelValues(metricName(l), outcome, r.Source.String()).Inc()
+	src := min(int(r.Source), 1)
+	lc.decisions[outcome][src]().Inc()
 	if r.Allowed || l.Shadow {
 		return
 	}
 	if r.Source == api.SourceFallback {
-		e.m.denials.WithLabelValues(metricName(l), denialFallback).Inc()
+		lc.fallback().Inc()
 	} else {
-		e.m.denials.WithLabelValues(metricName(l), denialPolicy).Inc()
+		lc.policy().Inc()
 	}
 }
 

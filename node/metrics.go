@@ -1,15 +1,18 @@
 package node
 
 import (
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
 // metrics holds every Prometheus collector of a node. Labels are bounded:
 // limit names come from the limits file, never from callers' keys.
 type metrics struct {
-	decisions      *prometheus.CounterVec   // limit, outcome, source
-	denials        *prometheus.CounterVec   // limit, kind: policy|concurrency|fallback|error
-	latency        *prometheus.HistogramVec // op
+	decisions      *prometheus.CounterVec     // limit, outcome, source
+	denials        *prometheus.CounterVec     // limit, kind: policy|concurrency|fallback|error
+	latency        *prometheus.HistogramVec   // op
+	takeLatency    func() prometheus.Observer // latency{op="take"}, looked up once
 	limitsVersion  prometheus.Gauge
 	bucketsMax     prometheus.Gauge // Store.MaxBuckets, for alerts on the cap
 	reloads        prometheus.Counter
@@ -59,6 +62,7 @@ func newMetrics(reg prometheus.Registerer, owner, fallback, evictions, leasesHel
 			Help: "Rejected reloads of the limits file; the last valid file stayed in force.",
 		}),
 	}
+	m.takeLatency = sync.OnceValue(func() prometheus.Observer { return m.latency.WithLabelValues("take") })
 	m.leaseEvents = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "weir_lease_events_total",
 		Help: "Lease lifecycle by limit and event: granted, refused, queued, expired, released, renewed.",

@@ -158,7 +158,8 @@ func New(cfg Config, deps Deps) (*Node, error) {
 	}
 	n.eng = &engine{
 		now: clock, limits: n.merged.Load, store: store, fallback: fallback, m: n.m, hot: newHotKeys(), maxKey: cfg.maxKeyBytes(),
-		run: cfg.NodeName + "/" + strconv.FormatUint(rand.Uint64()&0xffffff, 16),
+		counters: hotCounters{m: n.m, current: n.merged.Load},
+		run:      cfg.NodeName + "/" + strconv.FormatUint(rand.Uint64()&0xffffff, 16),
 	}
 	dc := cfg.TakeDedup
 	if dc == (dedup.Config{}) {
@@ -456,7 +457,7 @@ func (n *Node) Take(ctx context.Context, checks []api.Check) (api.TakeResponse, 
 	epoch := n.ringEpoch()
 	resp, err := n.eng.take(ctx, checks)
 	resp.RingEpoch = epoch
-	n.m.latency.WithLabelValues("take").Observe(time.Since(start).Seconds())
+	n.m.takeLatency().Observe(time.Since(start).Seconds())
 	return resp, err
 }
 
