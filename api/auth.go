@@ -205,9 +205,39 @@ func (s callerStream) Context() context.Context { return s.ctx }
 // Release need the decide scope and every (limit, key) within the token's
 // limits and key prefix (a lease's limit and key are read from its id);
 // Cluster needs read; Forget needs admin; Ready is open. Without a policy
-// it calls d directly.
+// it calls d directly. When d is also an Operator, so is the answer: Hot
+// and Stats need the read scope.
 func AuthorizingDecider(d Decider, cfg AuthConfig) Decider {
-	return authDecider{d: d, cfg: cfg}
+	a := authDecider{d: d, cfg: cfg}
+	if op, ok := d.(Operator); ok {
+		return authOperator{authDecider: a, op: op}
+	}
+	return a
+}
+
+// authOperator is an authDecider over a Decider that is also an Operator.
+type authOperator struct {
+	authDecider
+	op Operator
+}
+
+var _ Operator = authOperator{}
+
+// Hot implements Operator: the read scope, since hot keys name every
+// tenant's keys.
+func (a authOperator) Hot(ctx context.Context, limit string, n int) (HotKeys, error) {
+	if err := a.authorize(ctx, auth.ScopeRead, "", ""); err != nil {
+		return HotKeys{}, err
+	}
+	return a.op.Hot(ctx, limit, n)
+}
+
+// Stats implements Operator, with the read scope.
+func (a authOperator) Stats(ctx context.Context) (ClusterStats, error) {
+	if err := a.authorize(ctx, auth.ScopeRead, "", ""); err != nil {
+		return ClusterStats{}, err
+	}
+	return a.op.Stats(ctx)
 }
 
 type authDecider struct {

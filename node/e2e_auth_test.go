@@ -263,3 +263,21 @@ func TestTokensFileReload(t *testing.T) {
 		t.Fatalf("after a broken file the last valid one must stay: %d", r.status)
 	}
 }
+
+// TestOperatorRoutesNeedRead: hot keys and cluster stats name every
+// tenant's keys, so behind a tokens file they need the read scope, and
+// they stay served (the authorizing wrapper keeps the node an Operator).
+func TestOperatorRoutesNeedRead(t *testing.T) {
+	tn, _ := startAuthNode(t, false)
+	for _, p := range []string{"/v1/cluster/hot?limit=export&n=5", "/v1/cluster/stats"} {
+		if r := tn.as("", http.MethodGet, p, ""); r.status != http.StatusUnauthorized {
+			t.Errorf("GET %s without a token = %d, want 401", p, r.status)
+		}
+		if r := tn.as(tokAll, http.MethodGet, p, ""); r.status != http.StatusForbidden {
+			t.Errorf("GET %s with a decide token = %d, want 403", p, r.status)
+		}
+		if r := tn.as(tokRead, http.MethodGet, p, ""); r.status != http.StatusOK {
+			t.Errorf("GET %s with a read token = %d %s, want 200", p, r.status, r.body)
+		}
+	}
+}
