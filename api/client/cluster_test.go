@@ -468,8 +468,13 @@ func TestClientConcurrentTakesAreExact(t *testing.T) {
 	tc := newTestCluster(t)
 	tc.start(3)
 	c := dial(t, tc.running()["n2"], client.Options{})
+	// Settled: a new owner's first take within the handoff window pulls the
+	// bucket from the previous owner, and a pull that times out on a loaded
+	// machine is decided from a local ceiling; that is the node's rule for
+	// a moving ring, not the client path measured here.
+	tc.waitSettled(c)
 	const callers = 1200
-	var allowed, denied, failed atomic.Int64
+	var allowed, denied, failed, fallback, forwarded atomic.Int64
 	var wg sync.WaitGroup
 	startGate := make(chan struct{})
 	for range callers {
@@ -484,12 +489,18 @@ func TestClientConcurrentTakesAreExact(t *testing.T) {
 			default:
 				denied.Add(1)
 			}
+			if err == nil && resp.Results[0].Source == api.SourceFallback {
+				fallback.Add(1)
+			}
+			if err == nil && resp.Forwarded {
+				forwarded.Add(1)
+			}
 		})
 	}
 	close(startGate)
 	wg.Wait()
 	if allowed.Load() != 1000 || denied.Load() != 200 || failed.Load() != 0 {
-		t.Fatalf("allowed %d, denied %d, failed %d of %d; want exactly 1000 allowed, 200 denied",
-			allowed.Load(), denied.Load(), failed.Load(), callers)
+		t.Fatalf("allowed %d, denied %d, failed %d of %d (%d from local ceilings, %d forwarded); want exactly 1000 allowed, 200 denied",
+			allowed.Load(), denied.Load(), failed.Load(), callers, fallback.Load(), forwarded.Load())
 	}
 }
