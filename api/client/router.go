@@ -76,6 +76,8 @@ type router struct {
 	members atomic.Pointer[memberSet]
 	rr      atomic.Uint64 // round robin over members
 
+	stats routerStats
+
 	kick     chan struct{} // one slot: refresh soon
 	kickFrom atomic.Pointer[member]
 	idPrefix uint64
@@ -86,6 +88,11 @@ type router struct {
 	retired []retired
 	budget  retryBudget
 	closed  bool
+}
+
+// routerStats count what the router did, for Client.Stats.
+type routerStats struct {
+	takes, retries, budgetRefused, refreshes, failures atomic.Uint64
 }
 
 type retired struct {
@@ -181,6 +188,7 @@ func (r *router) take(ctx context.Context, checks []api.Check) (api.TakeResponse
 		pc[i] = &weirv1.Check{Limit: ch.Limit, Key: ch.Key, Cost: ch.Cost}
 	}
 	rid := r.newID()
+	r.stats.takes.Add(1)
 	r.mu.Lock()
 	r.budget.requestAt(r.opts.Clock.Now())
 	r.mu.Unlock()
@@ -198,9 +206,14 @@ func (r *router) take(ctx context.Context, checks []api.Check) (api.TakeResponse
 		if transportErr {
 			r.failed(m)
 		}
-		if !single || attempt+1 >= r.opts.Retry.MaxAttempts || !r.allowRetry() {
+		if !single || attempt+1 >= r.opts.Retry.MaxAttempts {
 			return api.TakeResponse{}, fromStatus(ctx, "take", err)
 		}
+		if !r.allowRetry() {
+			r.stats.budgetRefused.Add(1)
+			return api.TakeResponse{}, fromStatus(ctx, "take", err)
+		}
+		r.stats.retries.Add(1)
 		d := backoff(attempt, r.opts.Retry.BaseBackoff, r.opts.Retry.MaxBackoff, r.opts.Rand())
 		if err := r.opts.Clock.Sleep(ctx, d); err != nil {
 			return api.TakeResponse{}, fromStatus(ctx, "take", err)
@@ -283,6 +296,7 @@ func (r *router) observe(m *member, epoch uint64, stale bool) {
 // failed marks m down for a while and asks for a refresh from another
 // member.
 func (r *router) failed(m *member) {
+	r.stats.failures.Add(1)
 	m.downUntil.Store(r.opts.Clock.Now().Add(downFor).UnixNano())
 	if !r.static {
 		r.opts.Logger.Debug("client: member failed", "member", m.name, "addr", m.addr)
