@@ -1,7 +1,8 @@
 // Package ring gives every bucket key one owner member: membership by
 // hashicorp/memberlist (SWIM gossip with Lifeguard), ownership by
 // buraksezer/consistent (consistent hashing with bounded loads) hashed with
-// xxhash. It maps keys to member names; it holds no connections.
+// xxhash, as defined once in package ring/ownership (which clients import
+// too). It maps keys to member names; it holds no connections.
 //
 // # Views
 //

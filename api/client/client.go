@@ -69,6 +69,30 @@ func (c *Client) Owner(limit, key string) (string, bool) {
 	return v.owner(limit, key)
 }
 
+// Stats counts what a Client did since it was made. All counts only grow.
+type Stats struct {
+	// Takes counts Take calls (each try of Wait is one).
+	Takes uint64
+	// Retries counts retried attempts of takes after transport failures.
+	Retries uint64
+	// BudgetRefused counts failures returned without a retry because the
+	// retry budget was spent.
+	BudgetRefused uint64
+	// MemberFailures counts requests that found a member unreachable.
+	MemberFailures uint64
+	// RingUpdates counts the rings installed (Dial's first included).
+	RingUpdates uint64
+}
+
+// Stats returns the client's counters.
+func (c *Client) Stats() Stats {
+	s := &c.r.stats
+	return Stats{
+		Takes: s.takes.Load(), Retries: s.retries.Load(), BudgetRefused: s.budgetRefused.Load(),
+		MemberFailures: s.failures.Load(), RingUpdates: s.refreshes.Load(),
+	}
+}
+
 // RingEpoch returns the epoch of the ring the client routes by and the
 // member that published it; zero and "" for a client without a ring.
 func (c *Client) RingEpoch() (uint64, string) {

@@ -169,6 +169,7 @@ func (r *router) apply(v *ringView, from *member) {
 	}
 	r.view.Store(v)
 	r.members.Store(set)
+	r.stats.refreshes.Add(1)
 	r.closeRetiredLocked(now, false)
 	r.opts.Logger.Debug("client: ring", "from", v.from, "epoch", v.epoch, "members", len(set.list))
 }

@@ -124,7 +124,7 @@ func (c *Client) Acquire(ctx context.Context, limit, key string, opts AcquireOpt
 		fraction = DefaultRenewFraction
 	}
 	sent := time.Now()
-	m := c.r.pickFor(limit, key)
+	m, toOwner := c.r.pickFor(limit, key)
 	resp, err := m.rpc.Acquire(ctx, &weirv1.AcquireRequest{
 		Limit: limit, Key: key, Holder: opts.Holder, TtlMs: toMs(opts.TTL), WaitMs: toMs(opts.Wait),
 	})
@@ -134,7 +134,7 @@ func (c *Client) Acquire(ctx context.Context, limit, key string, opts AcquireOpt
 		}
 		return nil, fromStatus(ctx, "acquire", err)
 	}
-	c.r.observe(m, resp.GetRingEpoch(), resp.GetForwarded())
+	c.r.observe(m, resp.GetRingEpoch(), toOwner && resp.GetForwarded())
 	if !resp.GetGranted() {
 		return nil, &RefusedError{RetryAfter: fromMs(resp.GetRetryAfterMs())}
 	}

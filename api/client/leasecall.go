@@ -34,22 +34,22 @@ type ownerCaller struct {
 }
 
 func (o ownerCaller) Renew(ctx context.Context, in *weirv1.RenewRequest, opts ...grpc.CallOption) (*weirv1.RenewResponse, error) {
-	m := o.r.pickFor(o.limit, o.key)
+	m, _ := o.r.pickFor(o.limit, o.key)
 	resp, err := m.rpc.Renew(ctx, in, opts...)
 	if retryable(ctx, err) {
 		o.r.failed(m)
-		m2, _ := o.r.pick(nil, m)
+		m2, _, _ := o.r.pick(nil, m)
 		resp, err = m2.rpc.Renew(ctx, in, opts...)
 	}
 	return resp, err
 }
 
 func (o ownerCaller) Release(ctx context.Context, in *weirv1.ReleaseRequest, opts ...grpc.CallOption) (*weirv1.ReleaseResponse, error) {
-	m := o.r.pickFor(o.limit, o.key)
+	m, _ := o.r.pickFor(o.limit, o.key)
 	resp, err := m.rpc.Release(ctx, in, opts...)
 	if retryable(ctx, err) {
 		o.r.failed(m)
-		m2, _ := o.r.pick(nil, m)
+		m2, _, _ := o.r.pick(nil, m)
 		resp, err = m2.rpc.Release(ctx, in, opts...)
 	}
 	return resp, err

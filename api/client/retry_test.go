@@ -174,6 +174,9 @@ func TestTakeRetriesTransportFailuresUnderBudget(t *testing.T) {
 	if n := len(s.calls()); n != 110 {
 		t.Fatalf("%d attempts reached the server, want 100 + 10 retries", n)
 	}
+	if st := c.Stats(); st.Takes != 100 || st.Retries != 10 || st.BudgetRefused != 100 {
+		t.Fatalf("stats %+v; want 100 takes, 10 retries, 100 refused by the budget (90 first tries, 10 second)", st)
+	}
 	sleeps := clock.slept()
 	if len(sleeps) != 10 {
 		t.Fatalf("%d backoff sleeps, want 10", len(sleeps))

@@ -76,6 +76,8 @@ type router struct {
 	members atomic.Pointer[memberSet]
 	rr      atomic.Uint64 // round robin over members
 
+	stats routerStats
+
 	kick     chan struct{} // one slot: refresh soon
 	kickFrom atomic.Pointer[member]
 	idPrefix uint64
@@ -86,6 +88,11 @@ type router struct {
 	retired []retired
 	budget  retryBudget
 	closed  bool
+}
+
+// routerStats count what the router did, for Client.Stats.
+type routerStats struct {
+	takes, retries, budgetRefused, refreshes, failures atomic.Uint64
 }
 
 type retired struct {
@@ -136,18 +143,18 @@ func oneOwner(v *ringView, checks []api.Check) (string, bool) {
 }
 
 // pick chooses where to send checks: their owner when they have one and it
-// is healthy, else any healthy member other than avoid. single reports
-// whether all checks surely share one owner (see oneOwner).
-func (r *router) pick(checks []api.Check, avoid *member) (m *member, single bool) {
+// is healthy (toOwner), else any healthy member other than avoid. single
+// reports whether all checks surely share one owner (see oneOwner).
+func (r *router) pick(checks []api.Check, avoid *member) (m *member, single, toOwner bool) {
 	set := r.members.Load()
 	owner, single := oneOwner(r.view.Load(), checks)
 	now := r.opts.Clock.Now()
-	if owner != "" {
+	if owner != "" && single {
 		if m := set.byName[owner]; m != nil && m != avoid && m.healthy(now) {
-			return m, single
+			return m, single, true
 		}
 	}
-	return r.any(set, avoid, now), single
+	return r.any(set, avoid, now), single, false
 }
 
 // any returns a healthy member other than avoid, round robin; failing that
@@ -181,15 +188,16 @@ func (r *router) take(ctx context.Context, checks []api.Check) (api.TakeResponse
 		pc[i] = &weirv1.Check{Limit: ch.Limit, Key: ch.Key, Cost: ch.Cost}
 	}
 	rid := r.newID()
+	r.stats.takes.Add(1)
 	r.mu.Lock()
 	r.budget.requestAt(r.opts.Clock.Now())
 	r.mu.Unlock()
 	var avoid *member
 	for attempt := 0; ; attempt++ {
-		m, single := r.pick(checks, avoid)
+		m, single, toOwner := r.pick(checks, avoid)
 		resp, transportErr, err := m.take(ctx, r, pc, rid)
 		if err == nil {
-			r.observe(m, resp.GetRingEpoch(), resp.GetForwarded())
+			r.observe(m, resp.GetRingEpoch(), toOwner && resp.GetForwarded())
 			return takeFromProto(resp), nil
 		}
 		if !retryable(ctx, err) {
@@ -198,9 +206,14 @@ func (r *router) take(ctx context.Context, checks []api.Check) (api.TakeResponse
 		if transportErr {
 			r.failed(m)
 		}
-		if !single || attempt+1 >= r.opts.Retry.MaxAttempts || !r.allowRetry() {
+		if !single || attempt+1 >= r.opts.Retry.MaxAttempts {
 			return api.TakeResponse{}, fromStatus(ctx, "take", err)
 		}
+		if !r.allowRetry() {
+			r.stats.budgetRefused.Add(1)
+			return api.TakeResponse{}, fromStatus(ctx, "take", err)
+		}
+		r.stats.retries.Add(1)
 		d := backoff(attempt, r.opts.Retry.BaseBackoff, r.opts.Retry.MaxBackoff, r.opts.Rand())
 		if err := r.opts.Clock.Sleep(ctx, d); err != nil {
 			return api.TakeResponse{}, fromStatus(ctx, "take", err)
@@ -258,9 +271,9 @@ func (m *member) readyStream(r *router) *takeStream {
 }
 
 // observe notes the ring epoch an answer of m carried and asks for a
-// refresh when m's view moved on since its last answer, or when m had to
-// forward (the client's view is stale).
-func (r *router) observe(m *member, epoch uint64, forwarded bool) {
+// refresh when m's view moved on since its last answer, or when stale is
+// set: m had to forward a request the client sent it as the owner.
+func (r *router) observe(m *member, epoch uint64, stale bool) {
 	if r.static {
 		return
 	}
@@ -275,7 +288,7 @@ func (r *router) observe(m *member, epoch uint64, forwarded bool) {
 			break
 		}
 	}
-	if moved || forwarded {
+	if moved || stale {
 		r.askRefresh(m)
 	}
 }
@@ -283,6 +296,7 @@ func (r *router) observe(m *member, epoch uint64, forwarded bool) {
 // failed marks m down for a while and asks for a refresh from another
 // member.
 func (r *router) failed(m *member) {
+	r.stats.failures.Add(1)
 	m.downUntil.Store(r.opts.Clock.Now().Add(downFor).UnixNano())
 	if !r.static {
 		r.opts.Logger.Debug("client: member failed", "member", m.name, "addr", m.addr)
@@ -302,10 +316,11 @@ func (r *router) askRefresh(from *member) {
 	}
 }
 
-// pickFor returns the member for a lease operation on (limit, key).
-func (r *router) pickFor(limit, key string) *member {
-	m, _ := r.pick([]api.Check{{Limit: limit, Key: key}}, nil)
-	return m
+// pickFor returns the member for a lease operation on (limit, key), and
+// whether it is the key's owner.
+func (r *router) pickFor(limit, key string) (*member, bool) {
+	m, _, toOwner := r.pick([]api.Check{{Limit: limit, Key: key}}, nil)
+	return m, toOwner
 }
 
 // takeFromProto converts a TakeResponse.
