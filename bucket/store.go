@@ -430,6 +430,20 @@ func (s *Store) Has(name, key string) bool {
 	return ok
 }
 
+// SnapshotAt returns the snapshot of the bucket (name, key) as of now
+// without changing the store, for a replica of it. ok is false when the
+// store holds no such bucket.
+func (s *Store) SnapshotAt(now time.Time, name, key string) (Entry, bool) {
+	sh, h := s.locate(name, key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	idx, ok := sh.find(h, name, key)
+	if !ok {
+		return Entry{}, false
+	}
+	return Entry{Name: name, Key: key, Snapshot: exportAt(sh.at(idx).st, now.UnixNano())}, true
+}
+
 // ExtractAt removes the bucket (name, key) and returns its snapshot as of
 // now, for a new owner that pulls a key on its first miss. ok is false when
 // the store holds no such bucket.

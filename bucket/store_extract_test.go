@@ -42,3 +42,22 @@ func TestStoreExtractAt(t *testing.T) {
 		t.Fatalf("after handoff: %+v %v, want 2 remaining", ds, err)
 	}
 }
+
+func TestStoreSnapshotAtLeavesTheBucket(t *testing.T) {
+	s := NewStore(LocalConfig())
+	l := Limit{Algorithm: TokenBucket, Capacity: 6, Rate: Rate{N: 2, Per: time.Second}}
+	t0 := time.Unix(1000, 0)
+	if _, ok := s.SnapshotAt(t0, "export", "a"); ok {
+		t.Fatal("snapshot of a bucket the store does not hold")
+	}
+	if _, _, err := s.TakeAt(t0, []Check{{Name: "export", Limit: l, Key: "a", Cost: 4}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	e, ok := s.SnapshotAt(t0.Add(500*time.Millisecond), "export", "a")
+	if !ok || e.Snapshot.Count != 2 || e.Snapshot.Since != 500*time.Millisecond {
+		t.Fatalf("SnapshotAt = %+v, %v; want 2 tokens 500ms ago", e, ok)
+	}
+	if !s.Has("export", "a") || s.Len() != 1 {
+		t.Fatal("SnapshotAt removed the bucket")
+	}
+}

@@ -2,6 +2,7 @@ package jepsen
 
 import (
 	"math"
+	"time"
 )
 
 // Fault names a nemesis kind.
@@ -44,27 +45,58 @@ const (
 )
 
 // Bound is the design bound on one bucket's excess under one fault
-// (docs/architecture.md §6.8 and §11, no replication yet):
+// (docs/placement-and-replication.md):
 //
-//	OwnerChanges*B  +  sum over nodes that decided from fallback of
-//	                   (max(1, floor(B/Members)) + r/Members * span)
+//	OwnerChanges*B  +  LostDebits  +  sum over nodes that decided from fallback of
+//	                                  (max(1, floor(B/Members)) + r/Members * span)
 //
 // The first term: a new owner that could not get the bucket starts it
-// full. The second is what local ceilings admit by construction: a node's
-// ceiling holds one share and refills at r/Members, so over the span from
-// its first fallback decision on the key to its last allowed one it admits
-// at most a share plus the refill. The spans come from the history
-// (FallbackAllowance); everything else is the design's.
+// full. The second, for a crash with replication on (LastInterval): the
+// successor starts the key from its replica, which misses only the debits
+// of the owner's last replication interval, taken from the history
+// (LostDebits). The third is what local ceilings admit by construction: a
+// node's ceiling holds one share and refills at r/Members, so over the
+// span from its first fallback decision on the key to its last allowed one
+// it admits at most a share plus the refill. The spans come from the
+// history (FallbackAllowance); everything else is the design's.
 type Bound struct {
 	OwnerChanges int
+	// LastInterval: a crash of the key's owner costs the debits of its last
+	// replication interval (LostDebits) instead of a full bucket.
+	LastInterval bool
 	Members      int // the N the local ceilings divide by (known members)
 	Why          string
 }
 
 // Tokens evaluates the bound for bucket b given the fallback allowance fb
-// (from FallbackAllowance).
-func (bd Bound) Tokens(b Bucket, fb float64) float64 {
-	return float64(bd.OwnerChanges)*b.Capacity + fb
+// (from FallbackAllowance) and the lost debits lost (from LostDebits; only
+// counted with LastInterval).
+func (bd Bound) Tokens(b Bucket, fb, lost float64) float64 {
+	if !bd.LastInterval {
+		lost = 0
+	}
+	return float64(bd.OwnerChanges)*b.Capacity + lost + fb
+}
+
+// LostWindow is how far before a crash the owner's debits may be missing
+// from its successor's replica: one replication interval (20ms) for the
+// batch not yet sent, one for the batch in flight, and the forward
+// deadline (50ms) for decisions whose answers were still on their way.
+const LostWindow = 90 * time.Millisecond
+
+// LostDebits is the cost the owner nodes decided (Decider in owners,
+// Source "owner", allowed) with a Return in [at - LostWindow, at]: what a
+// crash at at may take away from the successor's replica. Decisions
+// answered later were made before the crash too, but their Return bounds
+// them only from above; the window's width covers them.
+func LostDebits(ops []Op, owners map[string]bool, at int64) float64 {
+	total := 0.0
+	for _, o := range ops {
+		if o.Result == Allowed && o.Source == "owner" && owners[o.Decider] && o.Return >= at-int64(LostWindow) && o.Call <= at {
+			total += float64(o.Cost)
+		}
+	}
+	return total
 }
 
 // Share is a local ceiling's capacity: max(1, floor(B/n)).
@@ -114,7 +146,15 @@ func FallbackAllowance(ops []Op, b Bucket, n int, from, to int64) (float64, int)
 func FaultBound(f Fault, rel Relation, n int) Bound {
 	target := rel == OwnedByTarget
 	switch f {
-	case Kill, Pause:
+	case Kill:
+		if target {
+			return Bound{
+				LastInterval: true, Members: n,
+				Why: "takeover starts from the successor's replica (+ the last interval's debits); the restarted owner pulls the key back",
+			}
+		}
+		return Bound{Members: n, Why: "a minority crash changes nothing for the rest"}
+	case Pause:
 		if target {
 			return Bound{
 				OwnerChanges: 2, Members: n,

@@ -132,16 +132,42 @@ func TestExcessNeverAboveTruth(t *testing.T) {
 	}
 }
 
+// TestLostDebits: only the crashed owner's allowed decisions answered
+// within LostWindow before the crash count.
+func TestLostDebits(t *testing.T) {
+	at := int64(10 * time.Second)
+	w := int64(LostWindow)
+	ops := []Op{
+		{Result: Allowed, Source: "owner", Decider: "n3", Cost: 2, Call: at - w/2, Return: at - w/4},   // in
+		{Result: Allowed, Source: "owner", Decider: "n3", Cost: 1, Call: at - 2*w, Return: at - w - 1}, // answered before the window
+		{Result: Allowed, Source: "owner", Decider: "n1", Cost: 5, Call: at - w/2, Return: at - w/4},   // another owner
+		{Result: Denied, Source: "owner", Decider: "n3", Cost: 3, Call: at - w/2, Return: at - w/4},    // denied
+		{Result: Allowed, Source: "fallback", Cost: 3, Call: at - w/2, Return: at - w/4},               // a ceiling's
+		{Result: Allowed, Source: "owner", Decider: "n3", Cost: 3, Call: at - 1, Return: at + w},       // called before, answered after: may be lost
+		{Result: Allowed, Source: "owner", Decider: "n3", Cost: 4, Call: at + 1, Return: at + 2},       // after the crash
+	}
+	if got := LostDebits(ops, map[string]bool{"n3": true}, at); got != 5 {
+		t.Fatalf("LostDebits = %v, want 2 + 3", got)
+	}
+}
+
 func TestFaultBound(t *testing.T) {
 	b := Bucket{Capacity: 12, Rate: 6}
-	if got := FaultBound(None, OwnedByTarget, 3).Tokens(b, 0); got != 0 {
+	if got := FaultBound(None, OwnedByTarget, 3).Tokens(b, 0, 7); got != 0 {
 		t.Fatalf("no fault: bound %v, want 0", got)
 	}
-	if got := FaultBound(Isolate, OwnedByTarget, 3).Tokens(b, 5); got != 29 {
+	if got := FaultBound(Isolate, OwnedByTarget, 3).Tokens(b, 5, 7); got != 29 {
 		t.Fatalf("isolate owner: bound %v, want 2B + 5", got)
 	}
-	if got := FaultBound(Isolate, OwnedElsewhere, 3).Tokens(b, 5); got != 5 {
+	if got := FaultBound(Isolate, OwnedElsewhere, 3).Tokens(b, 5, 7); got != 5 {
 		t.Fatalf("isolate other: bound %v, want 5", got)
+	}
+	// A crash with replication: the last interval's debits, not a full B.
+	if got := FaultBound(Kill, OwnedByTarget, 3).Tokens(b, 5, 3); got != 8 {
+		t.Fatalf("kill owner: bound %v, want lost 3 + fallback 5", got)
+	}
+	if got := FaultBound(Kill, OwnedElsewhere, 3).Tokens(b, 5, 3); got != 5 {
+		t.Fatalf("kill other: bound %v, want 5", got)
 	}
 	if m := FaultBound(Leave, OwnedByTarget, 3).Members; m != 2 {
 		t.Fatalf("leave divides by %d, want 2", m)

@@ -55,9 +55,11 @@
 // # Bounds
 //
 // A fault's bound (Bound, FallbackAllowance) is B per change of a key's
-// owner that may lose the bucket (there is no replication yet, so a
-// takeover after a crash starts full; the design's count per fault is in
-// FaultBound), plus what local ceilings admit by construction: each node
+// owner that may lose the bucket (the design's count per fault is in
+// FaultBound); for a crash (kill), whose successor starts the key from its
+// replica, instead the debits the crashed owner answered in the LostWindow
+// before the crash (LostDebits); plus what local ceilings admit by
+// construction: each node
 // that answered the key from fallback holds one share, max(1, floor(B/N)),
 // refilled at r/N over the span of its fallback decisions, taken from the
 // history. Before the fault, owner decisions alone must be exact. A run

@@ -74,7 +74,7 @@ func TestWriteHTML(t *testing.T) {
 		"hot-1 (n1)", "rate 1.5 per bin", `stroke-dasharray`,
 		"take latency per 250 ms", ">p50<", ">p99<",
 		"<td>hot/hot-1</td><td>n1</td><td>target-owned</td>",
-		"<td>conc/k</td><td>n2</td><td>other-owned</td><td>1/4</td><td>0/12</td><td>0/12</td>",
+		"<td>conc/k</td><td>n2</td><td>other-owned</td><td>1/4</td><td>0/11</td><td>0/11</td>",
 		"1 of 2 instances replay exactly, 52 decisions",
 		`<td>n2/cd/7</td><td>12</td><td>1</td><td><span class="fail">illegal</span></td><td><a href="3-kill/linear-hot-hot-2.html">`,
 		"</svg>", "</body></html>",

@@ -21,12 +21,16 @@ type ConcLimit struct {
 // valid at one instant. Healthy is the bound while no fault has been
 // injected: Permits. Faulty applies from the inject to the end of the run:
 //
-//	Permits + T*Share + R*Permits + Members*Share
+//	Permits + T*Share + L + R*Permits + Members*Share
 //
 // with Share = max(1, floor(Permits/Members)): the owner's table holds at
 // most Permits; a takeover after the owner fails (T = 1 when the fault hits
-// the key's owner; 0 for strict limits) grants at most one Share for one
-// max_lease_ttl while the old owner's leases may still run; a second table
+// the key's owner; 0 for strict limits, and 0 for a crash with
+// replication, whose successor knows the leases from its replica) grants
+// at most one Share for one max_lease_ttl while the old owner's leases may
+// still run; L, for a crash with replication, the leases granted in the
+// owner's last replication interval, which the replica may miss
+// (LostGrants); a second table
 // that grants in full while the first still holds leases (R = 1 when the
 // fault hits the owner: a cut-off owner that keeps granting while the
 // majority's owner does after its window, or a restarted owner that grants
@@ -48,6 +52,12 @@ func NewLeaseBound(l ConcLimit, f Fault, rel Relation, n int) LeaseBound {
 	fb := FaultBound(f, rel, n)
 	share := int(Share(Bucket{Capacity: float64(l.Permits)}, fb.Members))
 	takeovers, returns := min(fb.OwnerChanges, 1), max(fb.OwnerChanges-1, 0)
+	if fb.LastInterval {
+		// A crash with replication: the takeover starts from the replica
+		// (WithLost adds what it may miss); the restarted owner may still
+		// grant from an empty table before the key is pulled back.
+		takeovers, returns = 0, 1
+	}
 	if l.Strict {
 		takeovers = 0
 	}
@@ -58,6 +68,28 @@ func NewLeaseBound(l ConcLimit, f Fault, rel Relation, n int) LeaseBound {
 		Why: fmt.Sprintf("permits %d + %d takeover x share %d + %d second table x permits + %d local ceilings x share %d",
 			l.Permits, takeovers, share, returns, fb.Members, share),
 	}
+}
+
+// WithLost returns lb with the faulty bound raised by lost leases the
+// successor's replica may have missed (LostGrants).
+func (lb LeaseBound) WithLost(lost int) LeaseBound {
+	lb.Faulty += lost
+	lb.Why += fmt.Sprintf(" + %d granted in the crashed owner's last interval", lost)
+	return lb
+}
+
+// LostGrants counts the grants of key id answered by an owner within
+// LostWindow before a crash at at: the leases the successor's replica may
+// not name.
+func LostGrants(ops []Op, id BucketID, at int64) int {
+	n := 0
+	for _, o := range ops {
+		if o.Kind == KindAcquire && o.Result == Allowed && o.Source != "fallback" && o.Limit == id.Limit && o.Key == id.Key &&
+			o.Return >= at-int64(LostWindow) && o.Call <= at {
+			n++
+		}
+	}
+	return n
 }
 
 // HeldInterval is the span in which one granted lease was surely valid:

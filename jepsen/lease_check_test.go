@@ -119,8 +119,9 @@ func TestNewLeaseBound(t *testing.T) {
 		strict bool
 		want   int
 	}{
-		{Kill, OwnedByTarget, false, 4 + 1 + 4 + 3*1},
+		{Kill, OwnedByTarget, false, 4 + 4 + 3*1}, // replication: no takeover share
 		{Kill, OwnedByTarget, true, 4 + 4 + 3*1},
+		{Pause, OwnedByTarget, false, 4 + 1 + 4 + 3*1},
 		{Isolate, OwnedByTarget, false, 4 + 1 + 4 + 3*1},
 		{Isolate, OwnedElsewhere, false, 4 + 3*1},
 		{None, OwnedElsewhere, false, 4 + 3*1},
@@ -131,6 +132,26 @@ func TestNewLeaseBound(t *testing.T) {
 		if got := NewLeaseBound(l, c.f, c.rel, 3); got.Faulty != c.want || got.Healthy != 4 {
 			t.Errorf("%s %s strict=%v: %+v, want faulty %d", c.f, c.rel, c.strict, got, c.want)
 		}
+	}
+}
+
+func TestLostGrants(t *testing.T) {
+	at := int64(5 * time.Second)
+	w := int64(LostWindow)
+	id := BucketID{"conc", "k"}
+	ops := []Op{
+		{Kind: KindAcquire, Result: Allowed, Source: "owner", Limit: "conc", Key: "k", Call: at - w/2, Return: at - w/3},
+		{Kind: KindAcquire, Result: Allowed, Source: "owner", Limit: "conc", Key: "k", Call: at - 3*w, Return: at - 2*w},
+		{Kind: KindAcquire, Result: Allowed, Source: "fallback", Limit: "conc", Key: "k", Call: at - w/2, Return: at - w/3},
+		{Kind: KindAcquire, Result: Denied, Source: "owner", Limit: "conc", Key: "k", Call: at - w/2, Return: at - w/3},
+		{Kind: KindAcquire, Result: Allowed, Source: "owner", Limit: "conc", Key: "other", Call: at - w/2, Return: at - w/3},
+	}
+	if got := LostGrants(ops, id, at); got != 1 {
+		t.Fatalf("LostGrants = %d, want 1", got)
+	}
+	lb := NewLeaseBound(ConcLimit{Permits: 4}, Kill, OwnedByTarget, 3).WithLost(2)
+	if lb.Faulty != 4+4+3+2 {
+		t.Fatalf("WithLost: %+v", lb)
 	}
 }
 

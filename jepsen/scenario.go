@@ -105,6 +105,7 @@ type BucketCheck struct {
 	Bound         float64 // OwnerChanges*B + Allowance
 	OwnerChanges  int
 	Allowance     float64 // FallbackAllowance over the whole run
+	Lost          float64 // LostDebits at the inject (crash with replication)
 	BoundWhy      string
 	Indeterminate int64
 	Fallbacks     int // allowed decisions with source fallback
@@ -479,6 +480,10 @@ func check(res *Result, sc ScenarioConfig, all []Op, owner map[BucketID]string, 
 		}
 		allow, nfb := FallbackAllowance(bops, b, bd.Members, math.MinInt64, math.MaxInt64)
 		allowBefore, _ := FallbackAllowance(bops, b, bd.Members, phases[0].Start, phases[0].End)
+		lost := 0.0
+		if bd.LastInterval {
+			lost = LostDebits(bops, hitNames, tInject)
+		}
 		bc := BucketCheck{
 			ID: id, Owner: owner[id], Relation: rel,
 			Whole:         Excess(bops, b, math.MinInt64, math.MaxInt64),
@@ -486,9 +491,10 @@ func check(res *Result, sc ScenarioConfig, all []Op, owner map[BucketID]string, 
 			During:        Excess(bops, b, phases[1].Start, phases[1].End),
 			After:         Excess(bops, b, phases[2].Start, phases[2].End),
 			OwnerBefore:   Excess(ownerOps, b, phases[0].Start, phases[0].End),
-			Bound:         bd.Tokens(b, allow),
+			Bound:         bd.Tokens(b, allow, lost),
 			OwnerChanges:  bd.OwnerChanges,
 			Allowance:     allow,
+			Lost:          lost,
 			BoundWhy:      bd.Why,
 			Indeterminate: Indeterminate(bops),
 			Fallbacks:     nfb,
@@ -520,8 +526,8 @@ func check(res *Result, sc ScenarioConfig, all []Op, owner map[BucketID]string, 
 	} else {
 		for _, bc := range res.Buckets {
 			if !bc.Pass {
-				res.Failures = append(res.Failures, fmt.Sprintf("over-admission: %s/%s (%s, owner %s): excess %.1f > bound %.1f (%d owner changes, fallback allowance %.1f from %d fallback admissions); before the fault: excess %.1f, owner-only %.1f",
-					bc.ID.Limit, bc.ID.Key, bc.Relation, bc.Owner, bc.Whole.Excess, bc.Bound, bc.OwnerChanges, bc.Allowance, bc.Fallbacks, bc.Before.Excess, bc.OwnerBefore.Excess))
+				res.Failures = append(res.Failures, fmt.Sprintf("over-admission: %s/%s (%s, owner %s): excess %.1f > bound %.1f (%d owner changes, %.0f debits of the crashed owner's last interval, fallback allowance %.1f from %d fallback admissions); before the fault: excess %.1f, owner-only %.1f",
+					bc.ID.Limit, bc.ID.Key, bc.Relation, bc.Owner, bc.Whole.Excess, bc.Bound, bc.OwnerChanges, bc.Lost, bc.Allowance, bc.Fallbacks, bc.Before.Excess, bc.OwnerBefore.Excess))
 			}
 		}
 	}
@@ -537,8 +543,18 @@ func checkLeases(res *Result, sc ScenarioConfig, all []Op, owner map[BucketID]st
 		}
 		return OwnedElsewhere
 	}
+	tInject := int64(0)
+	if len(phases) > 1 {
+		tInject = phases[1].Start
+	}
 	res.Leases = CheckLeases(all, phases, time.Duration(sc.Conc.MaxLeaseTTL)*time.Millisecond,
-		func(id BucketID) LeaseBound { return NewLeaseBound(sc.Conc, fault, rel(id), n) },
+		func(id BucketID) LeaseBound {
+			lb := NewLeaseBound(sc.Conc, fault, rel(id), n)
+			if FaultBound(fault, rel(id), n).LastInterval {
+				lb = lb.WithLost(LostGrants(all, id, tInject))
+			}
+			return lb
+		},
 		func(id BucketID) (string, Relation) { return owner[id], rel(id) })
 	for _, k := range res.Leases {
 		if k.Pass {

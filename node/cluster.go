@@ -73,6 +73,11 @@ type cluster struct {
 	// nothing was handed over.
 	movedN atomic.Int64
 	m      *clusterMetrics
+	// repl, replicas and rm are the replication stream's owner side, its
+	// successor side and metrics; all nil with replication off.
+	repl     *replicator
+	replicas *replicas
+	rm       *replMetrics
 
 	mu       sync.Mutex                 // guards the fields below
 	moved    map[movedKey]moved         // keys pulled away from this node, by (limit, key)
@@ -259,9 +264,21 @@ func fromTransport(checks []transport.Check) []api.Check {
 // again, so a lease key that holds no lease is not pulled on every acquire.
 // It reports false when a state it needed could not be pulled: the caller
 // must not decide from a fresh bucket then.
-func (c *cluster) pull(ctx context.Context, checks []api.Check, from string, has func(limit, key string) bool) bool {
+//
+// With adopt (the checks were placed Replica), a key it holds no state for
+// is first started from this node's replica of it.
+func (c *cluster) pull(ctx context.Context, checks []api.Check, from string, has func(limit, key string) bool, adopt bool) bool {
 	snap := c.placement()
 	now := c.now()
+	if adopt && c.replicas != nil {
+		// Placed Replica: the key's owner failed and this node took it
+		// over; it starts from the replica it kept rather than full.
+		for _, ch := range checks {
+			if !has(ch.Limit, ch.Key) {
+				c.adopt(ch.Limit, ch.Key)
+			}
+		}
+	}
 	if from == "" && !snap.Recent(now) {
 		return true
 	}
@@ -367,6 +384,12 @@ func (c *cluster) merge(f *limits.File, entries []transport.HandoffEntry) {
 		c.unmark(movedKey{b.Name, b.Key})
 	}
 	c.mu.Unlock()
+	if c.repl != nil {
+		now := c.now()
+		for _, b := range bs {
+			c.repl.touch(b.Name, b.Key, now)
+		}
+	}
 	c.store.MergeAt(c.now(), bs, func(name string) (bucket.Limit, bool) {
 		l, ok := f.Lookup(name)
 		if !ok || l.Kind != limits.KindRate {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/weir-rl/weir/api"
 	"github.com/weir-rl/weir/node/limits"
+	"github.com/weir-rl/weir/node/placement"
 	"github.com/weir-rl/weir/ring"
 	"github.com/weir-rl/weir/transport"
 )
@@ -22,11 +23,14 @@ func (n *Node) acquireOwned(ctx context.Context, l *limits.Limit, req api.Acquir
 	// key's leases (a restarted owner before they are handed back): pull
 	// them first, as for buckets. The question is whether the lease table
 	// knows the key, not the bucket store.
-	if !c.pull(ctx, []api.Check{{Limit: l.Name, Key: req.Key}}, "", n.leases.knows) {
+	// A key taken over after its owner failed starts from the replica of
+	// its leases, and then needs no ceiling if that replica was current.
+	adopt := c.placeLease(l.Name, req.Key).Kind == placement.Replica
+	if !c.pull(ctx, []api.Check{{Limit: l.Name, Key: req.Key}}, "", n.leases.knows, adopt) {
 		return n.acquireFallback(ctx, l, req)
 	}
 	snap := c.placement()
-	if left, ok := snap.LeaseCeiling(c.now(), l.Name, req.Key, l.MaxLeaseTTL); ok {
+	if left, ok := snap.LeaseCeiling(c.now(), l.Name, req.Key, l.MaxLeaseTTL, c.replicaCurrent(snap)); ok {
 		if l.Strict {
 			n.leases.m.denials.WithLabelValues(l.Name, denialConcurrency).Inc()
 			return api.AcquireResponse{Permits: l.Permits, RetryAfter: left, Source: api.SourceOwner}, nil
@@ -122,6 +126,12 @@ func (c *cluster) importLeases(entries []transport.HandoffEntry) {
 	}
 	if err := c.leases.importFrom(c.now(), h); err != nil {
 		c.log.Warn("lease handoff rejected", "err", err)
+	}
+	if c.repl != nil {
+		now := c.now()
+		for _, l := range h.Leases {
+			c.repl.touchLease(l.Limit, l.Key, now)
+		}
 	}
 }
 

@@ -95,6 +95,10 @@ func (c *cluster) watch(ctx context.Context) {
 			}
 			c.placement()
 			c.observe(v)
+			if c.repl != nil {
+				c.repl.resyncAll() // successors may have changed
+				c.replicas.sweep(c.now(), v)
+			}
 			c.warm(ctx, v, warm)
 			if v.Majority {
 				c.pushMoved(ctx, v)
@@ -270,6 +274,11 @@ func (n *Node) startCluster(ctx context.Context) error {
 		},
 		moved: map[movedKey]moved{}, pulling: map[movedKey]chan struct{}{}, fetched: map[movedKey]time.Time{},
 	}
+	if cfg.Replication.Enabled {
+		c.repl = newReplicator(cfg.Replication)
+		c.replicas = newReplicas(cfg.Replication)
+		c.rm = newReplMetrics(n.reg, func() float64 { return float64(c.replicas.len()) })
+	}
 	srv := transport.NewServer(peerHandler{n: n, c: c}, creds)
 	if err := r.Start(ctx); err != nil {
 		_ = ln.Close()
@@ -278,7 +287,13 @@ func (n *Node) startCluster(ctx context.Context) error {
 	}
 	n.peerLn, n.peerSrv, n.pool = ln, srv, pool
 	n.cl.Store(c)
-	n.eng.setRouter(c)
+	var changed func(limit, key string, now time.Time)
+	if c.repl != nil {
+		changed = c.repl.touch
+		n.leases.onChange = c.repl.touchLease
+		n.goRun(func() { c.replicate(ctx) })
+	}
+	n.eng.setRouter(c, changed)
 	n.goRun(func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, grpc.ErrServerStopped) && !errors.Is(err, net.ErrClosed) {
 			n.log.Error("peer server stopped", "err", err)

@@ -30,6 +30,8 @@ type simCluster struct {
 	file  string            // limits file
 	// deadline overrides the forward deadline when set.
 	deadline time.Duration
+	// noReplication starts members with --replication=false.
+	noReplication bool
 }
 
 // simLimits: slow refills, so wall-clock time during a test mints nothing
@@ -84,6 +86,7 @@ func (c *simCluster) add(name, host, seed, secretFile string) *Node {
 	if c.deadline > 0 {
 		cfg.Forward.Deadline = c.deadline
 	}
+	cfg.Replication.Enabled = !c.noReplication
 	tr, err := c.net.Transport(host, 7946)
 	if err != nil {
 		c.t.Fatal(err)

@@ -7,7 +7,10 @@
 //
 // engine.take is the one place that decides "local, forward or fallback".
 // A request's checks are validated against the limits file before any
-// state is touched, then grouped by owner. Each group is one atomic step:
+// state is touched, then grouped by placement: the pure core
+// node/placement answers, for takes and leases alike, one typed
+// Placement per key (here, forward to a peer, a local ceiling, or here
+// from a replica). Each group is one atomic step:
 // at this node when it owns the keys, forwarded to the owner (batched per
 // peer, 50 ms deadline) otherwise, and decided from a local ceiling when
 // the owner cannot be reached. If any group is denied, the groups already
@@ -26,12 +29,15 @@
 // node that handed a key over passes its requests on; a forward is passed
 // on at most once while views disagree. State crosses nodes as relative
 // quantities (bucket.Snapshot, lease remaining time), so skewed clocks mint
-// nothing. A crash loses the dead owner's debits: its keys start full at
-// the new owner (no replication yet), and its leases are unknown there, so
-// for one max_lease_ttl the new owner grants only a local share of permits
-// (or none, for strict limits). A node on a minority side serves even its
-// own keys from local ceilings, and survivors wait TakeoverDelay before
-// deciding keys that changed owner after a failure (see cluster).
+// nothing. Each owner also streams its keys' changes to their successors
+// (replication.go), so after a crash the new owner starts each key from
+// its replica and knows which leases run: a crash costs the debits of the
+// last replication interval. Without a current replica the new owner
+// grants only a local share of permits for one max_lease_ttl (none for
+// strict limits). A node on a minority side serves even its own keys from
+// local ceilings, and survivors wait TakeoverDelay before deciding keys
+// that changed owner after a failure. The rules are described in
+// docs/placement-and-replication.md.
 //
 // # Concurrency
 //

@@ -21,7 +21,8 @@ type router interface {
 	// (has reports false) after a ring change, before it decides them;
 	// false means a needed state could not be fetched and the checks must
 	// not be decided from fresh buckets.
-	pull(ctx context.Context, checks []api.Check, from string, has func(limit, key string) bool) bool
+	// With adopt, a key it holds no state for starts from its replica.
+	pull(ctx context.Context, checks []api.Check, from string, has func(limit, key string) bool, adopt bool) bool
 	// hold keeps the checks' keys from being handed over until release is
 	// called, and reports whether this node may still decide them (false:
 	// one was handed over since it was routed here).
@@ -58,6 +59,9 @@ type engine struct {
 	// router is nil in a cluster of one. Start sets it, through
 	// setRouter, before any listener serves, and it never changes after.
 	router router
+	// changed, when set, is told of every owner bucket a decision or a
+	// refund changed (the replication stream); set with router.
+	changed func(limit, key string, now time.Time)
 	// maxKey is the longest key a caller may send, in bytes: the one
 	// bound every surface applies (Config.HTTP.MaxKeyBytes).
 	maxKey int
@@ -68,9 +72,23 @@ type engine struct {
 	inline inlineCache
 }
 
+// touched tells the replication stream that the owner buckets of checks
+// changed.
+func (e *engine) touched(checks []bucket.Check) {
+	if e.changed == nil {
+		return
+	}
+	now := e.now()
+	for _, c := range checks {
+		e.changed(c.Name, c.Key, now)
+	}
+}
+
 // setRouter plugs the cluster in. Called once, by Start, before any
 // listener serves.
-func (e *engine) setRouter(r router) { e.router = r }
+func (e *engine) setRouter(r router, changed func(limit, key string, now time.Time)) {
+	e.router, e.changed = r, changed
+}
 
 // known is the number of members a local ceiling divides a limit by: one
 // in a cluster of one.
@@ -182,9 +200,6 @@ func (e *engine) split(rs []resolved) []group {
 	byKey := map[groupKey]int{}
 	for i, r := range rs {
 		p := e.router.place(r.check.Limit, r.check.Key)
-		if p.Kind == placement.Replica {
-			p.Kind = placement.Here // decided here all the same; the replica was merged in
-		}
 		k := groupKey{kind: p.Kind}
 		if p.Kind == placement.Forward {
 			k.peer = p.Addr
@@ -209,7 +224,8 @@ func (e *engine) decideGroup(ctx context.Context, f *limits.File, rs []resolved,
 	for j, i := range g.idx {
 		checks[j] = rs[i].check
 	}
-	if g.place.Kind == placement.Here && (e.router == nil || e.router.pull(ctx, checks, "", e.store.Has)) {
+	here := g.place.Kind == placement.Here || g.place.Kind == placement.Replica
+	if here && (e.router == nil || e.router.pull(ctx, checks, "", e.store.Has, g.place.Kind == placement.Replica)) {
 		g.src = api.SourceOwner
 		out, ok, err := e.ownerTakeOnce(f, checks, id)
 		if errors.Is(err, errNotOwner) {
@@ -292,6 +308,9 @@ func (e *engine) ownerTake(f *limits.File, checks []api.Check) ([]api.Result, bo
 	}
 	for j, i := range enforcedIdx {
 		out[i] = e.result(enforcedLim[j], ds[j], api.SourceOwner, now)
+	}
+	if ok {
+		e.touched(enforced)
 	}
 	return out, ok, nil
 }
@@ -407,8 +426,9 @@ func (e *engine) refund(ctx context.Context, rs []resolved, groups []group) {
 		switch {
 		case g.src == api.SourceFallback:
 			e.fallback.RefundAt(e.now(), bcs)
-		case g.place.Kind == placement.Here:
+		case g.place.Kind == placement.Here || g.place.Kind == placement.Replica:
 			e.store.RefundAt(e.now(), bcs)
+			e.touched(bcs)
 		default:
 			// Best effort: an unreachable owner keeps the debit, which
 			// errs on the side of admitting less.

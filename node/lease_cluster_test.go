@@ -227,9 +227,12 @@ func TestClusterUnrenewedLeaseGoesToWaiter(t *testing.T) {
 // new owner of the dead member's keys does not know which leases are still
 // running. For max_lease_ttl after it saw the failure it grants at most the
 // local ceiling permits / known members (at least 1), and nothing at all
-// for a strict limit; then full permits again.
+// for a strict limit; then full permits again. That is the rule when the
+// new owner holds no current replica of the dead owner's leases: here
+// replication is off (TestReplicationKilledLeaseOwnerGrantsNone has it on).
 func TestClusterKilledOwnerTakeoverWindow(t *testing.T) {
 	c := newLeaseSimCluster(t)
+	c.noReplication = true
 	c.start(3)
 	n1 := c.nodes["n1"]
 	key := keyOwnedBy(n1, "crash", "n3", "tenant:crash")

@@ -17,6 +17,10 @@ import (
 type leases struct {
 	now func() time.Time
 	m   *metrics
+	// onChange, when set, is told of every key whose leases changed (the
+	// replication stream). Set once before the node serves; called with
+	// mu held.
+	onChange func(limit, key string, now time.Time)
 
 	mu      sync.Mutex // guards table and waiters
 	table   *lease.Table
@@ -46,8 +50,10 @@ func params(l *limits.Limit) lease.Params {
 func (s *leases) deliver(ev lease.Events) {
 	for _, g := range ev.Expired {
 		s.m.leaseEvents.WithLabelValues(g.Limit, "expired").Inc()
+		s.changed(g.Limit, g.Key)
 	}
 	for _, g := range ev.Granted {
+		s.changed(g.Limit, g.Key)
 		if ch, ok := s.waiters[g.Waiter]; ok {
 			delete(s.waiters, g.Waiter)
 			ch <- g // buffered: never blocks
@@ -65,6 +71,13 @@ func (s *leases) deliver(ev lease.Events) {
 	}
 }
 
+// changed tells onChange that (limit, key) changed. Called with mu held.
+func (s *leases) changed(limit, key string) {
+	if s.onChange != nil {
+		s.onChange(limit, key, s.now())
+	}
+}
+
 // acquire asks the local table for a permit, parking up to the request's
 // wait. The limit was validated by the caller.
 func (s *leases) acquire(ctx context.Context, l *limits.Limit, req api.AcquireRequest) (api.AcquireResponse, error) {
@@ -72,6 +85,9 @@ func (s *leases) acquire(ctx context.Context, l *limits.Limit, req api.AcquireRe
 	start := s.now()
 	s.mu.Lock()
 	out, ev, err := s.table.Acquire(start, lease.Request{Limit: l.Name, Key: req.Key, Holder: req.Holder, TTL: req.TTL, Wait: req.Wait}, p)
+	if err == nil && out.Status == lease.Granted {
+		s.changed(l.Name, req.Key)
+	}
 	var ch chan lease.Grant
 	if err == nil && out.Status == lease.Queued {
 		ch = make(chan lease.Grant, 1)
@@ -141,6 +157,9 @@ func (s *leases) refused(l *limits.Limit, resp *api.AcquireResponse, retry time.
 func (s *leases) renew(l *limits.Limit, id string, ttl time.Duration) (time.Duration, error) {
 	s.mu.Lock()
 	g, ev, err := s.table.Renew(s.now(), id, ttl, params(l))
+	if err == nil {
+		s.changed(g.Limit, g.Key)
+	}
 	s.deliver(ev)
 	s.mu.Unlock()
 	switch {
@@ -157,6 +176,9 @@ func (s *leases) renew(l *limits.Limit, id string, ttl time.Duration) (time.Dura
 func (s *leases) release(id string) {
 	s.mu.Lock()
 	held, ev := s.table.Release(s.now(), id)
+	if limit, key, ok := lease.ParseID(id); ok && held {
+		s.changed(limit, key)
+	}
 	s.deliver(ev)
 	s.mu.Unlock()
 	if held {

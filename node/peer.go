@@ -42,9 +42,13 @@ func (h peerHandler) Handoff(_ context.Context, _ string, entries []transport.Ha
 }
 
 // Replicate implements transport.Handler: replica state of keys the
-// sender owns. This version keeps no replicas yet and refuses them.
-func (h peerHandler) Replicate(context.Context, string, []transport.HandoffEntry, []transport.Check) error {
-	return errors.New("node: this node keeps no replicas")
+// sender owns. A node with replication off refuses it.
+func (h peerHandler) Replicate(_ context.Context, from string, entries []transport.HandoffEntry, dropped []transport.Check) error {
+	if h.c.replicas == nil {
+		return errors.New("node: replication is off on this node")
+	}
+	h.c.replicaIn(from, entries, dropped)
+	return nil
 }
 
 func (h peerHandler) serveOne(ctx context.Context, f *limits.File, from string, r transport.Request) transport.Reply {
@@ -82,6 +86,8 @@ func (h peerHandler) serveTake(ctx context.Context, f *limits.File, from string,
 		switch {
 		case i == 0:
 			target = p
+		case p.Kind == placement.Replica && target.Kind == placement.Here, p.Kind == placement.Here && target.Kind == placement.Replica:
+			target.Kind = placement.Replica // all decided here; adopt what replicas there are
 		case p.Kind != target.Kind || (p.Kind == placement.Forward && p.Peer != target.Peer):
 			return transport.Reply{NotOwner: true} // the keys are decided in two places
 		}
@@ -95,7 +101,7 @@ func (h peerHandler) serveTake(ctx context.Context, f *limits.File, from string,
 		c.m.proxied.Inc()
 		return rep
 	}
-	if !c.pull(ctx, checks, pullFrom, h.n.eng.store.Has) {
+	if !c.pull(ctx, checks, pullFrom, h.n.eng.store.Has, target.Kind == placement.Replica) {
 		return transport.Reply{NotOwner: true}
 	}
 	res, _, err := h.n.eng.ownerTakeOnce(f, checks, r.RequestID)

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/weir-rl/weir/transport/peerpb"
 )
@@ -129,27 +130,30 @@ func (p *Pool) Handoff(ctx context.Context, peerAddr string, entries []HandoffEn
 
 // Replicate sends the latest state of keys this node owns, and the keys it
 // dropped, to the member at peerAddr that keeps their replica: one call
-// (chunked like Handoff) within HandoffDeadline per chunk.
-func (p *Pool) Replicate(ctx context.Context, peerAddr string, entries []HandoffEntry, dropped []Check) error {
+// (chunked like Handoff) within HandoffDeadline per chunk. An empty call is
+// a heartbeat: it tells the receiver the stream is alive. It returns the
+// bytes of the messages sent.
+func (p *Pool) Replicate(ctx context.Context, peerAddr string, entries []HandoffEntry, dropped []Check) (int, error) {
 	pr, err := p.peer(peerAddr)
 	if err != nil {
-		return err
+		return 0, err
 	}
+	sent := 0
 	for first := true; first || len(entries) > 0 || len(dropped) > 0; first = false {
 		chunk := entries[:min(len(entries), handoffChunk)]
 		entries = entries[len(chunk):]
 		drop := dropped[:min(len(dropped), handoffChunk)]
 		dropped = dropped[len(drop):]
+		req := &peerpb.HandoffRequest{From: p.cfg.Self, Entries: encodeEntries(chunk), Replica: true, Dropped: encodeChecks(drop)}
 		cctx, cancel := context.WithTimeout(ctx, p.cfg.HandoffDeadline)
-		_, err := pr.client.Handoff(cctx, &peerpb.HandoffRequest{
-			From: p.cfg.Self, Entries: encodeEntries(chunk), Replica: true, Dropped: encodeChecks(drop),
-		})
+		_, err := pr.client.Handoff(cctx, req)
 		cancel()
 		if err != nil {
-			return fmt.Errorf("transport: replicate to %s: %w", peerAddr, err)
+			return sent, fmt.Errorf("transport: replicate to %s: %w", peerAddr, err)
 		}
+		sent += proto.Size(req)
 	}
-	return nil
+	return sent, nil
 }
 
 // Drop closes the connection to peerAddr, for a member that left. Forwards

@@ -94,6 +94,8 @@ func serveFlags(fs *flag.FlagSet, cfg *node.Config, cf *clusterFlags, logFormat 
 	fs.DurationVar(&cfg.Forward.Deadline, "forward-timeout", cfg.Forward.Deadline, "deadline of one forward to a key's owner; past it the limit's on_owner_unreachable policy answers")
 	fs.StringVar(&cf.join, "join", "", "seeds to join: host:port,... or a DNS name (re-resolved on every retry)")
 	fs.StringVar(&cfg.ClusterSecretFile, "cluster-secret-file", "", "file holding the cluster secret (gossip encryption and peer auth)")
+	fs.BoolVar(&cfg.Replication.Enabled, "replication", cfg.Replication.Enabled, "stream each owned key's changes to its successor, so a crash loses one interval's debits instead of a full bucket")
+	fs.DurationVar(&cfg.Replication.Interval, "replication-interval", cfg.Replication.Interval, "how often changed keys are sent to their successors")
 	fs.StringVar(&cf.timing, "timing", "lan", "failure-detection profile: lan or local (fast, for tests on one machine)")
 	fs.DurationVar(&cf.clockOffset, "test-clock-offset", 0, "testing only: shift this node's decision clock (clock-skew faults in jepsen/)")
 	fs.BoolVar(&cfg.Clustered, "cluster", cfg.Clustered, "run gossip and the peer service (false: a cluster of one with no gossip port)")

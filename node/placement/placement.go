@@ -65,10 +65,13 @@ const (
 	SenderMoved
 	// Proxied means a forward that was already passed on once (Serve only).
 	Proxied
+	// TakenOver means the key's owner failed and this node, its successor,
+	// decides it now, from its replica of the owner's state (Kind Replica).
+	TakenOver
 )
 
 var reasonNames = [...]string{
-	"owner", "not-joined", "no-ring", "unreachable", "minority", "takeover-delay", "moved", "sender-moved", "proxied",
+	"owner", "not-joined", "no-ring", "unreachable", "minority", "takeover-delay", "moved", "sender-moved", "proxied", "taken-over",
 }
 
 // String returns the reason's short name, as in logs and metrics.
@@ -210,7 +213,9 @@ func (s *Snapshot) Known() int {
 //  4. this node owns it on a minority side: Ceiling;
 //  5. it changed owner in a run of failures less than the takeover delay
 //     old: Ceiling;
-//  6. otherwise Here.
+//  6. its owner before a remembered failure was the failed member:
+//     Replica (this node took it over and starts it from its replica);
+//  7. otherwise Here.
 func (s *Snapshot) Take(now time.Time, limit, key string, mark Mark) Placement {
 	return s.place(now, ring.HashKey(limit, key), mark, true)
 }
@@ -244,8 +249,43 @@ func (s *Snapshot) place(now time.Time, hk string, mark Mark, delay bool) Placem
 		return Placement{Reason: Minority}
 	case delay && s.heldBack(now, hk):
 		return Placement{Reason: TakeoverDelay}
+	case s.takenOver(hk):
+		return Placement{Kind: Replica, Reason: TakenOver}
 	}
 	return Placement{Kind: Here}
+}
+
+// takenOver reports whether hk, which this node owns, was owned by a
+// member whose failure is still remembered.
+func (s *Snapshot) takenOver(hk string) bool {
+	for _, f := range s.st.Failures {
+		if m, ok := f.Prev.Owner(hk); ok && m.Name == f.Name {
+			return true
+		}
+	}
+	return false
+}
+
+// Successor names the member that keeps the replica of (limit, key), a
+// key this node owns: the key's owner in the view without this node, that
+// is the member that takes the key over when this node fails. ok is false
+// when this node does not own the key in its view, or the successor is
+// not alive (nothing to replicate to).
+func (s *Snapshot) Successor(limit, key string) (Placement, bool) {
+	v := s.st.View
+	if v == nil || s.without == nil {
+		return Placement{}, false
+	}
+	hk := ring.HashKey(limit, key)
+	if m, ok := v.Owner(hk); !ok || m.Name != s.cfg.Self {
+		return Placement{}, false
+	}
+	m, ok := s.without.Owner(hk)
+	if !ok || m.Name == s.cfg.Self {
+		return Placement{}, false
+	}
+	p := s.forward(v, m.Name, ByOwner)
+	return p, p.Kind == Forward
 }
 
 // forward answers Forward to name, or Ceiling when it cannot be reached.
@@ -287,6 +327,9 @@ func (s *Snapshot) Serve(now time.Time, limit, key, from string, proxied bool, m
 		}
 		if s.heldBack(now, hk) {
 			return Placement{Reason: TakeoverDelay}
+		}
+		if mark.To == "" && s.takenOver(hk) {
+			return Placement{Kind: Replica, Reason: TakenOver}
 		}
 		return Placement{Kind: Here}
 	}
@@ -344,12 +387,16 @@ func (s *Snapshot) Recent(now time.Time) bool {
 // of a failure of its owner, with maxTTL the limit's max_lease_ttl, and
 // how long the window still lasts. Inside it the new owner cannot know
 // which of the dead owner's leases still run, so it grants only up to a
-// local share (none for strict limits).
-func (s *Snapshot) LeaseCeiling(now time.Time, limit, key string, maxTTL time.Duration) (time.Duration, bool) {
+// local share (none for strict limits). current reports whether this node
+// holds a replica of the failed member's leases that was current when the
+// failure was noticed at (its replication stream had not gone quiet); such
+// a failure opens no window, because the replica names the leases that
+// still run. A nil current opens every window.
+func (s *Snapshot) LeaseCeiling(now time.Time, limit, key string, maxTTL time.Duration, current func(failed string, at time.Time) bool) (time.Duration, bool) {
 	hk := ring.HashKey(limit, key)
 	for _, f := range s.st.Failures {
 		left := f.At.Add(maxTTL).Sub(now)
-		if left <= 0 {
+		if left <= 0 || (current != nil && current(f.Name, f.At)) {
 			continue
 		}
 		if m, ok := f.Prev.Owner(hk); ok && m.Name == f.Name {

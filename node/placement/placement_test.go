@@ -226,12 +226,12 @@ func TestTakeoverDelayRule(t *testing.T) {
 	run(t, s, false, []row{
 		{"taken over, at the failure", t0, taken, Mark{}, held},
 		{"taken over, 1ns before the delay", t0.Add(delay - 1), taken, Mark{}, held},
-		{"taken over, at the delay", t0.Add(delay), taken, Mark{}, Placement{Kind: Here}},
+		{"taken over, at the delay: from the replica", t0.Add(delay), taken, Mark{}, Placement{Kind: Replica, Reason: TakenOver}},
 		{"clock went backwards", t0.Add(-time.Minute), taken, Mark{}, held},
 		{"kept its owner", t0, kept, Mark{}, Placement{Kind: Here}},
 	})
 	// Leases take no delay: the lease ceiling guards them instead.
-	run(t, s, true, []row{{"lease, at the failure", t0, taken, Mark{}, Placement{Kind: Here}}})
+	run(t, s, true, []row{{"lease, at the failure", t0, taken, Mark{}, Placement{Kind: Replica, Reason: TakenOver}}})
 
 	// A run of failures: a second failure less than the delay after the
 	// first restarts the delay for the keys the first one moved.
@@ -243,7 +243,7 @@ func TestTakeoverDelayRule(t *testing.T) {
 	run(t, s, false, []row{
 		{"first failure's key, after its own delay but inside the run", t0.Add(delay + time.Second), taken2, Mark{}, held},
 		{"first failure's key, 1ns before the run's delay", t1.Add(delay - 1), taken2, Mark{}, held},
-		{"first failure's key, at the run's delay", t1.Add(delay), taken2, Mark{}, Placement{Kind: Here}},
+		{"first failure's key, at the run's delay", t1.Add(delay), taken2, Mark{}, Placement{Kind: Replica, Reason: TakenOver}},
 	})
 
 	// The floor: a delay below the ring's detection spread is raised to it.
@@ -252,7 +252,7 @@ func TestTakeoverDelayRule(t *testing.T) {
 	spread := c.Timing.DetectionSpread(5)
 	run(t, s, false, []row{
 		{"short delay, inside the detection spread", t0.Add(spread - 1), taken, Mark{}, held},
-		{"short delay, at the detection spread", t0.Add(spread), taken, Mark{}, Placement{Kind: Here}},
+		{"short delay, at the detection spread", t0.Add(spread), taken, Mark{}, Placement{Kind: Replica, Reason: TakenOver}},
 	})
 }
 
@@ -278,10 +278,50 @@ func TestLeaseCeilingRule(t *testing.T) {
 		{"at max_lease_ttl", t0.Add(ttl), taken, 0, false},
 		{"key the failed member did not own", t0, shifted, 0, false},
 	} {
-		left, ok := s.LeaseCeiling(tc.at, limit, tc.key, ttl)
+		left, ok := s.LeaseCeiling(tc.at, limit, tc.key, ttl, nil)
 		if left != tc.left || ok != tc.ok {
 			t.Errorf("%s: got %v %v, want %v %v", tc.name, left, ok, tc.left, tc.ok)
 		}
+	}
+	// A replica that was current when n3's failure was noticed names the
+	// leases that still run: no window. A stale one opens it.
+	current := func(failed string, at time.Time) bool { return failed == "n3" && at.Equal(t0) }
+	if _, ok := s.LeaseCeiling(t0, limit, taken, ttl, current); ok {
+		t.Error("a current replica still opened the window")
+	}
+	stale := func(string, time.Time) bool { return false }
+	if left, ok := s.LeaseCeiling(t0, limit, taken, ttl, stale); !ok || left != ttl {
+		t.Errorf("a stale replica: %v %v, want the whole window", left, ok)
+	}
+}
+
+// The successor: the member that keeps a key's replica is the one that
+// takes it over when this node fails (the owner in the view without it),
+// so a crash finds the replica where the key goes.
+func TestSuccessorRule(t *testing.T) {
+	prev, next := failed("n1")
+	_ = next
+	s := New(cfg("n1"), State{View: prev, Joined: true})
+	own := keyWhere(t, func(hk string) bool { return owner(prev, hk) == "n1" })
+	p, ok := s.Successor(limit, own)
+	if !ok {
+		t.Fatal("no successor for an owned key")
+	}
+	// The successor is who owns the key once n1 is dead.
+	dead := view("n2", ring.Dead, ring.Alive, ring.Alive, ring.Alive, ring.Alive)
+	if want := owner(dead, ring.HashKey(limit, own)); p != fwd(want, ByOwner) {
+		t.Errorf("successor %+v, want %s (the owner after n1 fails)", p, want)
+	}
+	notMine := keyWhere(t, func(hk string) bool { return owner(prev, hk) == "n2" })
+	if _, ok := s.Successor(limit, notMine); ok {
+		t.Error("a successor for a key this node does not own")
+	}
+	// A successor that is not alive gets nothing.
+	sus := view("n1", ring.Alive, ring.Suspect, ring.Suspect, ring.Suspect, ring.Suspect)
+	s = New(cfg("n1"), State{View: sus, Joined: true})
+	k := keyWhere(t, func(hk string) bool { return owner(sus, hk) == "n1" })
+	if _, ok := s.Successor(limit, k); ok {
+		t.Error("replicating to a suspect member")
 	}
 }
 
@@ -303,7 +343,7 @@ func TestServeRules(t *testing.T) {
 	}{
 		{"own key", own, "n2", false, Mark{}, t0, Placement{Kind: Here}},
 		{"taken over, inside the delay", taken, "n2", false, Mark{}, t0, Placement{Reason: TakeoverDelay}},
-		{"taken over, after the delay", taken, "n2", false, Mark{}, t0.Add(time.Minute), Placement{Kind: Here}},
+		{"taken over, after the delay", taken, "n2", false, Mark{}, t0.Add(time.Minute), Placement{Kind: Replica, Reason: TakenOver}},
 		{"the sender's key: its view moved it here", n2s, "n2", false, Mark{}, t0, Placement{Kind: Here, Peer: "n2", Reason: SenderMoved}},
 		{"a third member's key: pass it on", n4s, "n2", false, Mark{}, t0, fwd("n4", ByOwner)},
 		{"a third member's key, already passed on", n4s, "n2", true, Mark{}, t0, Placement{Reason: Proxied, Peer: "n4"}},
