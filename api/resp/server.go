@@ -176,12 +176,16 @@ func (s *Server) Close() {
 // conn is one client connection. Only its own goroutine touches its
 // fields, except stopping, which stop sets from Shutdown.
 type conn struct {
-	s        *Server
-	nc       net.Conn
-	rd       *reader
-	wr       *redcon.Writer
-	pending  int // answers written to wr and not yet flushed
-	failed   bool
+	s       *Server
+	nc      net.Conn
+	rd      *reader
+	wr      *redcon.Writer
+	pending int // answers written to wr and not yet flushed
+	failed  bool
+	// writeBy is the write deadline set on nc; flush moves it only when
+	// less than half of WriteTimeout is left, sparing a timer update per
+	// answer.
+	writeBy  time.Time
 	st       session
 	stopping atomic.Bool
 }
@@ -261,7 +265,10 @@ func (c *conn) flush() bool {
 		return true
 	}
 	c.pending = 0
-	_ = c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.WriteTimeout))
+	if wt := c.s.cfg.WriteTimeout; time.Until(c.writeBy) < wt/2 {
+		c.writeBy = time.Now().Add(wt)
+		_ = c.nc.SetWriteDeadline(c.writeBy)
+	}
 	if c.wr.Flush() != nil {
 		c.failed = true
 		return false
