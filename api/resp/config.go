@@ -44,7 +44,8 @@ type Config struct {
 	// only when half of it is used up). Default 10s.
 	WriteTimeout time.Duration
 	// TLS, when not nil, makes the server speak TLS on every connection it
-	// accepts, with this configuration (certificates, client CAs).
+	// accepts, with this configuration (certificates, client CAs). A
+	// handshake must finish within 10 s.
 	TLS *tls.Config
 	// Authenticate, when not nil, makes every command except AUTH, HELLO,
 	// QUIT and PING answer -NOAUTH until the connection authenticated with

@@ -60,6 +60,9 @@ func New(d api.Decider, cfg Config, logger *slog.Logger) *Server {
 	return s
 }
 
+// handshakeTimeout bounds a TLS handshake.
+const handshakeTimeout = 10 * time.Second
+
 // ErrServerClosed is returned by Serve after Shutdown or Close.
 var ErrServerClosed = errors.New("resp: server closed")
 
@@ -232,6 +235,15 @@ func (c *conn) stop() {
 // protocol or its bounds (answered -ERR Protocol error: ..., then closed).
 func (c *conn) serve() {
 	defer func() { _ = c.nc.Close() }()
+	if tc, ok := c.nc.(*tls.Conn); ok {
+		// A client that connects and never finishes its handshake must
+		// not hold the connection (and Shutdown) forever.
+		_ = tc.SetDeadline(time.Now().Add(handshakeTimeout))
+		if err := tc.HandshakeContext(c.s.ctx); err != nil {
+			return
+		}
+		_ = tc.SetDeadline(time.Time{})
+	}
 	for !c.stopping.Load() {
 		args, err := c.rd.next()
 		if err != nil {
