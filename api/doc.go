@@ -16,6 +16,14 @@
 // limit, cost above capacity, a lease of a rate limit) are the Decider's. An
 // error detail names the offending field, never the caller's key.
 //
+// A check may carry an inline limit instead of naming one of the limits
+// file (Check.Inline; JSON "inline": {"algorithm", "capacity", "burst",
+// "limit", "rate", "window"}, gRPC Check.inline): at most MaxInlineChecks
+// (16) checks of a take, each string at most MaxInlineFieldBytes (32)
+// bytes. The Decider validates it as the file's parser would and refuses
+// it when the file sets inline_limits: false. The Redis protocol is
+// served by package api/resp with the same checks.
+//
 // HTTP request bodies are one JSON object: unknown fields and trailing data
 // are invalid (a misspelt "cost" must not silently charge 1), integers must be
 // JSON integers (1.5, "1" and 1e3 are invalid), an omitted or null cost is 1,

@@ -50,8 +50,10 @@ func TestInlineLimitsHTTP(t *testing.T) {
 		t.Error("an inline limit's own name became a metric label")
 	}
 	bad := []struct{ body, detail string }{
-		{`{"checks":[{"limit":"x","key":"k","inline":{"algorithm":"gcra","capacity":5,"rate":"1/s"}}]}`,
-			`checks[0]: inline limit: limit \"x\": gcra needs \"burst\"; limit \"x\": field \"capacity\" does not apply to algorithm gcra (it takes \"rate\", \"burst\")`},
+		{
+			`{"checks":[{"limit":"x","key":"k","inline":{"algorithm":"gcra","capacity":5,"rate":"1/s"}}]}`,
+			`checks[0]: inline limit: limit \"x\": gcra needs \"burst\"; limit \"x\": field \"capacity\" does not apply to algorithm gcra (it takes \"rate\", \"burst\")`,
+		},
 		{`{"checks":[{"limit":"x","key":"k","inline":{"capacity":5}}]}`, `checks[0]: inline limit: limit \"x\": token_bucket needs \"rate\"`},
 		{`{"checks":[{"limit":"x","key":"k","inline":{"capacity":5,"rate":"5/0s"}}]}`, `checks[0]: inline limit: limit \"x\": rate \"5/0s\": period must be between 1ms and 366d`},
 		{`{"checks":[{"limit":"x y","key":"k","inline":{"capacity":5,"rate":"1/s"}}]}`, `checks[0]: inline limit: \"name\" \"x y\" may contain only letters, digits, '.', '_' and '-'`},
@@ -73,8 +75,10 @@ func TestInlineLimitsHTTP(t *testing.T) {
 func TestInlineLimitsGRPC(t *testing.T) {
 	tn := startNode(t, func(c *node.Config) { c.LimitsPath = writeLimits(t, inlineLimits) })
 	ctx := context.Background()
-	req := &weirv1.TakeRequest{Checks: []*weirv1.Check{{Limit: "w", Key: "k", Cost: 2,
-		Inline: &weirv1.InlineLimit{Algorithm: "sliding_window", Limit: 3, Window: "1m"}}}}
+	req := &weirv1.TakeRequest{Checks: []*weirv1.Check{{
+		Limit: "w", Key: "k", Cost: 2,
+		Inline: &weirv1.InlineLimit{Algorithm: "sliding_window", Limit: 3, Window: "1m"},
+	}}}
 	resp, err := tn.grpc.Take(ctx, req)
 	if err != nil || !resp.GetAllowed() || resp.GetResults()[0].GetRemaining() != 1 {
 		t.Fatalf("inline take = %v, %v", resp, err)
@@ -100,8 +104,10 @@ func TestInlineLimitsDisabled(t *testing.T) {
 	if r.status != 400 || !strings.Contains(r.body, detail) {
 		t.Fatalf("HTTP: %d %s", r.status, r.body)
 	}
-	_, err := tn.grpc.Take(context.Background(), &weirv1.TakeRequest{Checks: []*weirv1.Check{{Limit: "x", Key: "k",
-		Inline: &weirv1.InlineLimit{Capacity: 3, Rate: "1/s"}}}})
+	_, err := tn.grpc.Take(context.Background(), &weirv1.TakeRequest{Checks: []*weirv1.Check{{
+		Limit: "x", Key: "k",
+		Inline: &weirv1.InlineLimit{Capacity: 3, Rate: "1/s"},
+	}}})
 	if status.Code(err) != codes.InvalidArgument || status.Convert(err).Message() != detail {
 		t.Fatalf("gRPC: %v", err)
 	}

@@ -38,11 +38,14 @@ type Config struct {
 	// IdleTimeout closes a connection that sends nothing for this long.
 	// Default 0: never, as Redis does (clients keep pooled connections).
 	IdleTimeout time.Duration
-	// WriteTimeout closes a connection whose answers cannot be written for
-	// this long (a client that never reads). Default 10s.
+	// WriteTimeout closes a connection whose answers cannot be written (a
+	// client that never reads): a write that blocks is cut off after
+	// between half of WriteTimeout and all of it (the deadline is moved
+	// only when half of it is used up). Default 10s.
 	WriteTimeout time.Duration
 	// TLS, when not nil, makes the server speak TLS on every connection it
-	// accepts, with this configuration (certificates, client CAs).
+	// accepts, with this configuration (certificates, client CAs). A
+	// handshake must finish within 10 s.
 	TLS *tls.Config
 	// Authenticate, when not nil, makes every command except AUTH, HELLO,
 	// QUIT and PING answer -NOAUTH until the connection authenticated with

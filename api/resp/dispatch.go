@@ -45,32 +45,56 @@ type command struct {
 // never modified.
 func (s *Server) commands() map[string]*command {
 	list := []*command{
-		{name: "weir.take", arity: -3, flags: []string{"write", "fast"}, first: 2, last: 2, step: 1, group: "weir",
-			summary: "Spends cost (default 1) from the bucket (limit, key): [allowed, remaining, retry_after_ms, reset_after_ms]", run: s.take},
-		{name: "weir.mtake", arity: -4, flags: []string{"write", "fast"}, first: 2, last: -1, step: 3, group: "weir",
-			summary: "Spends every (limit, key, cost) or none: [allowed, retry_after_ms, [allowed, remaining, retry_after_ms, reset_after_ms]...]", run: s.mtake},
-		{name: "cl.throttle", arity: -5, flags: []string{"write", "fast"}, first: 1, last: 1, step: 1, group: "weir",
-			summary: "redis-cell's GCRA throttle: [limited, limit, remaining, retry_after_s, reset_after_s]", run: s.throttle},
-		{name: "weir.acquire", arity: -3, flags: []string{"write"}, first: 2, last: 2, step: 1, group: "weir",
-			summary: "Acquires a concurrency lease: [granted, id, fencing_token, ttl_ms, retry_after_ms]", run: s.acquire},
-		{name: "weir.renew", arity: -2, flags: []string{"write", "fast"}, group: "weir",
-			summary: "Renews a lease: its new ttl_ms", run: s.renew},
-		{name: "weir.release", arity: 2, flags: []string{"write", "fast"}, group: "weir",
-			summary: "Releases a lease", run: s.release},
+		{
+			name: "weir.take", arity: -3, flags: []string{"write", "fast"}, first: 2, last: 2, step: 1, group: "weir",
+			summary: "Spends cost (default 1) from the bucket (limit, key): [allowed, remaining, retry_after_ms, reset_after_ms]", run: s.take,
+		},
+		{
+			name: "weir.mtake", arity: -4, flags: []string{"write", "fast"}, first: 2, last: -1, step: 3, group: "weir",
+			summary: "Spends every (limit, key, cost) or none: [allowed, retry_after_ms, [allowed, remaining, retry_after_ms, reset_after_ms]...]", run: s.mtake,
+		},
+		{
+			name: "cl.throttle", arity: -5, flags: []string{"write", "fast"}, first: 1, last: 1, step: 1, group: "weir",
+			summary: "redis-cell's GCRA throttle: [limited, limit, remaining, retry_after_s, reset_after_s]", run: s.throttle,
+		},
+		{
+			name: "weir.acquire", arity: -3, flags: []string{"write"}, first: 2, last: 2, step: 1, group: "weir",
+			summary: "Acquires a concurrency lease: [granted, id, fencing_token, ttl_ms, retry_after_ms]", run: s.acquire,
+		},
+		{
+			name: "weir.renew", arity: -2, flags: []string{"write", "fast"}, group: "weir",
+			summary: "Renews a lease: its new ttl_ms", run: s.renew,
+		},
+		{
+			name: "weir.release", arity: 2, flags: []string{"write", "fast"}, group: "weir",
+			summary: "Releases a lease", run: s.release,
+		},
 		{name: "ping", arity: -1, flags: []string{"fast", "stale"}, group: "connection", summary: "Returns PONG, or the message", preAuth: true, run: s.ping},
 		{name: "echo", arity: 2, flags: []string{"fast"}, group: "connection", summary: "Returns the message", run: s.echo},
-		{name: "hello", arity: -1, flags: []string{"noscript", "loading", "stale", "fast", "no_auth"}, group: "connection",
-			summary: "Negotiates the protocol (2 or 3), optionally authenticates and names the connection", preAuth: true, run: s.hello},
-		{name: "auth", arity: -2, flags: []string{"noscript", "loading", "stale", "fast", "no_auth"}, group: "connection",
-			summary: "Authenticates the connection", preAuth: true, run: s.auth},
-		{name: "client", arity: -2, flags: []string{"noscript", "loading", "stale"}, group: "connection",
-			summary: "CLIENT SETNAME, GETNAME, SETINFO, ID", run: s.client},
-		{name: "select", arity: 2, flags: []string{"loading", "stale", "fast"}, group: "connection",
-			summary: "Selects database 0, the only one", run: s.selectDB},
-		{name: "quit", arity: -1, flags: []string{"noscript", "loading", "stale", "fast", "no_auth"}, group: "connection",
-			summary: "Closes the connection", preAuth: true, run: s.quit},
-		{name: "command", arity: -1, flags: []string{"loading", "stale"}, group: "server",
-			summary: "COMMAND, COMMAND COUNT, INFO, DOCS, LIST", run: s.command},
+		{
+			name: "hello", arity: -1, flags: []string{"noscript", "loading", "stale", "fast", "no_auth"}, group: "connection",
+			summary: "Negotiates the protocol (2 or 3), optionally authenticates and names the connection", preAuth: true, run: s.hello,
+		},
+		{
+			name: "auth", arity: -2, flags: []string{"noscript", "loading", "stale", "fast", "no_auth"}, group: "connection",
+			summary: "Authenticates the connection", preAuth: true, run: s.auth,
+		},
+		{
+			name: "client", arity: -2, flags: []string{"noscript", "loading", "stale"}, group: "connection",
+			summary: "CLIENT SETNAME, GETNAME, SETINFO, ID", run: s.client,
+		},
+		{
+			name: "select", arity: 2, flags: []string{"loading", "stale", "fast"}, group: "connection",
+			summary: "Selects database 0, the only one", run: s.selectDB,
+		},
+		{
+			name: "quit", arity: -1, flags: []string{"noscript", "loading", "stale", "fast", "no_auth"}, group: "connection",
+			summary: "Closes the connection", preAuth: true, run: s.quit,
+		},
+		{
+			name: "command", arity: -1, flags: []string{"loading", "stale"}, group: "server",
+			summary: "COMMAND, COMMAND COUNT, INFO, DOCS, LIST", run: s.command,
+		},
 	}
 	m := make(map[string]*command, len(list))
 	for _, c := range list {

@@ -44,9 +44,6 @@ func newReader(r io.Reader, maxArgs, maxBulk, maxBytes int) *reader {
 	return &reader{br: bufio.NewReaderSize(r, maxInline), maxArgs: maxArgs, maxBulk: maxBulk, maxBytes: maxBytes}
 }
 
-// buffered reports whether input is waiting to be read without blocking.
-func (r *reader) buffered() bool { return r.br.Buffered() > 0 }
-
 // next reads one command. Empty commands (a blank line, "*0") are
 // skipped. An error is io.EOF or a read error when the connection ended,
 // or a protocolError.

@@ -60,6 +60,9 @@ func New(d api.Decider, cfg Config, logger *slog.Logger) *Server {
 	return s
 }
 
+// handshakeTimeout bounds a TLS handshake.
+const handshakeTimeout = 10 * time.Second
+
 // ErrServerClosed is returned by Serve after Shutdown or Close.
 var ErrServerClosed = errors.New("resp: server closed")
 
@@ -176,12 +179,16 @@ func (s *Server) Close() {
 // conn is one client connection. Only its own goroutine touches its
 // fields, except stopping, which stop sets from Shutdown.
 type conn struct {
-	s        *Server
-	nc       net.Conn
-	rd       *reader
-	wr       *redcon.Writer
-	pending  int // answers written to wr and not yet flushed
-	failed   bool
+	s       *Server
+	nc      net.Conn
+	rd      *reader
+	wr      *redcon.Writer
+	pending int // answers written to wr and not yet flushed
+	failed  bool
+	// writeBy is the write deadline set on nc; flush moves it only when
+	// less than half of WriteTimeout is left, sparing a timer update per
+	// answer.
+	writeBy  time.Time
 	st       session
 	stopping atomic.Bool
 }
@@ -228,6 +235,15 @@ func (c *conn) stop() {
 // protocol or its bounds (answered -ERR Protocol error: ..., then closed).
 func (c *conn) serve() {
 	defer func() { _ = c.nc.Close() }()
+	if tc, ok := c.nc.(*tls.Conn); ok {
+		// A client that connects and never finishes its handshake must
+		// not hold the connection (and Shutdown) forever.
+		_ = tc.SetDeadline(time.Now().Add(handshakeTimeout))
+		if err := tc.HandshakeContext(c.s.ctx); err != nil {
+			return
+		}
+		_ = tc.SetDeadline(time.Time{})
+	}
 	for !c.stopping.Load() {
 		args, err := c.rd.next()
 		if err != nil {
@@ -261,7 +277,10 @@ func (c *conn) flush() bool {
 		return true
 	}
 	c.pending = 0
-	_ = c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.WriteTimeout))
+	if wt := c.s.cfg.WriteTimeout; time.Until(c.writeBy) < wt/2 {
+		c.writeBy = time.Now().Add(wt)
+		_ = c.nc.SetWriteDeadline(c.writeBy)
+	}
 	if c.wr.Flush() != nil {
 		c.failed = true
 		return false

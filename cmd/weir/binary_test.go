@@ -53,7 +53,8 @@ func TestBinaryServeAndSIGTERM(t *testing.T) {
 
 	httpAddr := "127.0.0.1:" + strconv.Itoa(freePort(t))
 	grpcAddr := "127.0.0.1:" + strconv.Itoa(freePort(t))
-	cmd := exec.Command(bin, "serve", "--http-addr", httpAddr, "--grpc-addr", grpcAddr, "--node-name", "bin-test",
+	respAddr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	cmd := exec.Command(bin, "serve", "--http-addr", httpAddr, "--grpc-addr", grpcAddr, "--resp-addr", respAddr, "--node-name", "bin-test",
 		"--gossip-addr", "127.0.0.1:0", "--peer-addr", "127.0.0.1:0")
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "WEIR_") {
@@ -124,6 +125,29 @@ func TestBinaryServeAndSIGTERM(t *testing.T) {
 	}
 	client.CloseIdleConnections()
 
+	// --resp-addr serves the Redis protocol.
+	rc, err := net.DialTimeout("tcp", respAddr, 2*time.Second)
+	if err != nil {
+		t.Fatalf("RESP port: %v", err)
+	}
+	_ = rc.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := rc.Write([]byte("*3\r\n$9\r\nWEIR.TAKE\r\n$6\r\nexport\r\n$1\r\nk\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(rc)
+	var got string
+	for range 5 {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("RESP answer: %v (got %q)", err, got)
+		}
+		got += line
+	}
+	_ = rc.Close()
+	if got != "*4\r\n:1\r\n:4\r\n:0\r\n:1000\r\n" {
+		t.Fatalf("WEIR.TAKE on the binary = %q", got)
+	}
+
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -139,8 +163,10 @@ func TestBinaryServeAndSIGTERM(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("weir serve did not exit within 15s of SIGTERM")
 	}
-	if c, err := net.DialTimeout("tcp", httpAddr, time.Second); err == nil {
-		_ = c.Close()
-		t.Fatal("HTTP port still open after exit")
+	for _, addr := range []string{httpAddr, respAddr} {
+		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+			_ = c.Close()
+			t.Fatalf("port %s still open after exit", addr)
+		}
 	}
 }

@@ -14,7 +14,7 @@
 //	    rate: 2/s
 //	    on_owner_unreachable: local  # local (default) | open | closed
 //	    shadow: false          # true: decide and count, but always allow
-//	inline_limits: false       # true: callers may send {capacity, rate} for unnamed limits
+//	inline_limits: false       # true: callers may send a rate limit's fields with a check (ParseInline)
 //
 // Each algorithm takes exactly its own two fields, both required:
 //

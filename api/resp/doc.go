@@ -1,0 +1,117 @@
+// Package resp serves Weir over the Redis protocol (RESP2 and RESP3), so
+// that any language's Redis client can ask for decisions: go-redis,
+// redis-py, redis-cli, and redis-cell users by changing an address. It
+// sees the node only through api.Decider, as the HTTP and gRPC transports
+// do, runs the same input checks (api.ValidateChecks and friends) and
+// answers errors with the same details. `weir serve --resp-addr :6380`
+// turns it on; it is off by default.
+//
+// # Commands
+//
+// Names are case-insensitive. Integers are decimal, without spaces or
+// fractions. Durations are integer milliseconds except in CL.THROTTLE,
+// which speaks redis-cell's seconds. Every command gets exactly one reply,
+// in order, also when pipelined.
+//
+//	WEIR.TAKE limit key [cost]
+//	    Spends cost (default 1, at most the limit's capacity) from (limit,
+//	    key) of the limits file.
+//	    Reply: [allowed (1|0), remaining, retry_after_ms, reset_after_ms]
+//	    retry_after_ms is 0 when allowed; both round up, as on HTTP.
+//
+//	WEIR.MTAKE limit key cost [limit key cost ...]
+//	    Spends every check or none (at most 100 checks).
+//	    Reply: [allowed, retry_after_ms, [allowed, remaining, retry_after_ms, reset_after_ms]...]
+//	    one inner array per check, in order; retry_after_ms is the largest
+//	    over the denied checks.
+//
+//	CL.THROTTLE key max_burst count period [quantity]
+//	    redis-cell's command, arguments and reply:
+//	    [limited (0|1), limit (max_burst+1), remaining, retry_after_s (-1 when allowed), reset_after_s]
+//	    It is the inline limit {algorithm: gcra, burst: max_burst+1, rate:
+//	    count/period s} on the bucket ("cl.throttle", key), so the limits
+//	    file must set inline_limits: true, and the parameters may change
+//	    from call to call as in redis-cell.
+//
+//	WEIR.ACQUIRE limit key [TTL ms] [WAIT ms] [HOLDER name]
+//	    Asks for a permit of a concurrency limit.
+//	    Reply: [granted (1|0), id, fencing_token, ttl_ms, retry_after_ms]
+//	    a refusal has id "", fencing_token 0 and ttl_ms 0.
+//
+//	WEIR.RENEW id [ttl_ms]    Reply: the new ttl_ms; -NOTFOUND when expired or unknown.
+//	WEIR.RELEASE id           Reply: +OK, also when already released.
+//
+//	PING [message], ECHO message, HELLO [2|3 [AUTH user pass] [SETNAME name]],
+//	AUTH [user] password, CLIENT SETNAME|GETNAME|SETINFO|ID, SELECT 0, QUIT,
+//	COMMAND, COMMAND COUNT|LIST|INFO name...|DOCS [name...]
+//	    As Redis 7 answers them, enough for go-redis, redis-py and
+//	    redis-cli to connect (go-redis sends HELLO 3 and CLIENT SETINFO on
+//	    every new connection). HELLO 3 switches the connection to RESP3;
+//	    the Weir replies are the same in both.
+//
+// # redis-cell compatibility
+//
+// Weir's gcra decides exactly as redis-cell's: emission interval
+// period/count, tolerance (max_burst+1) x interval, and reply seconds
+// rounded as redis-cell rounds them (whole seconds, plus one when the rest
+// holds a whole millisecond). The tests replay redis-cell's README
+// example and its own decision table (it_rate_limits) through go-redis.
+// Three differences, each documented in the tests:
+//
+//   - quantity 0 (redis-cell's peek) is -ERR: Weir has no take that spends
+//     nothing;
+//   - a quantity above max_burst+1 is -ERR (redis-cell answers limited
+//     with retry_after -1);
+//   - when a key's parameters shrink, Weir clamps its debt to the new
+//     capacity (the limits file's rule for a changed limit), where
+//     redis-cell keeps the whole arrival time, so the next retry and reset
+//     can be earlier than redis-cell's by the difference.
+//
+// Weir's arithmetic is exact (integers), where redis-cell truncates the
+// emission interval to whole nanoseconds; they can differ by a nanosecond
+// on rates that do not divide.
+//
+// # Errors
+//
+// An error reply carries the same detail as HTTP's 4xx/5xx body and never
+// the caller's key:
+//
+//	-ERR <detail>           invalid input (HTTP 400): wrong arguments, unknown limit, cost above capacity
+//	-NOTFOUND <detail>      unknown or expired lease (HTTP 404)
+//	-UNAVAILABLE <detail>   fail-closed limit whose owner is unreachable, deadline (HTTP 503 limiter_unavailable)
+//	-OVERLOADED <detail>    bucket cap reached (HTTP 503 limiter_overloaded)
+//	-NOAUTH, -WRONGPASS     with Config.Authenticate set (see below)
+//	-ERR internal error     anything else; logged
+//
+// A command that fails any check runs nothing and spends nothing.
+//
+// # Bounds
+//
+// Commands are read by the package's own reader, not redcon's (which
+// panics on a bulk length near 2^63 and loops for as long as a multibulk
+// count says). It checks every header before allocating: at most MaxArgs
+// arguments (512), each at most MaxBulkBytes (4096), MaxRequestBytes (1
+// MiB) in all, inline commands and header lines at most 16 KiB. A
+// violation is answered "-ERR Protocol error: ..." and the connection
+// closed, as Redis does. Answers are written when MaxPipeline (1024) are
+// pending or when the reader would wait for the network, so a connection
+// holds at most its read buffer, one command and MaxPipeline answers; a
+// client that does not read its answers is cut off after WriteTimeout
+// (10 s). IdleTimeout (default none, as Redis) closes silent connections.
+// Replies are encoded with github.com/tidwall/redcon's writer.
+//
+// # Authentication and TLS
+//
+// Config.TLS makes every connection speak TLS. Config.Authenticate is the
+// hook for caller credentials: when set, every command but AUTH, HELLO,
+// PING and QUIT answers -NOAUTH until AUTH [user] password or HELLO ...
+// AUTH user password succeeds; what the hook returns is kept with the
+// connection. Without it, connections need no AUTH, as a Redis without
+// passwords.
+//
+// # Concurrency
+//
+// A Server is safe for concurrent use. Serve runs one goroutine per
+// connection; Shutdown stops accepting, lets each connection finish the
+// command it is on, and waits; Close cuts them off.
+package resp
