@@ -96,8 +96,9 @@ func refusal(a auth.Answer, scope auth.Scope, limit string) *Error {
 	return &Error{Code: code, Detail: a.Detail(scope, limit)}
 }
 
-// openPaths answer without a token: probes must work for orchestrators.
-var openPaths = map[string]bool{"/healthz": true, "/readyz": true}
+// openPath reports whether p answers without a token: probes must work
+// for orchestrators.
+func openPath(p string) bool { return p == "/healthz" || p == "/readyz" }
 
 // RequireTokens wraps the HTTP API h with authentication: a request other
 // than /healthz, /readyz and (unless cfg.ProtectMetrics) /metrics must
@@ -109,7 +110,7 @@ func RequireTokens(h http.Handler, cfg AuthConfig) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := cfg.policy()
 		metrics := r.URL.Path == "/metrics"
-		if p == nil || openPaths[r.URL.Path] || (metrics && !cfg.ProtectMetrics) {
+		if p == nil || openPath(r.URL.Path) || (metrics && !cfg.ProtectMetrics) {
 			h.ServeHTTP(w, r)
 			return
 		}

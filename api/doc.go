@@ -123,4 +123,16 @@
 // codes; anything else to Internal. TakeStream answers each request in turn,
 // echoing its id, and reports a failed request in the response's error field
 // (code numbers are gRPC's) without ending the stream.
+//
+// # Caller tokens
+//
+// With a policy (AuthConfig.Policy, from a tokens file, see package auth),
+// RequireTokens and GRPCAuth authenticate every request except /healthz,
+// /readyz and, unless protected, /metrics: the credential is X-Weir-Token
+// (a forward-auth proxy's own) or Authorization: Bearer over HTTP, and
+// x-weir-token or authorization metadata over gRPC. A missing or unknown
+// token is 401 unauthenticated / Unauthenticated before the request is
+// read. AuthorizingDecider then checks the caller's scope, limits and key
+// prefix for every check, lease and admin call before the Decider runs: a
+// refusal is 403 forbidden / PermissionDenied and spends nothing.
 package api

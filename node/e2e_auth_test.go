@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -279,5 +281,28 @@ func TestOperatorRoutesNeedRead(t *testing.T) {
 		if r := tn.as(tokRead, http.MethodGet, p, ""); r.status != http.StatusOK {
 			t.Errorf("GET %s with a read token = %d %s, want 200", p, r.status, r.body)
 		}
+	}
+}
+
+// TestEnvoyNeedsAToken: Envoy's rate limit service is behind the same
+// interceptors: no token is Unauthenticated, the proxy's token in
+// x-weir-token metadata (Envoy's initial_metadata) is served.
+func TestEnvoyNeedsAToken(t *testing.T) {
+	tn, _ := startAuthNode(t, false)
+	rls := rlsv3.NewRateLimitServiceClient(tn.conn)
+	req := &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*rlcommon.RateLimitDescriptor{{
+		Entries: []*rlcommon.RateLimitDescriptor_Entry{{Key: "generic_key", Value: "export"}, {Key: "tenant", Value: "acme"}},
+	}}}
+	if _, err := rls.ShouldRateLimit(context.Background(), req); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("Envoy without a token: %v", err)
+	}
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "x-weir-token", tokAll)
+	if resp, err := rls.ShouldRateLimit(ctx, req); err != nil || resp.GetOverallCode() != rlsv3.RateLimitResponse_OK {
+		t.Fatalf("Envoy with the proxy's token: %v, %v", resp, err)
+	}
+	// The tenant-confined token cannot reach the key "tenant=acme" (not its prefix).
+	ctx = metadata.AppendToOutgoingContext(context.Background(), "x-weir-token", tokAcme)
+	if _, err := rls.ShouldRateLimit(ctx, req); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("Envoy with a confined token on another key: %v", err)
 	}
 }

@@ -153,16 +153,31 @@ func aliveMembers(c *http.Client, base string) []string {
 // host given only distinct --http-addr, --grpc-addr and --gossip-addr (and
 // --join for the second and third): the peer port follows the gossip port
 // and the node name the gossip port, so they form one 3-member cluster,
-// and a take forwarded between them is decided by its owner.
+// and a take forwarded between them is decided by its owner. The second
+// run adds a cluster secret, as the README's example does: gossip is
+// encrypted and forwards travel over the TLS derived from the secret.
 func TestBinaryThreeNodesOneHost(t *testing.T) {
 	bin := buildWeir(t)
+	secret := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secret, []byte("correct horse battery staple\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		extra []string
+	}{{"only addresses", nil}, {"with a cluster secret", []string{"--cluster-secret-file", secret}}} {
+		t.Run(tc.name, func(t *testing.T) { threeNodes(t, bin, tc.extra) })
+	}
+}
+
+func threeNodes(t *testing.T, bin string, extra []string) {
 	var bases []string
 	var seed string
 	for i := range 3 {
 		httpAddr := "127.0.0.1:" + strconv.Itoa(freePort(t))
 		grpcAddr := "127.0.0.1:" + strconv.Itoa(freePort(t))
 		gossip := "127.0.0.1:" + strconv.Itoa(freePortPair(t))
-		args := []string{"serve", "--http-addr", httpAddr, "--grpc-addr", grpcAddr, "--gossip-addr", gossip}
+		args := append([]string{"serve", "--http-addr", httpAddr, "--grpc-addr", grpcAddr, "--gossip-addr", gossip}, extra...)
 		if i == 0 {
 			seed = gossip
 		} else {

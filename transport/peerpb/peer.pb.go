@@ -1,8 +1,9 @@
 // Peer service: node-to-node forwarding and state handoff for Weir.
 //
 // This service is internal to a cluster. It listens on its own port, apart
-// from the public weir.v1.Limiter service, and every call must carry the
-// peer token derived from the cluster secret (metadata "weir-peer-token").
+// from the public weir.v1.Limiter service, and with a cluster secret it is
+// served only over TLS 1.3 with both ends presenting the certificate derived
+// from the secret (see transport.SecretCredentials).
 //
 // All durations are int64 nanoseconds and always relative ("time until"),
 // never absolute timestamps: each owner decides with its own monotonic
