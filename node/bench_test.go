@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"context"
+	"math/rand/v2"
 	"strconv"
 	"testing"
 
@@ -64,6 +65,30 @@ func BenchmarkNodeTakeParallel(b *testing.B) {
 		i := 0
 		for pb.Next() {
 			if _, err := n.Take(ctx, []api.Check{{Limit: "monthly", Key: keys[i&4095], Cost: 1}}); err != nil {
+				b.Fatal(err)
+			}
+			i += 7
+		}
+	})
+}
+
+// BenchmarkNodeTakeZipfParallel is BenchmarkNodeTakeParallel with keys
+// drawn from a Zipf law over 100,000 tenants (s = 1.1): a few heavy
+// tenants and a long tail, as hot-key counting sees in practice.
+func BenchmarkNodeTakeZipfParallel(b *testing.B) {
+	n := benchNode(b)
+	r := rand.New(rand.NewPCG(1, 2))
+	z := rand.NewZipf(r, 1.1, 1, 99_999)
+	keys := make([]string, 1<<16)
+	for i := range keys {
+		keys[i] = "tenant:" + strconv.FormatUint(z.Uint64(), 10)
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			if _, err := n.Take(ctx, []api.Check{{Limit: "monthly", Key: keys[i&(1<<16-1)], Cost: 1}}); err != nil {
 				b.Fatal(err)
 			}
 			i += 7
