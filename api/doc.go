@@ -41,12 +41,16 @@
 //	DELETE /v1/leases/{id}        204, also when already released
 //	GET    /v1/cluster[?limit=&key=]   200 members (+ "owner" when asked)
 //	GET    /v1/ring               200 the ring for clients (weir.v1.Limiter GetRing)
+//	GET    /v1/cluster/hot?limit=&n=   200 HotKeys | 400 (Operator only)
+//	GET    /v1/cluster/stats      200 ClusterStats (Operator only)
+//	GET    /ui/                   the status page (package api/ui), text/html
 //	GET    /healthz               200 {"status":"ok"}
 //	GET    /readyz                200 {"status":"ready"} | 503 {"status":"not_ready"}
 //	GET    /metrics               the metrics handler given to NewHTTPHandler
 //
 // Other methods on these paths are 405 with Allow; other paths are 404. Every
-// response except /metrics is application/json with Cache-Control: no-store.
+// response except /metrics and /ui/ is application/json with Cache-Control:
+// no-store.
 // Errors are {"error":"<code>","detail":"..."}: invalid_request (400),
 // request_too_large (413, no detail), not_found (404), method_not_allowed
 // (405), limiter_unavailable (503, fail-closed limit or deadline),

@@ -15,8 +15,6 @@ import (
 const (
 	hotShards   = 8
 	hotShardCap = 128
-	// MaxHotN is the most hot keys one answer lists per limit.
-	MaxHotN = 100
 )
 
 // hotKeys counts the cost every (limit, key) asks of this node, admitted or

@@ -40,7 +40,7 @@ func (n *Node) localReport(req transport.ReportRequest) transport.Report {
 	}
 	r.Allowed, r.Denied, r.Fallback = decisionTotals(n.m.decisions)
 	if req.HotN > 0 {
-		for _, l := range n.eng.hot.summaries(req.Limit, min(req.HotN, api.MaxHotN)) {
+		for _, l := range n.eng.hot.summaries(req.Limit, min(req.HotN, hotShards*hotShardCap)) {
 			hl := transport.HotList{Limit: l.limit, Floor: l.sum.Floor}
 			for _, e := range l.sum.Entries {
 				hl.Keys = append(hl.Keys, transport.HotKey{Key: e.Key, Count: e.Count, Err: e.Err, Denied: e.Denied})
@@ -136,7 +136,10 @@ func (n *Node) Hot(ctx context.Context, limit string, count int) (api.HotKeys, e
 		}
 		limit = l.Name // an alias names its limit
 	}
-	_, reps := n.reports(ctx, transport.ReportRequest{Limit: limit, HotN: count})
+	// Each member sends more than count keys: a key a member leaves out
+	// counts at that member's floor, the smallest count it sent, and a
+	// deeper list makes that floor, and so the merged error, smaller.
+	_, reps := n.reports(ctx, transport.ReportRequest{Limit: limit, HotN: 4 * count})
 	out := api.HotKeys{Node: n.cfg.NodeName, Nodes: []string{}, Missing: []string{}, Limits: []api.HotLimit{}}
 	parts := map[string][]topk.Summary{}
 	for _, pr := range reps {

@@ -25,8 +25,16 @@ type Entry struct {
 type Sketch struct {
 	capacity int
 	total    int64
-	index    map[string]int // key → position in heap
-	heap     []Entry        // min-heap on Count
+	index    map[string]*item // key → its item
+	heap     []*item          // min-heap on Count
+}
+
+// item is a monitored key and its position in the heap. Sifting moves
+// pointers and updates pos, so the map is written only when a key enters
+// or leaves.
+type item struct {
+	Entry
+	pos int
 }
 
 // New returns an empty sketch that monitors at most capacity keys
@@ -35,8 +43,8 @@ func New(capacity int) *Sketch {
 	capacity = max(capacity, 1)
 	return &Sketch{
 		capacity: capacity,
-		index:    make(map[string]int, capacity),
-		heap:     make([]Entry, 0, capacity),
+		index:    make(map[string]*item, capacity),
+		heap:     make([]*item, 0, capacity),
 	}
 }
 
@@ -71,30 +79,35 @@ func (s *Sketch) Add(key string, weight int64, denied bool) {
 	if denied {
 		d = weight
 	}
-	if i, ok := s.index[key]; ok {
-		s.heap[i].Count += weight
-		s.heap[i].Denied += d
-		s.down(i)
+	if it, ok := s.index[key]; ok {
+		it.Count += weight
+		it.Denied += d
+		s.down(it.pos)
 		return
 	}
 	if len(s.heap) < s.capacity {
-		s.heap = append(s.heap, Entry{Key: strings.Clone(key), Count: weight, Denied: d})
-		s.index[s.heap[len(s.heap)-1].Key] = len(s.heap) - 1
-		s.up(len(s.heap) - 1)
+		it := &item{Entry: Entry{Key: strings.Clone(key), Count: weight, Denied: d}, pos: len(s.heap)}
+		s.heap = append(s.heap, it)
+		s.index[it.Key] = it
+		s.up(it.pos)
 		return
 	}
-	// Replace the minimum: the newcomer inherits its count as error.
-	low := s.heap[0]
-	delete(s.index, low.Key)
-	s.heap[0] = Entry{Key: strings.Clone(key), Count: low.Count + weight, Err: low.Count, Denied: d}
-	s.index[s.heap[0].Key] = 0
+	// Replace the minimum: the newcomer inherits its count as error. The
+	// item is reused, so a full sketch allocates only the key's copy.
+	it := s.heap[0]
+	delete(s.index, it.Key)
+	it.Entry = Entry{Key: strings.Clone(key), Count: it.Count + weight, Err: it.Count, Denied: d}
+	s.index[it.Key] = it
 	s.down(0)
 }
 
 // Top returns the n heaviest monitored keys (all of them for n < 1 or
 // n ≥ Len), by Count descending, then Key ascending.
 func (s *Sketch) Top(n int) []Entry {
-	out := slices.Clone(s.heap)
+	out := make([]Entry, len(s.heap))
+	for i, it := range s.heap {
+		out[i] = it.Entry
+	}
 	sortEntries(out)
 	if n > 0 && n < len(out) {
 		out = out[:n]
@@ -127,8 +140,8 @@ func (s *Sketch) less(i, j int) bool { return s.heap[i].Count < s.heap[j].Count 
 
 func (s *Sketch) swap(i, j int) {
 	s.heap[i], s.heap[j] = s.heap[j], s.heap[i]
-	s.index[s.heap[i].Key] = i
-	s.index[s.heap[j].Key] = j
+	s.heap[i].pos = i
+	s.heap[j].pos = j
 }
 
 func (s *Sketch) up(i int) {

@@ -1,0 +1,97 @@
+package node_test
+
+import (
+	"context"
+	"math/rand/v2"
+	"strconv"
+	"testing"
+
+	"github.com/weir-rl/weir/api"
+	"github.com/weir-rl/weir/node"
+)
+
+// hotBenchNode is a started cluster of one on a fake clock, for measuring the
+// decision path (engine, stores, counting) without HTTP.
+func hotBenchNode(b *testing.B) *node.Node {
+	b.Helper()
+	cfg := node.LocalConfig()
+	cfg.NodeName = "bench"
+	cfg.Clustered = false
+	cfg.SweepInterval = 0
+	n, err := node.New(cfg, node.Deps{Clock: newFakeClock().Now})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := n.Start(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = n.Shutdown(context.Background()) })
+	return n
+}
+
+// hotBenchKeys are 4096 tenant keys, so a run touches many buckets.
+func hotBenchKeys() []string {
+	keys := make([]string, 4096)
+	for i := range keys {
+		keys[i] = "tenant:" + strconv.Itoa(i)
+	}
+	return keys
+}
+
+// BenchmarkNodeTake is one check per Take on the monthly limit (a quota of
+// a million, so every take is allowed and the store is the same work each
+// time).
+func BenchmarkNodeTake(b *testing.B) {
+	n := hotBenchNode(b)
+	keys := hotBenchKeys()
+	ctx := context.Background()
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if _, err := n.Take(ctx, []api.Check{{Limit: "monthly", Key: keys[i&4095], Cost: 1}}); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}
+
+// BenchmarkNodeTakeParallel is BenchmarkNodeTake from GOMAXPROCS goroutines.
+func BenchmarkNodeTakeParallel(b *testing.B) {
+	n := hotBenchNode(b)
+	keys := hotBenchKeys()
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			if _, err := n.Take(ctx, []api.Check{{Limit: "monthly", Key: keys[i&4095], Cost: 1}}); err != nil {
+				b.Fatal(err)
+			}
+			i += 7
+		}
+	})
+}
+
+// BenchmarkNodeTakeZipfParallel is BenchmarkNodeTakeParallel with keys
+// drawn from a Zipf law over 100,000 tenants (s = 1.1): a few heavy
+// tenants and a long tail, as hot-key counting sees in practice.
+func BenchmarkNodeTakeZipfParallel(b *testing.B) {
+	n := hotBenchNode(b)
+	r := rand.New(rand.NewPCG(1, 2))
+	z := rand.NewZipf(r, 1.1, 1, 99_999)
+	keys := make([]string, 1<<16)
+	for i := range keys {
+		keys[i] = "tenant:" + strconv.FormatUint(z.Uint64(), 10)
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			if _, err := n.Take(ctx, []api.Check{{Limit: "monthly", Key: keys[i&(1<<16-1)], Cost: 1}}); err != nil {
+				b.Fatal(err)
+			}
+			i += 7
+		}
+	})
+}
