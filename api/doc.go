@@ -2,7 +2,10 @@
 // interface a node implements (types.go), the HTTP API (NewHTTPHandler), the
 // gRPC service weir.v1.Limiter (NewGRPCServer; protobuf in weir/v1, generated
 // code in package weirv1), and Envoy's rate limit service (NewEnvoyServer;
-// the descriptor mapping is documented at the top of envoy.go). Both of Weir's
+// the descriptor mapping is documented at the top of envoy.go, decisions by
+// an envoyproxy/ratelimit configuration at the top of envoy_rules.go).
+// SetHeaders and WriteDenied give transports in front of an application
+// (package middleware) the HTTP API's exact answers. Both of Weir's
 // own transports have the same semantics and the same input checks, and api
 // never imports the node package.
 //

@@ -41,6 +41,10 @@ import (
 //	                              (envoyconf.Rule.LimitName), key = the matched entries
 //	                              rendered as in the generic_key mapping, cost = hits
 //
+// A descriptor's limit override (RateLimitDescriptor.limit), which
+// envoyproxy/ratelimit would apply instead of its configuration, is ignored:
+// the files are the only source of limits.
+//
 // hits is the descriptor's hits_addend when set (0 included: ask without
 // counting), else the request's, at least 1. The status of a take: code OK
 // or OVER_LIMIT by its result (a shadow_mode rule's limit is a shadow limit:

@@ -149,6 +149,28 @@ func TestEnvoyConfigExample2NestedAndPerValue(t *testing.T) {
 	}
 }
 
+// Example 1: two values of one key, 500 a second each; any other value has
+// no rule. Example 8: a key without value (detailed_metric changes only
+// metrics) gives each value its own 10 a minute; value1 has its own 20.
+func TestEnvoyConfigExamples1And8(t *testing.T) {
+	en := startEnvoyNode(t)
+	resp := en.expect(envoyReq("mongo_cps", "database=users", "database=default", "database=other"), 1, "OK OK OK OK")
+	st := resp.GetStatuses()
+	if st[0].GetLimitRemaining() != 499 || st[1].GetLimitRemaining() != 499 || st[2].GetCurrentLimit() != nil {
+		t.Fatalf("example 1 statuses %v", st)
+	}
+	if cl := st[0].GetCurrentLimit(); cl.GetUnit() != rlsv3.RateLimitResponse_RateLimit_SECOND || cl.GetRequestsPerUnit() != 500 {
+		t.Fatalf("example 1 limit %v", cl)
+	}
+	en.expect(envoyReq("example8", "key1=unspecified_value"), 10, "OK OK")
+	en.expect(envoyReq("example8", "key1=unspecified_value"), 1, "OVER OVER")
+	en.expect(envoyReq("example8", "key1=unspecified_value2"), 10, "OK OK")
+	resp = en.expect(envoyReq("example8", "key1=value1"), 1, "OK OK")
+	if got := resp.GetStatuses()[0].GetLimitRemaining(); got != 19 {
+		t.Fatalf("example 8 value1 remaining %d, want 19", got)
+	}
+}
+
 // Example 3: key/value is matched before key alone, and 0 requests per
 // unit blocks an address outright.
 func TestEnvoyConfigExample3MostSpecific(t *testing.T) {

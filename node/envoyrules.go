@@ -58,6 +58,7 @@ func newEnvoyRules(dir string, log *slog.Logger, reg prometheus.Registerer, onRe
 	}
 	r.seen, _ = r.hash()
 	r.cur.Store(c)
+	log.Info("envoy config in force", "dir", dir, "domains", len(c.Domains()), "rules", len(c.Rules()))
 	reg.MustRegister(r.reloads, r.failures)
 	return r, nil
 }

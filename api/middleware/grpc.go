@@ -2,7 +2,7 @@ package middleware
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -49,21 +49,29 @@ type GRPC struct {
 	routes map[string]Route
 }
 
-// NewGRPC returns the interceptors of cfg, or the reason cfg is unusable
-// (a nil Taker or Key, a route that does not validate).
-func NewGRPC(cfg GRPCConfig) (*GRPC, error) {
-	if cfg.Key == nil {
-		return nil, errKey
+// Validate reports why cfg is unusable: no Taker or Key, a negative
+// Timeout or FallbackBuckets, a route that does not validate. It changes
+// nothing.
+func (cfg GRPCConfig) Validate() error {
+	if err := validateCommon(cfg.Taker, cfg.Key == nil, cfg.Timeout, cfg.FallbackBuckets); err != nil {
+		return err
 	}
 	for m, r := range cfg.Routes {
 		if err := r.Validate(); err != nil {
-			return nil, errors.New(err.Error() + " (method " + m + ")")
+			return fmt.Errorf("%w (method %s)", err, m)
 		}
 	}
 	if cfg.Default != nil {
-		if err := cfg.Default.Validate(); err != nil {
-			return nil, err
-		}
+		return cfg.Default.Validate()
+	}
+	return nil
+}
+
+// NewGRPC returns the interceptors of cfg, or the reason cfg is unusable
+// (Validate).
+func NewGRPC(cfg GRPCConfig) (*GRPC, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	c, err := newCore(cfg.Taker, cfg.Timeout, cfg.FallbackBuckets, cfg.Clock, cfg.Logger)
 	if err != nil {

@@ -43,10 +43,17 @@ type HTTP struct {
 	legacy bool
 }
 
-// NewHTTP returns the middleware of cfg, or the reason cfg is unusable.
+// Validate reports why cfg is unusable: no Taker or Key, a negative
+// Timeout or FallbackBuckets. It changes nothing.
+func (cfg HTTPConfig) Validate() error {
+	return validateCommon(cfg.Taker, cfg.Key == nil, cfg.Timeout, cfg.FallbackBuckets)
+}
+
+// NewHTTP returns the middleware of cfg, or the reason cfg is unusable
+// (Validate).
 func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
-	if cfg.Key == nil {
-		return nil, errKey
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	c, err := newCore(cfg.Taker, cfg.Timeout, cfg.FallbackBuckets, cfg.Clock, cfg.Logger)
 	if err != nil {

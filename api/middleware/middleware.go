@@ -89,12 +89,23 @@ type core struct {
 	log     *slog.Logger
 }
 
-func newCore(taker Taker, timeout time.Duration, fallbackBuckets int, clock func() time.Time, log *slog.Logger) (*core, error) {
-	if taker == nil {
-		return nil, errors.New("middleware: Taker is nil")
+// validateCommon checks what both configs hold.
+func validateCommon(taker Taker, noKey bool, timeout time.Duration, fallbackBuckets int) error {
+	switch {
+	case taker == nil:
+		return errors.New("middleware: Taker is nil")
+	case noKey:
+		return errKey
+	case timeout < 0 || fallbackBuckets < 0:
+		return errors.New("middleware: negative Timeout or FallbackBuckets")
 	}
-	if timeout < 0 || fallbackBuckets < 0 {
-		return nil, errors.New("middleware: negative Timeout or FallbackBuckets")
+	return nil
+}
+
+// newCore builds the shared part of a validated config.
+func newCore(taker Taker, timeout time.Duration, fallbackBuckets int, clock func() time.Time, log *slog.Logger) (*core, error) {
+	if err := validateCommon(taker, false, timeout, fallbackBuckets); err != nil {
+		return nil, err
 	}
 	if timeout == 0 {
 		timeout = DefaultTimeout
