@@ -113,6 +113,9 @@ type group struct {
 	idx   []int // positions in the request
 	spent bool  // the group's step admitted (and so spent) its checks
 	src   api.Source
+	// one backs idx for a single check, so a one-check request allocates
+	// its group once.
+	one [1]int
 }
 
 // take decides a multi-check request: all checks are spent or none is.
@@ -127,7 +130,11 @@ func (e *engine) take(ctx context.Context, checks []api.Check) (api.TakeResponse
 	allowed := true
 	for gi := range groups {
 		g := &groups[gi]
-		ok, err := e.decideGroup(ctx, f, rs, g, results)
+		var all []api.Check // a lone group is the whole request, in order
+		if len(groups) == 1 {
+			all = checks
+		}
+		ok, err := e.decideGroup(ctx, f, rs, g, results, all)
 		if err != nil {
 			e.refund(ctx, rs, groups)
 			return api.TakeResponse{}, err
@@ -147,11 +154,16 @@ func (e *engine) take(ctx context.Context, checks []api.Check) (api.TakeResponse
 // split groups checks by owner, keeping request order inside each group.
 func (e *engine) split(rs []resolved) []group {
 	if e.router == nil {
-		g := group{self: true, idx: make([]int, len(rs))}
+		groups := []group{{self: true}}
+		g := &groups[0]
+		g.idx = g.one[:]
+		if len(rs) > 1 {
+			g.idx = make([]int, len(rs))
+		}
 		for i := range rs {
 			g.idx[i] = i
 		}
-		return []group{g}
+		return groups
 	}
 	var groups []group
 	byPeer := map[string]int{}
@@ -176,11 +188,16 @@ func (e *engine) split(rs []resolved) []group {
 
 // decideGroup runs one atomic step for g: at this node if it owns the keys,
 // at the owner otherwise, and from local ceilings when the owner cannot be
-// reached. It fills results for g's checks.
-func (e *engine) decideGroup(ctx context.Context, f *limits.File, rs []resolved, g *group, results []api.Result) (bool, error) {
-	checks := make([]api.Check, len(g.idx))
-	for j, i := range g.idx {
-		checks[j] = rs[i].check
+// reached. It fills results for g's checks. all, when not nil, is g's
+// checks in g's order (the request itself, when g is its only group), and
+// is not modified.
+func (e *engine) decideGroup(ctx context.Context, f *limits.File, rs []resolved, g *group, results []api.Result, all []api.Check) (bool, error) {
+	checks := all
+	if checks == nil {
+		checks = make([]api.Check, len(g.idx))
+		for j, i := range g.idx {
+			checks[j] = rs[i].check
+		}
 	}
 	if g.self && (e.router == nil || e.router.pull(ctx, f, checks, "")) {
 		g.src = api.SourceOwner
@@ -189,7 +206,7 @@ func (e *engine) decideGroup(ctx context.Context, f *limits.File, rs []resolved,
 			// Handed over while it was routed here: ask the new owner.
 			if peer, self, ok := e.router.owner(checks[0].Limit, checks[0].Key); ok && !self {
 				g.self, g.peer = false, peer
-				return e.decideGroup(ctx, f, rs, g, results)
+				return e.decideGroup(ctx, f, rs, g, results, all)
 			}
 			g.src = api.SourceFallback
 			return e.fallbackTake(f, rs, g, results)
@@ -233,9 +250,15 @@ func (e *engine) ownerTake(f *limits.File, checks []api.Check) ([]api.Result, bo
 	}
 	now := e.now()
 	out := make([]api.Result, len(checks))
-	var enforced []bucket.Check
-	var enforcedIdx []int
-	var enforcedLim []*limits.Limit
+	// Requests rarely carry more than a few checks: keep the step's
+	// working slices on the stack for up to four.
+	var (
+		bcBuf  [4]bucket.Check
+		idxBuf [4]int
+		limBuf [4]*limits.Limit
+		decBuf [4]bucket.Decision
+	)
+	enforced, enforcedIdx, enforcedLim := bcBuf[:0], idxBuf[:0], limBuf[:0]
 	for i, c := range checks {
 		l, ok := f.Lookup(c.Limit)
 		if !ok || l.Kind != limits.KindRate {
@@ -253,7 +276,7 @@ func (e *engine) ownerTake(f *limits.File, checks []api.Check) ([]api.Result, bo
 	if len(enforced) == 0 {
 		return out, true, nil
 	}
-	ds, ok, err := e.store.TakeAt(now, enforced, nil)
+	ds, ok, err := e.store.TakeAt(now, enforced, decBuf[:0])
 	if errors.Is(err, bucket.ErrFull) {
 		return e.overloaded(f, checks)
 	}
