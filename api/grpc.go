@@ -120,27 +120,40 @@ func sourceToProto(s Source) weirv1.Source {
 }
 
 func takeResponseToProto(resp TakeResponse) *weirv1.TakeResponse {
-	out := &weirv1.TakeResponse{
-		Allowed:      resp.Allowed,
-		RetryAfterMs: msUp(resp.RetryAfter),
-		RulesVersion: resp.RulesVersion,
-		Results:      make([]*weirv1.Result, len(resp.Results)),
-		RingEpoch:    resp.RingEpoch,
-		Forwarded:    resp.Forwarded,
+	var out *weirv1.TakeResponse
+	if len(resp.Results) == 1 {
+		// One allocation for the whole answer of a one-check take.
+		a := &takeAnswer1{}
+		out, a.ptrs[0] = &a.resp, &a.res
+		out.Results = a.ptrs[:]
+	} else {
+		out = &weirv1.TakeResponse{Results: make([]*weirv1.Result, len(resp.Results))}
 	}
+	out.Allowed = resp.Allowed
+	out.RetryAfterMs = msUp(resp.RetryAfter)
+	out.RulesVersion = resp.RulesVersion
+	out.RingEpoch, out.Forwarded = resp.RingEpoch, resp.Forwarded
 	for i, r := range resp.Results {
-		out.Results[i] = &weirv1.Result{
-			Limit:        r.Limit,
-			Allowed:      r.Allowed,
-			Remaining:    r.Remaining,
-			Capacity:     r.Capacity,
-			RetryAfterMs: msUp(r.RetryAfter),
-			ResetAfterMs: msUp(r.ResetAfter),
-			Source:       sourceToProto(r.Source),
-			WindowMs:     msUp(r.Window),
+		p := out.Results[i]
+		if p == nil {
+			p = &weirv1.Result{}
+			out.Results[i] = p
 		}
+		p.Limit, p.Allowed = r.Limit, r.Allowed
+		p.Remaining, p.Capacity = r.Remaining, r.Capacity
+		p.RetryAfterMs, p.ResetAfterMs = msUp(r.RetryAfter), msUp(r.ResetAfter)
+		p.Source, p.WindowMs = sourceToProto(r.Source), msUp(r.Window)
 	}
 	return out
+}
+
+// takeAnswer1 is a one-result TakeResponse in one allocation: the message,
+// its results slice and its result. The messages are built in place and
+// never copied.
+type takeAnswer1 struct {
+	resp weirv1.TakeResponse
+	ptrs [1]*weirv1.Result
+	res  weirv1.Result
 }
 
 // take decides one TakeRequest; it is shared by Take and TakeStream.

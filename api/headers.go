@@ -41,29 +41,47 @@ func resetSeconds(r Result) int64 {
 func setRateLimitHeaders(h http.Header, r Result, legacy bool) {
 	t := resetSeconds(r)
 	remaining := max(0, r.Remaining)
-	name := sfString(make([]byte, 0, 64), r.Limit)
-
-	b := make([]byte, 0, len(name)+32)
-	b = append(b, name...)
+	// Every value is written into one buffer and cut out of one string,
+	// and set under its canonical key without Header.Set's
+	// canonicalisation: this runs on every take.
+	var ends [5]int
+	b := make([]byte, 0, 2*len(r.Limit)+96)
+	b = sfString(b, r.Limit)
+	name := len(b)
 	b = append(b, ";q="...)
 	b = strconv.AppendInt(b, r.Capacity, 10)
 	if w := secondsUp(r.Window); w > 0 {
 		b = append(b, ";w="...)
 		b = strconv.AppendInt(b, w, 10)
 	}
-	h.Set("RateLimit-Policy", string(b))
-
-	b = append(b[:0], name...)
+	ends[0] = len(b)
+	b = append(b, b[:name]...)
 	b = append(b, ";r="...)
 	b = strconv.AppendInt(b, remaining, 10)
 	b = append(b, ";t="...)
 	b = strconv.AppendInt(b, t, 10)
-	h.Set("RateLimit", string(b))
-
+	ends[1] = len(b)
+	n := 2
 	if legacy {
-		h.Set("X-RateLimit-Limit", strconv.FormatInt(r.Capacity, 10))
-		h.Set("X-RateLimit-Remaining", strconv.FormatInt(remaining, 10))
-		h.Set("X-RateLimit-Reset", strconv.FormatInt(t, 10))
+		b = strconv.AppendInt(b, r.Capacity, 10)
+		ends[2] = len(b)
+		b = strconv.AppendInt(b, remaining, 10)
+		ends[3] = len(b)
+		b = strconv.AppendInt(b, t, 10)
+		ends[4] = len(b)
+		n = 5
+	}
+	str := string(b)
+	vals := make([]string, n)
+	for i, start := 0, 0; i < n; i++ {
+		vals[i], start = str[start:ends[i]], ends[i]
+	}
+	h["Ratelimit-Policy"] = vals[0:1:1]
+	h["Ratelimit"] = vals[1:2:2]
+	if legacy {
+		h["X-Ratelimit-Limit"] = vals[2:3:3]
+		h["X-Ratelimit-Remaining"] = vals[3:4:4]
+		h["X-Ratelimit-Reset"] = vals[4:5:5]
 	}
 }
 

@@ -105,7 +105,7 @@ func (h *httpHandler) take(w http.ResponseWriter, r *http.Request) {
 			out.Results[i].Evidence = evidenceOf(res.Evidence)
 		}
 	}
-	writeJSON(w, http.StatusOK, out)
+	writeTake(w, &out)
 }
 
 // check serves GET /v1/check for forward-auth proxies: 200 allowed, 429

@@ -142,6 +142,9 @@ type group struct {
 	idx   []int // positions in the request
 	spent bool  // the group's step admitted (and so spent) its checks
 	src   api.Source
+	// one backs idx for a single check, so a one-check request allocates
+	// its group once.
+	one [1]int
 }
 
 // groupKey is what checks must share to be one atomic step.
@@ -170,7 +173,11 @@ func (e *engine) take(ctx context.Context, checks []api.Check) (api.TakeResponse
 	}
 	for gi := range groups {
 		g := &groups[gi]
-		ok, err := e.decideGroup(ctx, f, rs, g, results, id)
+		var all []api.Check // a lone group is the whole request, in order
+		if len(groups) == 1 {
+			all = checks
+		}
+		ok, err := e.decideGroup(ctx, f, rs, g, results, id, all)
 		if err != nil {
 			e.refund(ctx, rs, groups)
 			return api.TakeResponse{}, err
@@ -190,11 +197,16 @@ func (e *engine) take(ctx context.Context, checks []api.Check) (api.TakeResponse
 // split groups checks by owner, keeping request order inside each group.
 func (e *engine) split(rs []resolved) []group {
 	if e.router == nil {
-		g := group{place: placement.Placement{Kind: placement.Here}, idx: make([]int, len(rs))}
+		groups := []group{{place: placement.Placement{Kind: placement.Here}}}
+		g := &groups[0]
+		g.idx = g.one[:]
+		if len(rs) > 1 {
+			g.idx = make([]int, len(rs))
+		}
 		for i := range rs {
 			g.idx[i] = i
 		}
-		return []group{g}
+		return groups
 	}
 	var groups []group
 	byKey := map[groupKey]int{}
@@ -217,12 +229,17 @@ func (e *engine) split(rs []resolved) []group {
 
 // decideGroup runs one atomic step for g: at this node if it owns the keys,
 // at the owner otherwise, and from local ceilings when the owner cannot be
-// reached. It fills results for g's checks.
-// id is the caller's request id ("" for none), deduplicated by the owner.
-func (e *engine) decideGroup(ctx context.Context, f *limits.File, rs []resolved, g *group, results []api.Result, id string) (bool, error) {
-	checks := make([]api.Check, len(g.idx))
-	for j, i := range g.idx {
-		checks[j] = rs[i].check
+// reached. It fills results for g's checks. id is the caller's request id
+// ("" for none), deduplicated by the owner. all, when not nil, is g's
+// checks in g's order (the request itself, when g is its only group), and
+// is not modified.
+func (e *engine) decideGroup(ctx context.Context, f *limits.File, rs []resolved, g *group, results []api.Result, id string, all []api.Check) (bool, error) {
+	checks := all
+	if checks == nil {
+		checks = make([]api.Check, len(g.idx))
+		for j, i := range g.idx {
+			checks[j] = rs[i].check
+		}
 	}
 	here := g.place.Kind == placement.Here || g.place.Kind == placement.Replica
 	if here && (e.router == nil || e.router.pull(ctx, checks, "", e.store.Has, g.place.Kind == placement.Replica)) {
@@ -232,7 +249,7 @@ func (e *engine) decideGroup(ctx context.Context, f *limits.File, rs []resolved,
 			// Handed over while it was routed here: ask the new owner.
 			if p := e.router.place(checks[0].Limit, checks[0].Key); p.Kind == placement.Forward {
 				g.place = p
-				return e.decideGroup(ctx, f, rs, g, results, id)
+				return e.decideGroup(ctx, f, rs, g, results, id, all)
 			}
 			g.src = api.SourceFallback
 			return e.fallbackTake(f, rs, g, results)
@@ -276,9 +293,15 @@ func (e *engine) ownerTake(f *limits.File, checks []api.Check) ([]api.Result, bo
 	}
 	now := e.now()
 	out := make([]api.Result, len(checks))
-	var enforced []bucket.Check
-	var enforcedIdx []int
-	var enforcedLim []*limits.Limit
+	// Requests rarely carry more than a few checks: keep the step's
+	// working slices on the stack for up to four.
+	var (
+		bcBuf  [4]bucket.Check
+		idxBuf [4]int
+		limBuf [4]*limits.Limit
+		decBuf [4]bucket.Decision
+	)
+	enforced, enforcedIdx, enforcedLim := bcBuf[:0], idxBuf[:0], limBuf[:0]
 	for i, c := range checks {
 		l, err := e.resolve(f, i, c)
 		if err != nil {
@@ -299,7 +322,7 @@ func (e *engine) ownerTake(f *limits.File, checks []api.Check) ([]api.Result, bo
 	if len(enforced) == 0 {
 		return out, true, nil
 	}
-	ds, ok, err := e.store.TakeAt(now, enforced, nil)
+	ds, ok, err := e.store.TakeAt(now, enforced, decBuf[:0])
 	if errors.Is(err, bucket.ErrFull) {
 		return e.overloaded(f, checks)
 	}
