@@ -60,8 +60,10 @@ func TestTLS(t *testing.T) {
 		<-done
 	}()
 	ctx := context.Background()
-	secure := redis.NewClient(&redis.Options{Addr: ln.Addr().String(), MaxRetries: -1,
-		TLSConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}})
+	secure := redis.NewClient(&redis.Options{
+		Addr: ln.Addr().String(), MaxRetries: -1,
+		TLSConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
+	})
 	defer secure.Close()
 	if got, err := secure.Do(ctx, "WEIR.TAKE", "export", "k").Int64Slice(); err != nil || len(got) != 4 || got[1] != 9 {
 		t.Fatalf("WEIR.TAKE over TLS = %v, %v", got, err)
