@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 )
@@ -59,5 +60,32 @@ func TestRateLimitHeadersEdges(t *testing.T) {
 	}
 	if h.Get("X-RateLimit-Limit") != "" {
 		t.Error("legacy header with legacy off")
+	}
+}
+
+// SetHeaders picks the result /v1/take picks and adds Retry-After only to a
+// denial; WriteDenied is /v1/check's 429 with any status.
+func TestSetHeadersAndWriteDenied(t *testing.T) {
+	h := http.Header{}
+	SetHeaders(h, TakeResponse{Allowed: true, Results: []Result{exportAllowed()}}, false)
+	if h.Get("RateLimit") != `"export";r=5;t=1` || h.Get("Retry-After") != "" || h.Get("X-RateLimit-Limit") != "" {
+		t.Fatalf("allowed: %v", h)
+	}
+	other := exportAllowed()
+	other.Limit, other.Remaining = "other", 9
+	h = http.Header{}
+	SetHeaders(h, TakeResponse{RetryAfter: 1500 * time.Millisecond, Results: []Result{other, exportDenied()}}, true)
+	if h.Get("RateLimit") != `"export";r=0;t=1` || h.Get("Retry-After") != "2" || h.Get("X-RateLimit-Remaining") != "0" {
+		t.Fatalf("denied: %v", h)
+	}
+	SetHeaders(h, TakeResponse{}, true) // no results: nothing to say, nothing changed
+	if h.Get("Retry-After") != "2" {
+		t.Fatal("an empty response changed the headers")
+	}
+	rec := httptest.NewRecorder()
+	WriteDenied(rec, http.StatusForbidden, TakeResponse{RetryAfter: 500 * time.Millisecond, Results: []Result{exportDenied()}}, true)
+	if rec.Code != 403 || rec.Body.String() != `{"error":"rate_limit_exceeded","limit":"export","retry_after_ms":500}`+"\n" ||
+		rec.Header().Get("Retry-After") != "1" || rec.Header().Get("Cache-Control") != "no-store" {
+		t.Fatalf("WriteDenied: %d %v %q", rec.Code, rec.Header(), rec.Body.String())
 	}
 }
