@@ -64,6 +64,24 @@ func (c AuthConfig) failed(r auth.Reason) {
 	}
 }
 
+// Credential authenticates a bare credential, as a protocol without
+// headers sends it (the Redis protocol's AUTH password), against the policy
+// in force. It returns the caller's token, or nil when there is no policy
+// (the API is open), or a CodeUnauthenticated *Error; a refusal is counted
+// like any other.
+func (c AuthConfig) Credential(cred string) (*auth.Token, error) {
+	p := c.policy()
+	if p == nil {
+		return nil, nil
+	}
+	a := p.Authenticate(cred)
+	if !a.OK() {
+		c.failed(a.Reason)
+		return nil, refusal(a, auth.ScopeDecide, "")
+	}
+	return a.Token, nil
+}
+
 type callerKey struct{}
 
 // WithCaller returns ctx carrying the caller's token, as authenticated by

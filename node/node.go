@@ -307,7 +307,8 @@ func (n *Node) Start(ctx context.Context) error {
 		}
 	})
 	if respLn != nil {
-		n.respSrv = resp.New(n, n.cfg.RESP, n.log)
+		respLn = limitListener(respLn, lim)
+		n.respSrv = resp.New(public, n.respConfig(), n.log)
 		n.goRun(func() {
 			if err := n.respSrv.Serve(respLn); err != nil && !errors.Is(err, resp.ErrServerClosed) {
 				n.log.Error("resp server stopped", "err", err)

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/weir-rl/weir/api"
+	"github.com/weir-rl/weir/api/resp"
 	"github.com/weir-rl/weir/auth"
 	"github.com/weir-rl/weir/internal/filewatch"
 	"github.com/weir-rl/weir/internal/tlsreload"
@@ -134,4 +135,32 @@ func (n *Node) authConfig() api.AuthConfig {
 		ProtectMetrics: n.cfg.Security.ProtectMetrics,
 		OnFailure:      func(r auth.Reason) { n.sm.authFailures.WithLabelValues(string(r)).Inc() },
 	}
+}
+
+// respConfig is the Redis-protocol endpoint's configuration with the
+// node's security applied: the public certificate when TLS is on, and,
+// with a tokens file, AUTH against it: a connection must authenticate with
+// a token (AUTH token, or HELLO 3 AUTH default token) before any other
+// command, and every check it sends is authorized with that token as on
+// the other APIs.
+func (n *Node) respConfig() resp.Config {
+	rc := n.cfg.RESP
+	if n.tls != nil {
+		rc.TLS = n.tls.ServerConfig()
+	}
+	if n.cfg.Security.TokensFile != "" {
+		ac := n.authConfig()
+		rc.Authenticate = func(_ context.Context, _, password string) (any, error) {
+			t, err := ac.Credential(password)
+			if err != nil {
+				return nil, err
+			}
+			return t, nil
+		}
+		rc.Context = func(ctx context.Context, p any) context.Context {
+			t, _ := p.(*auth.Token)
+			return api.WithCaller(ctx, t)
+		}
+	}
+	return rc
 }

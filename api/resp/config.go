@@ -55,6 +55,12 @@ type Config struct {
 	// or an error, sent as -WRONGPASS with its text. Nil: no AUTH needed
 	// (AUTH then answers as Redis does with no password set).
 	Authenticate func(ctx context.Context, username, password string) (any, error)
+	// Context, when not nil, derives the context every command of an
+	// authenticated connection runs under from what Authenticate returned,
+	// so the Decider learns who asks (the node puts the caller's token
+	// there and authorizes each check with it). Nil: commands run under
+	// the connection's context.
+	Context func(ctx context.Context, principal any) context.Context
 	// ThrottleLimit is the limit name CL.THROTTLE's inline limits take:
 	// every CL.THROTTLE bucket is (ThrottleLimit, key), so its parameters
 	// may change between calls as redis-cell allows. Default "cl.throttle";

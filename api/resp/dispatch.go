@@ -146,6 +146,9 @@ func (s *Server) dispatch(ctx context.Context, st *session, args [][]byte, w *re
 		w.WriteError("ERR wrong number of arguments for '" + cmd.name + "' command")
 		return
 	}
+	if st.principal != nil && s.cfg.Context != nil {
+		ctx = s.cfg.Context(ctx, st.principal)
+	}
 	cmd.run(ctx, st, args, w)
 }
 
@@ -202,6 +205,12 @@ func (s *Server) writeError(w *redcon.Writer, err error) {
 			return
 		case api.CodeOverloaded:
 			w.WriteError("OVERLOADED " + e.Detail)
+			return
+		case api.CodeUnauthenticated:
+			w.WriteError("NOAUTH " + e.Detail)
+			return
+		case api.CodeForbidden:
+			w.WriteError("NOPERM " + e.Detail)
 			return
 		}
 	}

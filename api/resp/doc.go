@@ -81,6 +81,7 @@
 //	-UNAVAILABLE <detail>   fail-closed limit whose owner is unreachable, deadline (HTTP 503 limiter_unavailable)
 //	-OVERLOADED <detail>    bucket cap reached (HTTP 503 limiter_overloaded)
 //	-NOAUTH, -WRONGPASS     with Config.Authenticate set (see below)
+//	-NOPERM <detail>        the connection's caller may not use this limit or key (HTTP 403)
 //	-ERR internal error     anything else; logged
 //
 // A command that fails any check runs nothing and spends nothing.
@@ -106,8 +107,11 @@
 // hook for caller credentials: when set, every command but AUTH, HELLO,
 // PING and QUIT answers -NOAUTH until AUTH [user] password or HELLO ...
 // AUTH user password succeeds; what the hook returns is kept with the
-// connection. Without it, connections need no AUTH, as a Redis without
-// passwords.
+// connection, and Config.Context turns it into each command's context, so
+// the Decider can authorize the caller (a refusal is -NOPERM). Without it,
+// connections need no AUTH, as a Redis without passwords. The node sets
+// both from its tokens file (the password is the token) and TLS from its
+// public certificate.
 //
 // # Concurrency
 //
