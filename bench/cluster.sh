@@ -10,6 +10,7 @@
 # Environment (all optional):
 #   DURATION=5s  WARMUP=1s  CONCURRENCY="1 16 64"  KEYS="1 10000"  LEASE_KEYS=1
 #   OUT=FILE (keep the raw JSON lines)  BUILD=0 (reuse bin/weir and bin/loadgen)
+#   WEIR_ARGS="--replication=false" (extra `weir serve` flags for every node)
 # Every port is a random free loopback port. About 2.5 minutes with the
 # defaults, after the build.
 set -euo pipefail
@@ -50,6 +51,8 @@ start() {
 		args+=("--$v-addr" "127.0.0.1:${!var}")
 	done
 	[[ -z ${2:-} ]] || args+=(--join "$2")
+	# shellcheck disable=SC2206 # WEIR_ARGS is a list of flags
+	[[ -z ${WEIR_ARGS:-} ]] || args+=($WEIR_ARGS)
 	"$weir" "${args[@]}" >"$tmp/$n.log" 2>&1 &
 	pid[$n]=$!
 	pids+=("$!")

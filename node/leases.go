@@ -208,15 +208,6 @@ func (s *leases) holds(id string) bool {
 	return s.table.Holds(id)
 }
 
-// knows reports whether the table holds any lease or parked waiter of
-// (limit, key): whether this node has state for the key that a pull would
-// otherwise fetch.
-func (s *leases) knows(limit, key string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.table.Held(limit, key) > 0 || s.table.Queued(limit, key) > 0
-}
-
 // export snapshots the leases of the keys pick selects, removing them
 // with remove (a handover) or not (a replication snapshot), and delivers
 // the events of the step.
