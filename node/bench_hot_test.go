@@ -18,6 +18,7 @@ func hotBenchNode(b *testing.B) *node.Node {
 	cfg.NodeName = "bench"
 	cfg.Clustered = false
 	cfg.SweepInterval = 0
+	cfg.Store.MaxBuckets = 1_000_000 // the Zipf run touches tens of thousands of keys
 	n, err := node.New(cfg, node.Deps{Clock: newFakeClock().Now})
 	if err != nil {
 		b.Fatal(err)
