@@ -78,14 +78,12 @@ proto-check:
 # every target itself on loopback and writes bench/results/bench.{md,csv,svg,jsonl}.
 #   BENCH_SECONDS=N   measured seconds per cell (default 5)
 #   BENCH_QUICK=1     a short run (0.3 s cells) into bench/results/quick/
-#   BENCH_TAGS=benchclient  compile the cluster-aware Go client targets in
 #   BENCH_ARGS=...    more `loadgen suite` flags (-callers, -workloads, -targets)
 BENCH_SECONDS ?=
 BENCH_QUICK   ?=
-BENCH_TAGS    ?=
 BENCH_ARGS    ?=
 bench: build ## every target side by side in one run: Markdown table, CSV, SVG under bench/results/
-	$(GO) build -tags '$(BENCH_TAGS)' -o $(BIN)/loadgen ./bench/loadgen
+	$(GO) build -o $(BIN)/loadgen ./bench/loadgen
 	$(BIN)/loadgen suite -weir $(BIN)/weir $(if $(BENCH_QUICK),-quick -out bench/results/quick) \
 		$(if $(BENCH_SECONDS),-seconds $(BENCH_SECONDS)) $(BENCH_ARGS)
 

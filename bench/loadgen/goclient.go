@@ -1,5 +1,3 @@
-//go:build benchclient
-
 package main
 
 import (
@@ -9,15 +7,11 @@ import (
 	"github.com/weir-rl/weir/api/client"
 )
 
-// goClientBuilt says the cluster-aware Go client adapter is compiled in.
-const goClientBuilt = true
-
 // goClientTarget drives Weir through the cluster-aware Go client: one
 // client.Dial over the seeds, shared by every caller, as one process
-// holds one client. It is written against the API the client is
-// specified with (client.Dial(ctx, seeds, opts) returning a *client.Client
-// whose Take(ctx, checks...) answers an api.TakeResponse); it compiles
-// only with -tags benchclient, once that client is merged.
+// holds one client. The client fetches the ring from the seeds and sends
+// each take straight to its key's owner, concurrent takes sharing one
+// TakeStream per member.
 type goClientTarget struct {
 	c     *client.Client
 	limit string

@@ -90,6 +90,35 @@ func TestSameRunRatio(t *testing.T) {
 	}
 }
 
+func TestReplicationCostIsTheSameRunRatio(t *testing.T) {
+	on := targetInfo{Name: "weir3-client", Group: "weir 3 nodes", ReplOff: "weir3-client-norepl", Weir: true}
+	off := targetInfo{Name: "weir3-client-norepl", Group: "weir 3 nodes", Weir: true}
+	rows := []suiteRow{
+		testRow(testHot, on, 64, 9000, 100),
+		testRow(testHot, off, 64, 10000, 100),
+		testRow(testHot, on, 16, 5000, 100),
+		testRow(testZipf, off, 16, 8000, 100),
+	}
+	tab := newSuiteTable(rows)
+	if q := tab.ratios(rows[0]); !q.HasReplOff || q.VsReplOff != 0.9 {
+		t.Errorf("weir3-client at 64: %+v, want repl ÷ off 0.9", q)
+	}
+	if q := tab.ratios(rows[1]); q.HasReplOff {
+		t.Errorf("the replication-off row has a ratio against itself: %+v", q)
+	}
+	// The off cell at 16 callers is of another workload: no ratio.
+	if q := tab.ratios(rows[2]); q.HasReplOff {
+		t.Errorf("weir3-client at 16 paired across workloads: %+v", q)
+	}
+	var b strings.Builder
+	if err := writeMarkdown(&b, rows); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "| 0.90× | ok |") {
+		t.Errorf("Markdown lacks the repl ÷ off ratio:\n%s", b.String())
+	}
+}
+
 func TestRatiosPairCellsOfTheSameRun(t *testing.T) {
 	rows := testRows()
 	tab := newSuiteTable(rows)
@@ -144,9 +173,9 @@ func TestWriteMarkdown(t *testing.T) {
 	for _, want := range []string{
 		"### hot (1 key)\n",
 		"### zipf (1k keys, s=1.1)\n",
-		"| 16 | weir-grpc | 15000 | 1000 | 3000 | 6000 | 33.3 | 50.0 % | 15000 | 0 | 0 | 0.50× | 0.75× | – | ok |",
-		"| 1 | weir3-grpc-rr | 1000 | 667 | 2000 | 4000 | 500 | 50.0 % | 1000 | 0 | 0 | 0.12× | 0.10× | 0.25× | ok |",
-		"| 1 | ceiling-grpc | 10000 | 33.3 | 100 | 200 | – | – | 10000 | 0 | 0 | – | – | – | ok |",
+		"| 16 | weir-grpc | 15000 | 1000 | 3000 | 6000 | 33.3 | 50.0 % | 15000 | 0 | 0 | 0.50× | 0.75× | – | – | ok |",
+		"| 1 | weir3-grpc-rr | 1000 | 667 | 2000 | 4000 | 500 | 50.0 % | 1000 | 0 | 0 | 0.12× | 0.10× | 0.25× | – | ok |",
+		"| 1 | ceiling-grpc | 10000 | 33.3 | 100 | 200 | – | – | 10000 | 0 | 0 | – | – | – | – | ok |",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, out)
@@ -154,7 +183,7 @@ func TestWriteMarkdown(t *testing.T) {
 	}
 	// Every table row has as many cells as the header.
 	for line := range strings.SplitSeq(out, "\n") {
-		if strings.HasPrefix(line, "|") && strings.Count(line, "|")-strings.Count(line, `\|`) != 16 {
+		if strings.HasPrefix(line, "|") && strings.Count(line, "|")-strings.Count(line, `\|`) != 17 {
 			t.Errorf("row with %d separators: %q", strings.Count(line, "|"), line)
 		}
 	}

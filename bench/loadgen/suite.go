@@ -19,19 +19,18 @@ import (
 
 // suiteConfig is the command line of `loadgen suite`.
 type suiteConfig struct {
-	WeirBin     string
-	RedisBin    string
-	LimitsPath  string
-	Limit       string
-	OutDir      string
-	Duration    time.Duration
-	Warmup      time.Duration
-	Callers     []int
-	Workloads   []workload
-	Targets     []string // only these, when set
-	Quick       bool
-	Gubernator  string // why Gubernator is not in the run
-	BenchClient bool   // the Go client adapter is compiled in
+	WeirBin    string
+	RedisBin   string
+	LimitsPath string
+	Limit      string
+	OutDir     string
+	Duration   time.Duration
+	Warmup     time.Duration
+	Callers    []int
+	Workloads  []workload
+	Targets    []string // only these, when set
+	Quick      bool
+	Gubernator string // why Gubernator is not in the run
 }
 
 // suiteSpec is one target of the suite: its table entry, how to connect
@@ -87,7 +86,7 @@ func suite(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // parseSuiteFlags reads the suite's command line.
 func parseSuiteFlags(args []string, stderr io.Writer) (suiteConfig, error) {
-	cfg := suiteConfig{Gubernator: gubernatorNote, BenchClient: goClientBuilt}
+	cfg := suiteConfig{Gubernator: gubernatorNote}
 	var (
 		seconds   float64
 		callers   string
@@ -209,31 +208,15 @@ func runSuite(ctx context.Context, cfg suiteConfig, stderr io.Writer) ([]suiteRo
 		return nil, "", err
 	}
 	env.nodes = append(env.nodes, solo)
-	var trio []*weirNode
-	for i := range 3 {
-		join := ""
-		if i > 0 {
-			join = trio[0].gossipAddr
-		}
-		n, err := startWeir(ctx, weirNodeConfig{bin: cfg.WeirBin, limits: cfg.LimitsPath, dir: dir, name: "n" + itoa(i+1), join: join})
-		if err != nil {
-			return nil, "", err
-		}
-		env.nodes = append(env.nodes, n)
-		trio = append(trio, n)
-	}
-	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	var httpAddrs, grpcAddrs []string
-	for _, n := range trio {
-		httpAddrs, grpcAddrs = append(httpAddrs, n.httpAddr), append(grpcAddrs, n.grpcAddr)
-	}
-	_, err = waitCluster(wctx, &http.Client{Timeout: 2 * time.Second}, httpAddrs, 3, 100*time.Millisecond)
-	cancel()
+	trio, err := startTrio(ctx, cfg, dir, "n", false, env)
 	if err != nil {
-		return nil, "", fmt.Errorf("loadgen: suite: the 3-node cluster did not form: %w", err)
+		return nil, "", err
 	}
-
-	specs, skips := suiteSpecs(cfg, b, env, redisAddr, solo, trio, grpcAddrs, resp)
+	trioOff, err := startTrio(ctx, cfg, dir, "r", true, env)
+	if err != nil {
+		return nil, "", err
+	}
+	specs, skips := suiteSpecs(cfg, b, env, redisAddr, solo, trio, trioOff, resp)
 	header := suiteHeader(cfg, skips)
 	total := len(cfg.Workloads) * len(cfg.Callers) * len(specs)
 	fmt.Fprintf(stderr, "loadgen: suite: %d cells of %v (+%v warm-up): %d targets × %d callers × %d workloads; skipped: %d\n",
@@ -257,6 +240,37 @@ func runSuite(ctx context.Context, cfg suiteConfig, stderr io.Writer) ([]suiteRo
 		}
 	}
 	return rows, header + "- load average after: " + loadAvg() + "\n\n", nil
+}
+
+// startTrio starts a 3-node cluster whose nodes are named prefix1..3
+// (with replication off when noRepl), adds them to env, and waits until
+// every node sees all three.
+func startTrio(ctx context.Context, cfg suiteConfig, dir, prefix string, noRepl bool, env *suiteEnv) ([]*weirNode, error) {
+	var trio []*weirNode
+	for i := range 3 {
+		join := ""
+		if i > 0 {
+			join = trio[0].gossipAddr
+		}
+		n, err := startWeir(ctx, weirNodeConfig{
+			bin: cfg.WeirBin, limits: cfg.LimitsPath, dir: dir, name: prefix + itoa(i+1), join: join, noReplication: noRepl,
+		})
+		if err != nil {
+			return nil, err
+		}
+		env.nodes = append(env.nodes, n)
+		trio = append(trio, n)
+	}
+	var httpAddrs []string
+	for _, n := range trio {
+		httpAddrs = append(httpAddrs, n.httpAddr)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if _, err := waitCluster(wctx, &http.Client{Timeout: 2 * time.Second}, httpAddrs, 3, 100*time.Millisecond); err != nil {
+		return nil, fmt.Errorf("loadgen: suite: the 3-node cluster %s1..3 did not form: %w", prefix, err)
+	}
+	return trio, nil
 }
 
 // runSuiteCell opens s for wl, runs one cell and checks it.
@@ -287,14 +301,22 @@ func progressLine(i, total int, r suiteRow) string {
 	res := r.Result
 	cpu, cpuOK := serverCPU(r)
 	fwd, fwdOK := forwardedShare(r)
-	return fmt.Sprintf("[%d/%d] %-7s c=%-3d %-14s %9.0f/s  p50 %s  p99 %s  p99.9 %s  cpu %s µs  fwd %s  %s",
+	return fmt.Sprintf("[%d/%d] %-7s c=%-3d %-19s %9.0f/s  p50 %s  p99 %s  p99.9 %s  cpu %s µs  fwd %s  %s",
 		i, total, r.Workload.Name, res.Concurrency, r.Target.Name, res.Throughput,
 		fmtUs(res.P50Us), fmtUs(res.P99Us), fmtUs(res.P999Us), fmtSig(cpu, cpuOK), fmtShare(fwd, fwdOK), r.Check)
 }
 
 // suiteSpecs lists the targets in the order they run at each number of
 // callers, and the ones that cannot run in this build, with why.
-func suiteSpecs(cfg suiteConfig, b bucketSpec, env *suiteEnv, redisAddr string, solo *weirNode, trio []*weirNode, trioGRPC []string, resp bool) ([]suiteSpec, []skipped) {
+func suiteSpecs(cfg suiteConfig, b bucketSpec, env *suiteEnv, redisAddr string, solo *weirNode, trio, trioOff []*weirNode, resp bool) ([]suiteSpec, []skipped) {
+	grpcOf := func(nodes []*weirNode) []string {
+		out := make([]string, len(nodes))
+		for i, n := range nodes {
+			out[i] = n.grpcAddr
+		}
+		return out
+	}
+	trioGRPC, trioOffGRPC := grpcOf(trio), grpcOf(trioOff)
 	maxC := slices.Max(cfg.Callers)
 	one := []string{solo.grpcAddr}
 	weir1 := func(name, ceiling string, open func(ctx context.Context, wl workload) (target, error)) suiteSpec {
@@ -304,6 +326,7 @@ func suiteSpecs(cfg suiteConfig, b bucketSpec, env *suiteEnv, redisAddr string, 
 		}
 	}
 	trioProcs := []*proc{trio[0].proc, trio[1].proc, trio[2].proc}
+	trioOffProcs := []*proc{trioOff[0].proc, trioOff[1].proc, trioOff[2].proc}
 	all := []suiteSpec{
 		{
 			info: targetInfo{Name: "ceiling-http", Group: "ceiling"},
@@ -351,10 +374,20 @@ func suiteSpecs(cfg suiteConfig, b bucketSpec, env *suiteEnv, redisAddr string, 
 			},
 		},
 		{
-			info:    targetInfo{Name: "weir3-client", Group: "weir 3 nodes", Ceiling: "ceiling-grpc", OneNode: "weir-client", VsRedis: true, Weir: true},
+			info: targetInfo{
+				Name: "weir3-client", Group: "weir 3 nodes", Ceiling: "ceiling-grpc", OneNode: "weir-client",
+				ReplOff: "weir3-client-norepl", VsRedis: true, Weir: true,
+			},
 			servers: trioProcs, pids: pidsOf(trio...), metrics: metricsOf(trio...),
 			open: func(ctx context.Context, wl workload) (target, error) {
 				return newGoClientTarget(ctx, trioGRPC, cfg.Limit, wl.Keys, 1)
+			},
+		},
+		{
+			info:    targetInfo{Name: "weir3-client-norepl", Group: "weir 3 nodes", Ceiling: "ceiling-grpc", OneNode: "weir-client", VsRedis: true, Weir: true},
+			servers: trioOffProcs, pids: pidsOf(trioOff...), metrics: metricsOf(trioOff...),
+			open: func(ctx context.Context, wl workload) (target, error) {
+				return newGoClientTarget(ctx, trioOffGRPC, cfg.Limit, wl.Keys, 1)
 			},
 		},
 	}
@@ -364,8 +397,6 @@ func suiteSpecs(cfg suiteConfig, b bucketSpec, env *suiteEnv, redisAddr string, 
 		switch {
 		case len(cfg.Targets) > 0 && !slices.Contains(cfg.Targets, s.info.Name):
 			continue
-		case (s.info.Name == "weir-client" || s.info.Name == "weir3-client") && !cfg.BenchClient:
-			skips = append(skips, skipped{s.info.Name, "the cluster-aware Go client (`client.Dial`) is not in this build: `make bench BENCH_TAGS=benchclient` once it is merged"})
 		case s.info.Name == "weir-resp" && !resp:
 			skips = append(skips, skipped{s.info.Name, "`weir serve` has no `--resp-addr` in this build"})
 		default:

@@ -135,6 +135,7 @@ type weirNodeConfig struct {
 	bin, limits, dir, name string
 	join                   string // gossip address of a seed, or ""
 	resp                   bool   // also serve the Redis protocol (--resp-addr)
+	noReplication          bool   // --replication=false: no replica on the successor
 }
 
 // startWeir starts one node and waits for its HTTP and gRPC ports. It is a
@@ -158,6 +159,9 @@ func startWeir(ctx context.Context, c weirNodeConfig) (*weirNode, error) {
 	}
 	if c.join != "" {
 		args = append(args, "--join", c.join)
+	}
+	if c.noReplication {
+		args = append(args, "--replication=false")
 	}
 	if c.resp {
 		n.respAddr = addrs[4]
