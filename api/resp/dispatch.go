@@ -193,24 +193,8 @@ func printable(b []byte) string {
 //	ERR internal error    anything else, logged
 func (s *Server) writeError(w *redcon.Writer, err error) {
 	if e, ok := errors.AsType[*api.Error](err); ok {
-		switch e.Code {
-		case api.CodeInvalid:
-			w.WriteError("ERR " + e.Detail)
-			return
-		case api.CodeNotFound:
-			w.WriteError("NOTFOUND " + e.Detail)
-			return
-		case api.CodeUnavailable:
-			w.WriteError("UNAVAILABLE " + e.Detail)
-			return
-		case api.CodeOverloaded:
-			w.WriteError("OVERLOADED " + e.Detail)
-			return
-		case api.CodeUnauthenticated:
-			w.WriteError("NOAUTH " + e.Detail)
-			return
-		case api.CodeForbidden:
-			w.WriteError("NOPERM " + e.Detail)
+		if p := errorPrefix(e.Code); p != "" {
+			w.WriteError(p + " " + e.Detail)
 			return
 		}
 	}
@@ -260,4 +244,24 @@ func writeNull(w *redcon.Writer, st *session) {
 		return
 	}
 	w.WriteNull()
+}
+
+// errorPrefix is the reply prefix of an *api.Error's code, "" for a code
+// with none of its own.
+func errorPrefix(c api.Code) string {
+	switch c {
+	case api.CodeInvalid:
+		return "ERR"
+	case api.CodeNotFound:
+		return "NOTFOUND"
+	case api.CodeUnavailable:
+		return "UNAVAILABLE"
+	case api.CodeOverloaded:
+		return "OVERLOADED"
+	case api.CodeUnauthenticated:
+		return "NOAUTH"
+	case api.CodeForbidden:
+		return "NOPERM"
+	}
+	return ""
 }

@@ -66,18 +66,8 @@ func (s *Server) throttle(ctx context.Context, _ *session, args [][]byte, w *red
 		Burst:     burst,
 		Rate:      strconv.FormatInt(count, 10) + "/" + strconv.FormatInt(period, 10) + "s",
 	}
-	checks := []api.Check{{Limit: s.cfg.ThrottleLimit, Key: string(args[1]), Cost: quantity, Inline: in}}
-	if err := api.ValidateChecks(checks, s.cfg.MaxKeyBytes, s.cfg.MaxChecks); err != nil {
-		s.writeError(w, err)
-		return
-	}
-	resp, err := s.d.Take(ctx, checks)
-	if err != nil {
-		s.writeError(w, err)
-		return
-	}
-	if len(resp.Results) != 1 {
-		s.writeError(w, errNoResult)
+	resp, ok := s.decide(ctx, []api.Check{{Limit: s.cfg.ThrottleLimit, Key: string(args[1]), Cost: quantity, Inline: in}}, w)
+	if !ok {
 		return
 	}
 	r := resp.Results[0]

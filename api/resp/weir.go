@@ -25,21 +25,32 @@ func (s *Server) take(ctx context.Context, _ *session, args [][]byte, w *redcon.
 		}
 		c.Cost = n
 	}
-	checks := []api.Check{c}
+	resp, ok := s.decide(ctx, []api.Check{c}, w)
+	if !ok {
+		return
+	}
+	writeResult(w, resp.Allowed, resp.Results[0])
+}
+
+// decide validates checks exactly as the HTTP API does, takes them and
+// returns the answer, with one result per check. On any failure it writes
+// the error reply and reports false; nothing was spent unless the Decider
+// decided.
+func (s *Server) decide(ctx context.Context, checks []api.Check, w *redcon.Writer) (api.TakeResponse, bool) {
 	if err := api.ValidateChecks(checks, s.cfg.MaxKeyBytes, s.cfg.MaxChecks); err != nil {
 		s.writeError(w, err)
-		return
+		return api.TakeResponse{}, false
 	}
 	resp, err := s.d.Take(ctx, checks)
 	if err != nil {
 		s.writeError(w, err)
-		return
+		return api.TakeResponse{}, false
 	}
-	if len(resp.Results) != 1 {
+	if len(resp.Results) != len(checks) {
 		s.writeError(w, errNoResult)
-		return
+		return api.TakeResponse{}, false
 	}
-	writeResult(w, resp.Allowed, resp.Results[0])
+	return resp, true
 }
 
 // writeResult writes one check's [allowed, remaining, retry_after_ms,
@@ -70,17 +81,8 @@ func (s *Server) mtake(ctx context.Context, _ *session, args [][]byte, w *redcon
 		}
 		checks[i] = api.Check{Limit: string(a[0]), Key: string(a[1]), Cost: n}
 	}
-	if err := api.ValidateChecks(checks, s.cfg.MaxKeyBytes, s.cfg.MaxChecks); err != nil {
-		s.writeError(w, err)
-		return
-	}
-	resp, err := s.d.Take(ctx, checks)
-	if err != nil {
-		s.writeError(w, err)
-		return
-	}
-	if len(resp.Results) != len(checks) {
-		s.writeError(w, errNoResult)
+	resp, ok := s.decide(ctx, checks, w)
+	if !ok {
 		return
 	}
 	w.WriteArray(2 + len(checks))
