@@ -127,26 +127,11 @@ jepsen-compose: build ## the fault matrix against the deploy/ docker compose clu
 hostile: ## the hostile-input suite at full size against real nodes
 	WEIR_HOSTILE=long $(GO) test -count=1 -v -timeout 30m ./hostile
 
-# Every fuzz target for FUZZTIME each (one at a time: go test -fuzz takes
-# one target; -timeout 0 so a 10m FUZZTIME is not cut by go test's default
-# 10m timeout). New corpus entries stay in the build cache; a crasher is
-# written to the package's testdata/fuzz and fails the run. A nonzero exit
-# that wrote no crasher is Go's fuzz-coordinator deadline race
-# (golang/go#75804, fixed in Go 1.27): reported, not fatal.
-FUZZTIME ?= 10m
+# Every fuzz target for FUZZTIME (default 10m) each; FUZZJOBS targets at a
+# time with FUZZWORKERS workers each (scripts/fuzz-long.sh says more). It fails
+# only when a target writes a crasher to its package's testdata/fuzz.
 fuzz-long: ## every fuzz target for FUZZTIME (default 10m) each
-	@fail=0; for pkg in $$(go list ./...); do \
-		dir=$$(go list -f '{{.Dir}}' $$pkg); \
-		for fn in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go 2>/dev/null | sed 's/^func //' | sort -u); do \
-			before=$$(ls $$dir/testdata/fuzz/$$fn 2>/dev/null | wc -l); \
-			echo "== $$pkg $$fn ($(FUZZTIME))"; \
-			if ! $(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) -timeout 0 $$pkg; then \
-				if [ "$$(ls $$dir/testdata/fuzz/$$fn 2>/dev/null | wc -l)" -gt "$$before" ]; then \
-					echo "CRASHER: $$pkg $$fn (new input in $$dir/testdata/fuzz/$$fn)"; fail=1; \
-				else echo "no crasher written: Go's fuzztime deadline race (golang/go#75804), not a failure"; fi; \
-			fi; \
-		done; \
-	done; exit $$fail
+	GO=$(GO) scripts/fuzz-long.sh
 
 clean:
 	rm -rf bin
