@@ -46,6 +46,10 @@ limits:
     algorithm: token_bucket
     capacity: 20
     rate: 10/s
+  - name: quick # a token refills in 0.1 ms: full again by the next replication
+    algorithm: token_bucket
+    capacity: 10
+    rate: 10000/s
   - name: shut
     algorithm: token_bucket
     capacity: 60

@@ -34,8 +34,9 @@ type replicator struct {
 	mu     sync.Mutex             // guards the fields below
 	dirty  map[movedKey]time.Time // bucket keys changed, with their first change
 	leases map[movedKey]time.Time // lease keys changed
-	resync bool                   // send every owned key (the ring changed)
-	kick   chan struct{}          // a batch is full: flush before the tick
+	spare  [2]map[movedKey]time.Time
+	resync bool          // send every owned key (the ring changed)
+	kick   chan struct{} // a batch is full: flush before the tick
 }
 
 func newReplicator(cfg ReplicationConfig) *replicator {
@@ -76,25 +77,54 @@ func (r *replicator) mark(lease bool, limit, key string, now time.Time) {
 }
 
 // take returns the changed keys and whether everything must be sent, and
-// starts a new batch.
+// starts a new batch. The caller hands the two maps back with recycle once
+// it is done with them.
 func (r *replicator) take() (buckets, leases map[movedKey]time.Time, resync bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	buckets, leases, resync = r.dirty, r.leases, r.resync
-	r.dirty, r.leases, r.resync = map[movedKey]time.Time{}, map[movedKey]time.Time{}, false
+	r.dirty, r.leases, r.resync = r.fresh(0), r.fresh(1), false
 	return buckets, leases, resync
 }
 
-// requeue puts keys of a batch that was not delivered back.
-func (r *replicator) requeue(buckets, leases map[movedKey]time.Time) {
+// fresh returns spare map i, emptied by recycle, or a new one. r.mu is held.
+func (r *replicator) fresh(i int) map[movedKey]time.Time {
+	m := r.spare[i]
+	r.spare[i] = nil
+	if m == nil {
+		m = map[movedKey]time.Time{}
+	}
+	return m
+}
+
+// recycle keeps the maps of a batch for the next one, so a steady stream
+// of changes allocates no maps. A map grown far past a batch (a resync
+// holds every owned key) is left to the collector instead.
+func (r *replicator) recycle(buckets, leases map[movedKey]time.Time) {
+	keep := func(m map[movedKey]time.Time) map[movedKey]time.Time {
+		if len(m) > 4*r.cfg.MaxBatch {
+			return nil
+		}
+		clear(m)
+		return m
+	}
+	buckets, leases = keep(buckets), keep(leases)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for k, at := range buckets {
+	r.spare = [2]map[movedKey]time.Time{buckets, leases}
+}
+
+// requeue puts keys of a batch that was not delivered back, as changed at
+// or before at.
+func (r *replicator) requeue(buckets, leases []movedKey, at time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, k := range buckets {
 		if old, ok := r.dirty[k]; !ok || at.Before(old) {
 			r.dirty[k] = at
 		}
 	}
-	for k, at := range leases {
+	for _, k := range leases {
 		if old, ok := r.leases[k]; !ok || at.Before(old) {
 			r.leases[k] = at
 		}
@@ -143,21 +173,21 @@ func (rs *replicas) len() int { return rs.buckets.Len() + int(rs.n.Load()) }
 
 // apply stores a batch from member from at now.
 func (rs *replicas) apply(now time.Time, f *limits.File, from string, entries []transport.HandoffEntry, dropped []transport.Check) {
-	var bs []bucket.Entry
+	bs := make([]bucket.Entry, 0, len(entries))
+	var byKey map[movedKey][]transport.HandoffEntry
 	for _, e := range entries {
 		if b, ok := bucketOf(e); ok {
 			bs = append(bs, b)
+		} else if e.Kind == transport.HandoffLease {
+			if byKey == nil {
+				byKey = map[movedKey][]transport.HandoffEntry{}
+			}
+			k := movedKey{e.Limit, e.Key}
+			byKey[k] = append(byKey[k], e)
 		}
 	}
 	if len(bs) > 0 {
 		rs.buckets.MergeAt(now, bs, bucketLimit(f))
-	}
-	byKey := map[movedKey][]transport.HandoffEntry{}
-	for _, e := range entries {
-		if e.Kind == transport.HandoffLease {
-			k := movedKey{e.Limit, e.Key}
-			byKey[k] = append(byKey[k], e)
-		}
 	}
 	for _, d := range dropped {
 		_, _ = rs.buckets.ExtractAt(now, d.Limit, d.Key)
@@ -322,8 +352,8 @@ func (c *cluster) replicate(ctx context.Context) {
 type replBatch struct {
 	entries []transport.HandoffEntry
 	dropped []transport.Check
-	buckets map[movedKey]time.Time // to requeue on failure
-	leases  map[movedKey]time.Time
+	buckets []movedKey // to requeue on failure
+	leases  []movedKey
 	oldest  time.Time
 }
 
@@ -341,7 +371,7 @@ func (c *cluster) flush(ctx context.Context) map[string]bool {
 		}
 		b := batches[p.Addr]
 		if b == nil {
-			b = &replBatch{buckets: map[movedKey]time.Time{}, leases: map[movedKey]time.Time{}, oldest: now}
+			b = &replBatch{oldest: now}
 			batches[p.Addr] = b
 		}
 		return b
@@ -355,13 +385,17 @@ func (c *cluster) flush(ctx context.Context) map[string]bool {
 		}
 	}
 	for k, at := range dirtyB {
+		e, held := c.store.SnapshotAt(now, k.limit, k.key)
+		if held && refilled(e.Snapshot) {
+			continue // the replica refills to full by itself: nothing to send
+		}
 		b := batchOf(k.limit, k.key)
 		if b == nil {
 			continue // not ours (any more), or no live successor
 		}
-		b.buckets[k] = at
+		b.buckets = append(b.buckets, k)
 		b.oldest = minTime(b.oldest, at)
-		if e, ok := c.store.SnapshotAt(now, k.limit, k.key); ok {
+		if held {
 			b.entries = append(b.entries, bucketEntry(e))
 		} else {
 			b.dropped = append(b.dropped, transport.Check{Limit: k.limit, Key: k.key})
@@ -379,7 +413,7 @@ func (c *cluster) flush(ctx context.Context) map[string]bool {
 			if b == nil {
 				continue
 			}
-			b.leases[k] = at
+			b.leases = append(b.leases, k)
 			b.oldest = minTime(b.oldest, at)
 			if ls, ok := held[k]; ok {
 				b.entries = append(b.entries, leaseEntries(lease.Handoff{NextFencing: h.NextFencing, Leases: ls})...)
@@ -388,13 +422,14 @@ func (c *cluster) flush(ctx context.Context) map[string]bool {
 			}
 		}
 	}
+	c.repl.recycle(dirtyB, dirtyL)
 	sent := map[string]bool{}
 	for addr, b := range batches {
 		n, err := c.pool.Replicate(ctx, addr, b.entries, b.dropped)
 		c.rm.bytes.Add(float64(n))
 		if err != nil {
 			c.rm.errors.Inc()
-			c.repl.requeue(b.buckets, b.leases)
+			c.repl.requeue(b.buckets, b.leases, b.oldest)
 			continue
 		}
 		sent[addr] = true
@@ -467,6 +502,16 @@ func (c *cluster) replicaCurrent(snap *placement.Snapshot) func(failed string, a
 	quiet := c.rules.Timing.DetectionSpread(snap.Known()) + 2*c.repl.cfg.heartbeat()
 	return func(failed string, at time.Time) bool { return c.replicas.current(failed, at, quiet) }
 }
+
+// refilled reports a bucket that holds no debt at the flush: it is not
+// sent. The successor holds either no replica of it, which counts as full,
+// or an older one that its own clock has refilled by now at the same rate
+// (the owner's state only ever has fewer tokens than that older state aged,
+// save for refunds, which leave the replica on the safe side: fewer
+// tokens). So a key replicates only while it is in debt, and keys that
+// refill within an interval, most keys of most limits, cost the successor
+// nothing.
+func refilled(s bucket.Snapshot) bool { return s.Full || s.UntilFull <= 0 }
 
 func minTime(a, b time.Time) time.Time {
 	if b.Before(a) {

@@ -250,6 +250,41 @@ func TestReplicaNeverDecidesWhileOwnerAnswers(t *testing.T) {
 	}
 }
 
+// TestReplicationSendsOnlyBucketsInDebt: a bucket that has refilled by
+// the flush after its take is not sent (its successor's replica, if any,
+// refills by itself), while one still in debt is.
+func TestReplicationSendsOnlyBucketsInDebt(t *testing.T) {
+	c := newSimCluster(t)
+	c.start(3)
+	n1, n3 := c.nodes["n1"], c.nodes["n3"]
+	sent := func() float64 { return counterValue(t, n3, "weir_replication_sent_entries_total", "bucket") }
+	// A first key in debt, so the ring's resync and this key's batch are
+	// behind us before counting.
+	warm := keyOwnedBy(n1, "hot", "n3", "warm")
+	takeMany(t, []*Node{n3}, "hot", warm, 1)
+	waitFor(t, 5*time.Second, "the warm-up key's replica", func() bool {
+		return holdsReplica(c.nodes[successorOf(n3, "hot", warm)], "hot", warm) && sent() >= 1
+	})
+	before := sent()
+	quick := keyOwnedBy(n1, "quick", "n3", "quick")
+	if owner, _ := takeMany(t, []*Node{n3}, "quick", quick, 5); owner != 5 {
+		t.Fatalf("owner admitted %d of 5 quick takes", owner)
+	}
+	debt := keyOwnedBy(n1, "hot", "n3", "debt")
+	takeMany(t, []*Node{n3}, "hot", debt, 1)
+	waitFor(t, 5*time.Second, "the replica of the key in debt", func() bool {
+		return holdsReplica(c.nodes[successorOf(n3, "hot", debt)], "hot", debt) && sent() > before
+	})
+	// The quick key was changed before the key in debt, so a flush that
+	// sent the one had the other too.
+	if got := sent() - before; got != 1 {
+		t.Fatalf("sent %v bucket entries for one key in debt and one refilled, want 1", got)
+	}
+	if holdsReplica(c.nodes[successorOf(n3, "quick", quick)], "quick", quick) {
+		t.Fatal("the successor keeps a replica of a refilled bucket")
+	}
+}
+
 // TestReplicasMoveWithJoinAndLeave: when a member joins, the successor of
 // some keys changes; the new successor gets their replica and the old one
 // drops it. When it leaves, the replicas move back.

@@ -198,6 +198,7 @@ func decodeReply(m *peerpb.Reply) Reply {
 func encodeEntries(entries []HandoffEntry) []*peerpb.HandoffEntry {
 	msgs := make([]peerpb.HandoffEntry, len(entries))
 	ptrs := make([]*peerpb.HandoffEntry, len(entries))
+	var states []peerpb.BucketState // one allocation for the batch's buckets
 	for i := range entries {
 		e := &entries[i]
 		m := &msgs[i]
@@ -206,11 +207,15 @@ func encodeEntries(entries []HandoffEntry) []*peerpb.HandoffEntry {
 		m.Key = e.Key
 		switch e.Kind {
 		case HandoffBucket:
+			if states == nil {
+				states = make([]peerpb.BucketState, 0, len(entries)-i)
+			}
 			b := e.Bucket
-			m.Bucket = &peerpb.BucketState{
+			states = append(states, peerpb.BucketState{
 				Algorithm: uint32(b.Algorithm), Full: b.Full, Count: b.Count, Frac: b.Frac, Prev: b.Prev,
 				AheadNs: int64(b.Ahead), SinceNs: int64(b.Since), LeftNs: int64(b.Left), UntilFullNs: int64(b.UntilFull),
-			}
+			})
+			m.Bucket = &states[len(states)-1]
 		case HandoffLease:
 			l := e.Lease
 			m.Lease = &peerpb.LeaseState{
