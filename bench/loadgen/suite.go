@@ -270,8 +270,21 @@ func startTrio(ctx context.Context, cfg suiteConfig, dir, prefix string, noRepl 
 	if _, err := waitCluster(wctx, &http.Client{Timeout: 2 * time.Second}, httpAddrs, 3, 100*time.Millisecond); err != nil {
 		return nil, fmt.Errorf("loadgen: suite: the 3-node cluster %s1..3 did not form: %w", prefix, err)
 	}
+	// For a node's HandoffWindow after the last join, a new owner pulls each
+	// key from its previous owner on first use: with a million keys nearly
+	// every take of the first cell would be a pull. Cells measure the
+	// settled cluster.
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-time.After(trioSettle):
+	}
 	return trio, nil
 }
+
+// trioSettle is how long a formed cluster is left alone before its first
+// cell: weir serve's default HandoffWindow (5 s) and a second of margin.
+const trioSettle = 6 * time.Second
 
 // runSuiteCell opens s for wl, runs one cell and checks it.
 func runSuiteCell(ctx context.Context, cfg suiteConfig, s suiteSpec, wl workload, callers int) suiteRow {
