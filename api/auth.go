@@ -333,13 +333,29 @@ func (a authDecider) Release(ctx context.Context, id string) error {
 	return a.d.Release(ctx, id)
 }
 
-// Cluster implements Decider.
+// Cluster implements Decider: the read scope, except that the ring alone
+// (GetRing, GET /v1/ring) is also served to a decide token, since a
+// cluster-aware client routes its takes by it (client.Dial) and it names
+// only members and their addresses, which such a client dials anyway.
 func (a authDecider) Cluster(ctx context.Context, limit, key string) (ClusterInfo, error) {
-	if err := a.authorize(ctx, auth.ScopeRead, "", ""); err != nil {
+	scope := auth.ScopeRead
+	if t := CallerFrom(ctx); t != nil && ringRequest(ctx) && !t.Has(auth.ScopeRead) && t.Has(auth.ScopeDecide) {
+		scope = auth.ScopeDecide
+	}
+	if err := a.authorize(ctx, scope, "", ""); err != nil {
 		return ClusterInfo{}, err
 	}
 	return a.d.Cluster(ctx, limit, key)
 }
+
+// ringKey marks a context whose Cluster call only publishes the ring.
+type ringKey struct{}
+
+// forRing returns ctx marked as asking for the ring alone.
+func forRing(ctx context.Context) context.Context { return context.WithValue(ctx, ringKey{}, true) }
+
+// ringRequest reports whether ctx asks for the ring alone.
+func ringRequest(ctx context.Context) bool { v, _ := ctx.Value(ringKey{}).(bool); return v }
 
 // Ready implements Decider; readiness is open.
 func (a authDecider) Ready() bool { return a.d.Ready() }

@@ -284,6 +284,31 @@ func TestOperatorRoutesNeedRead(t *testing.T) {
 	}
 }
 
+// TestRingServedToDecideTokens: a cluster-aware client needs the ring to
+// route its takes, so GetRing and GET /v1/ring serve a decide token as
+// well as a read one; the cluster status beside it stays read only, and a
+// token with neither scope is refused.
+func TestRingServedToDecideTokens(t *testing.T) {
+	tn, _ := startAuthNode(t, false)
+	for tok, want := range map[string]int{"": http.StatusUnauthorized, tokAdmin: http.StatusForbidden, tokAcme: http.StatusOK, tokRead: http.StatusOK} {
+		if r := tn.as(tok, http.MethodGet, "/v1/ring", ""); r.status != want {
+			t.Errorf("GET /v1/ring with %q = %d %s, want %d", tok, r.status, r.body, want)
+		}
+		ctx := context.Background()
+		if tok != "" {
+			ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+tok)
+		}
+		_, err := tn.grpc.GetRing(ctx, &weirv1.GetRingRequest{})
+		wantCode := map[int]codes.Code{http.StatusUnauthorized: codes.Unauthenticated, http.StatusForbidden: codes.PermissionDenied, http.StatusOK: codes.OK}[want]
+		if status.Code(err) != wantCode {
+			t.Errorf("GetRing with %q: %v, want %v", tok, err, wantCode)
+		}
+	}
+	if r := tn.as(tokAcme, http.MethodGet, "/v1/cluster", ""); r.status != http.StatusForbidden {
+		t.Errorf("GET /v1/cluster with a decide token = %d, want 403", r.status)
+	}
+}
+
 // TestEnvoyNeedsAToken: Envoy's rate limit service is behind the same
 // interceptors: no token is Unauthenticated, the proxy's token in
 // x-weir-token metadata (Envoy's initial_metadata) is served.
