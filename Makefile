@@ -7,7 +7,7 @@ PKGS      := ./...
 export CGO_ENABLED ?= 1
 
 .PHONY: hostile fuzz-long
-.PHONY: all build test check fmt fmt-check vet lint tidy-check proto proto-check bench bench-micro bench-load bench-cluster compose-test jepsen-quick jepsen jepsen-compose run clean
+.PHONY: all build test check fmt fmt-check vet lint tidy-check proto proto-check bench bench-repl bench-micro bench-load bench-cluster compose-test jepsen-quick jepsen jepsen-compose run clean
 
 all: build
 
@@ -86,6 +86,19 @@ bench: build ## every target side by side in one run: Markdown table, CSV, SVG u
 	$(GO) build -o $(BIN)/loadgen ./bench/loadgen
 	$(BIN)/loadgen suite -weir $(BIN)/weir $(if $(BENCH_QUICK),-quick -out bench/results/quick) \
 		$(if $(BENCH_SECONDS),-seconds $(BENCH_SECONDS)) $(BENCH_ARGS)
+
+# Replication's cost (docs/placement-and-replication.md): the 3-node client
+# cells with replication on and off, side by side in each run, on the bench
+# limit (buckets refill within an interval, so nothing is sent) and on
+# bench-debt (every changed key is in debt, so every one is sent), REPL_RUNS
+# runs each; tables under bench/results/repl/.
+REPL_RUNS ?= 3
+bench-repl: build ## replication on vs off (weir3-client vs weir3-client-norepl) at 64 callers, REPL_RUNS runs per limit
+	$(GO) build -o $(BIN)/loadgen ./bench/loadgen
+	@for l in bench bench-debt; do for r in $$(seq 1 $(REPL_RUNS)); do \
+		$(BIN)/loadgen suite -weir $(BIN)/weir -limit $$l -targets weir3-client,weir3-client-norepl \
+			-callers 64 -seconds $(or $(BENCH_SECONDS),8) -out bench/results/repl/$$l-$$r || exit 1; \
+	done; done
 
 bench-micro: ## micro-benchmarks beside the code
 	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./bucket ./lease ./transport
