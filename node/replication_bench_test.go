@@ -24,8 +24,10 @@ func BenchmarkReplicaApply(b *testing.B) {
 	for i := range batches {
 		batches[i] = make([]transport.HandoffEntry, n)
 		for j := range batches[i] {
-			batches[i][j] = transport.HandoffEntry{Kind: transport.HandoffBucket, Limit: "hot", Key: fmt.Sprintf("tenant:%06d", i*n+j),
-				Bucket: transport.BucketState{Count: 41, Since: time.Millisecond, UntilFull: time.Hour}}
+			batches[i][j] = transport.HandoffEntry{
+				Kind: transport.HandoffBucket, Limit: "hot", Key: fmt.Sprintf("tenant:%06d", i*n+j),
+				Bucket: transport.BucketState{Count: 41, Since: time.Millisecond, UntilFull: time.Hour},
+			}
 		}
 	}
 	now := time.Unix(1_000_000, 0)

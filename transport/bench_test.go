@@ -116,8 +116,10 @@ func BenchmarkReplicate(b *testing.B) {
 	const n = 256
 	entries := make([]HandoffEntry, n)
 	for i := range entries {
-		entries[i] = HandoffEntry{Kind: HandoffBucket, Limit: "export", Key: fmt.Sprintf("tenant:%06d", i),
-			Bucket: BucketState{Algorithm: 0, Count: 41, Frac: 7, Since: time.Millisecond, UntilFull: time.Second}}
+		entries[i] = HandoffEntry{
+			Kind: HandoffBucket, Limit: "export", Key: fmt.Sprintf("tenant:%06d", i),
+			Bucket: BucketState{Algorithm: 0, Count: 41, Frac: 7, Since: time.Millisecond, UntilFull: time.Second},
+		}
 	}
 	ctx := context.Background()
 	if _, err := p.Replicate(ctx, addr, entries, nil); err != nil { // connect
