@@ -320,8 +320,8 @@ func (c *cluster) pullOne(ctx context.Context, addr string, ch api.Check) bool {
 	if wait, ok := c.pulling[k]; ok {
 		c.mu.Unlock()
 		select {
-		case <-wait:
-			return true
+		case <-wait: // the pull under way ended: did it succeed?
+			return c.wasFetched(ch.Limit, ch.Key)
 		case <-ctx.Done():
 			return false
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"sort"
 	"sync"
@@ -362,5 +363,47 @@ func TestClusterKilledOwnerTakeoverWindow(t *testing.T) {
 	}
 	if m, _ := owner.cl.Load().ring.View().Member("n3"); m.State != ring.Dead {
 		t.Fatalf("n3 is %v, want dead", m.State)
+	}
+}
+
+// TestFailedLeasePushKeepsLeases: a push of moved leases that the new
+// owner cannot take (its peer port refuses) puts them back into the table,
+// so the new owner's pull still finds them; dropping them let a rejoined
+// owner grant the key's permits a second time.
+func TestFailedLeasePushKeepsLeases(t *testing.T) {
+	c := newSimCluster(t)
+	c.start(1)
+	n1 := c.nodes["n1"]
+	cl := n1.cl.Load()
+	self, ok := cl.ring.View().Member("n1")
+	if !ok {
+		t.Fatal("n1 is not in its own view")
+	}
+	// A member whose peer address refuses connections.
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := lis.Addr().String()
+	_ = lis.Close()
+	v := ring.NewView(99, "n1", []ring.Member{self, {Name: "n9", Addr: "127.0.0.1:1", Meta: ring.Meta{GRPCAddr: dead}, State: ring.Alive}})
+	var key string
+	for i := 0; key == ""; i++ {
+		k := fmt.Sprintf("moved-%d", i)
+		if m, ok := v.Owner(ring.HashKey("db", k)); ok && m.Name == "n9" {
+			key = k
+		}
+	}
+	for _, h := range []string{"a", "b"} {
+		if resp, err := n1.Acquire(context.Background(), api.AcquireRequest{Limit: "db", Key: key, Holder: h}); err != nil || !resp.Granted {
+			t.Fatalf("acquire %s: %+v, %v", h, resp, err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cl.pushMoved(ctx, v)
+	held := cl.leases.export(cl.now(), func(l, k string) bool { return l == "db" && k == key }, false)
+	if len(held.Leases) != 2 {
+		t.Fatalf("after a failed push the table holds %d of the key's 2 leases", len(held.Leases))
 	}
 }
