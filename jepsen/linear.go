@@ -75,6 +75,25 @@ import (
 // min(B, Lo+refill) - cost covers both. Hi never moves, so a timeout can
 // only widen the interval, never make a history fail.
 
+// HeldUntil returns ops with every take at one of nodes whose answer is
+// unknown (a timeout or an error) and whose [Call, Return] overlaps
+// [from, until] treated as possibly decided up to until: its Return moved
+// there. A stopped process (SIGSTOP) keeps the requests it had read, or that
+// wait in its sockets, and forwards them to their owner when it resumes,
+// seconds after its clients gave up (jepsen 3-pause, seed 167850: a take
+// sent as the pause began was decided 4 s later, one token no one saw).
+// ops is not modified.
+func HeldUntil(ops []Op, nodes map[string]bool, from, until int64) []Op {
+	out := slices.Clone(ops)
+	for i := range out {
+		o := &out[i]
+		if nodes[o.Node] && (o.Result == Timeout || o.Result == Failed) && o.Call <= until && o.Return >= from {
+			o.Return = max(o.Return, until)
+		}
+	}
+	return out
+}
+
 // The results of a LinearCheck.
 const (
 	// LinearOK means porcupine found an order that replays exactly.

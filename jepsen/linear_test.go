@@ -221,6 +221,41 @@ func TestLinearTimeoutMaySpend(t *testing.T) {
 	}
 }
 
+// TestLinearHeldByPause: a take sent to a node that was stopped right
+// after timed out long before the instance's span, but the node decided
+// it when it resumed. Unattributed it fails the instance; HeldUntil, over
+// the pause of that node, lets it spend.
+func TestLinearHeldByPause(t *testing.T) {
+	g := newTakeGen(4, "i1")
+	ops := g.random(t, 80)
+	i := slices.IndexFunc(ops, func(o Op) bool {
+		j := int(o.ID)
+		return j > 5 && j+1 < len(ops) && o.Result == Allowed && g.dec[j+1].ResetAfter > time.Second
+	})
+	if i < 0 {
+		t.Fatal("no allowed take to hold")
+	}
+	held := slices.Clone(ops)
+	o := &held[i]
+	pauseFrom, pauseTo := ops[0].Call-5*sec, ops[i].Return
+	o.Node, o.Call, o.Return = "n2", pauseFrom, pauseFrom+sec // sent as the pause began, gave up a second later
+	o.Result, o.Status, o.Source, o.Err = Timeout, 0, "", "context deadline exceeded"
+	o.Decider, o.DecidedAt, o.Instance, o.Remaining, o.ResetAfterMs = "", 0, "", 0, 0
+	if c := checkOne(t, held, ""); c.Result != LinearIllegal || c.Unknown != 0 {
+		t.Fatalf("held take without the pause: got %+v, want illegal with no unknown", c)
+	}
+	if c := checkOne(t, HeldUntil(held, map[string]bool{"n1": true}, pauseFrom, pauseTo), ""); c.Result != LinearIllegal {
+		t.Fatalf("held take, another node paused: got %+v, want illegal", c)
+	}
+	c := checkOne(t, HeldUntil(held, map[string]bool{"n2": true}, pauseFrom, pauseTo), "")
+	if c.Result != LinearOK || c.Unknown != 1 {
+		t.Fatalf("held take over n2's pause: got %+v, want ok with 1 unknown", c)
+	}
+	if held[i].Return != pauseFrom+sec {
+		t.Fatal("HeldUntil modified its input")
+	}
+}
+
 func TestLinearInstancesCheckedSeparately(t *testing.T) {
 	a, b := newTakeGen(5, "a"), newTakeGen(6, "b")
 	b.next = 1000

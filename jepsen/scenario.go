@@ -518,7 +518,13 @@ func check(res *Result, sc ScenarioConfig, all []Op, owner map[BucketID]string, 
 		res.Failures = append(res.Failures, "sanity: hot keys were never denied before the fault (not saturated; the check is vacuous)")
 	}
 	checkLeases(res, sc, all, owner, hitNames, fault, n, leasePhases)
-	checkLinear(res, sc, ops)
+	if fault == Pause {
+		// A stopped node decides what it held once it resumes: within a
+		// forward deadline, well inside a second.
+		checkLinear(res, sc, HeldUntil(ops, hitNames, tInject, tHeal+int64(time.Second)))
+	} else {
+		checkLinear(res, sc, ops)
+	}
 	if sc.ExpectViolation {
 		if !res.Detected {
 			res.Failures = append(res.Failures, "acceptance: the broken build's over-admission went undetected")
