@@ -349,14 +349,30 @@ func (s *Snapshot) Serve(now time.Time, limit, key, from string, proxied bool, m
 // ServesLease reports whether this node answers a lease operation on
 // (limit, key) forwarded by member from: it has joined (as for Serve),
 // and it owns the key or the sender does in this node's view (the
-// sender's view moved the key here).
+// sender's view moved the key here). A leaving node serves none of the
+// sender's keys: its routing view lacks itself, so the sender owns them
+// there only because it is going, and its lease table was handed to that
+// very sender; unlike a take, which pulls the sender's bucket back (Serve's
+// SenderMoved), an acquire would grant from the empty table (jepsen 5-skew,
+// seed 167850: a leaving owner granted a fifth lease of four). The sender
+// answers from its ceiling instead.
 func (s *Snapshot) ServesLease(limit, key, from string) bool {
 	v := s.st.View
 	if !s.Joined() {
 		return false
 	}
 	m, ok := v.Owner(ring.HashKey(limit, key))
-	return !ok || m.Name == s.cfg.Self || m.Name == from
+	return !ok || m.Name == s.cfg.Self || (m.Name == from && !s.leaving())
+}
+
+// leaving reports whether this node routes by a view without itself: it
+// is handing off before it leaves.
+func (s *Snapshot) leaving() bool {
+	if s.st.View == nil {
+		return false
+	}
+	_, in := s.st.View.Member(s.cfg.Self)
+	return !in
 }
 
 // PullFrom names the member whose state for (limit, key) this node must

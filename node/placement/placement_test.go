@@ -354,6 +354,27 @@ func TestServeRules(t *testing.T) {
 			t.Errorf("%s: got %+v, want %+v", tc.name, got, tc.want)
 		}
 	}
+	// Leaving: n1 routes by the view without itself, where the sender owns
+	// the key only because n1 is going. A take pulls the bucket back from
+	// the sender and is decided here (handed over again by the leave's
+	// second push); a lease operation is refused (the table went to the
+	// sender); other keys are passed on.
+	out := next.Without("n1")
+	ls := New(c, State{View: out, Known: next, Joined: true, Changed: t0.Add(-time.Hour)})
+	n2out := keyWhere(t, func(hk string) bool { return owner(out, hk) == "n2" })
+	n4out := keyWhere(t, func(hk string) bool { return owner(out, hk) == "n4" })
+	if got := ls.Serve(t0, limit, n2out, "n2", false, Mark{}); got != (Placement{Kind: Here, Peer: "n2", Reason: SenderMoved}) {
+		t.Errorf("leaving, a take of the sender's key: got %+v, want here, pulled back from the sender", got)
+	}
+	if got := ls.Serve(t0, limit, n4out, "n2", false, Mark{}); got != fwd("n4", ByOwner) {
+		t.Errorf("leaving, a third member's key: got %+v, want a forward to n4", got)
+	}
+	if ls.ServesLease(limit, n2out, "n2") {
+		t.Error("ServesLease: a leaving node serves the sender's lease key from its handed-off table")
+	}
+	if !s.ServesLease(limit, n2s, "n2") {
+		t.Error("ServesLease: a member that is not leaving refuses the sender's moved key")
+	}
 	minority := view("n1", ring.Alive, ring.Dead, ring.Dead)
 	s = New(c, State{View: minority, Joined: true})
 	k := keyWhere(t, func(hk string) bool { return owner(minority, hk) == "n1" })
