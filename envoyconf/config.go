@@ -175,7 +175,6 @@ type desc struct {
 type Config struct {
 	domains map[string]*level
 	rules   []*Rule
-	files   []string
 }
 
 // Rules returns every rule with a rate_limit, in file order.

@@ -332,7 +332,6 @@ func Build(files ...*File) (*Config, error) {
 		seen[f.Domain] = f.Name
 		c.domains[f.Domain] = &f.top
 		c.rules = append(c.rules, f.rules...)
-		c.files = append(c.files, f.Name)
 	}
 	if len(errs) > 0 {
 		return nil, errs

@@ -125,7 +125,7 @@ func (c *cluster) placement() *placement.Snapshot {
 	}
 	if c.last != v {
 		now := c.now()
-		c.failures = placement.Observe(c.failures, c.last, v, now, limits.MaxLeaseTTLLimit)
+		c.failures = placement.Observe(c.failures, c.last, v, now, c.rules.FailureMemory)
 		c.changed = now
 		c.last = v
 	}
@@ -368,9 +368,6 @@ func (c *cluster) takeIn(entries []transport.HandoffEntry) {
 func (c *cluster) merge(f *limits.File, entries []transport.HandoffEntry) {
 	var bs []bucket.Entry
 	for _, e := range entries {
-		if e.Kind != transport.HandoffBucket {
-			continue
-		}
 		if b, ok := bucketOf(e); ok {
 			bs = append(bs, b)
 		}
@@ -384,19 +381,13 @@ func (c *cluster) merge(f *limits.File, entries []transport.HandoffEntry) {
 		c.unmark(movedKey{b.Name, b.Key})
 	}
 	c.mu.Unlock()
+	now := c.now()
 	if c.repl != nil {
-		now := c.now()
 		for _, b := range bs {
 			c.repl.touch(b.Name, b.Key, now)
 		}
 	}
-	c.store.MergeAt(c.now(), bs, func(name string) (bucket.Limit, bool) {
-		l, ok := f.Lookup(name)
-		if !ok || l.Kind != limits.KindRate {
-			return bucket.Limit{}, false
-		}
-		return l.Bucket, true
-	})
+	c.store.MergeAt(now, bs, bucketLimit(f))
 	c.m.handoff.WithLabelValues("in").Add(float64(len(bs)))
 }
 

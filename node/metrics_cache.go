@@ -59,8 +59,9 @@ func newLimitCounters(m *metrics, name string) *limitCounters {
 // counterCache holds the limitCounters of every limit of one limits file,
 // keyed by the file's own *Limit values. It is immutable once built.
 type counterCache struct {
-	file *limits.File
-	by   map[*limits.Limit]*limitCounters
+	file   *limits.File
+	by     map[*limits.Limit]*limitCounters
+	inline *limitCounters // every inline limit's, under one label
 }
 
 // hotCounters finds the counters of a limit of the file in force. A
@@ -81,12 +82,15 @@ func (h *hotCounters) of(f *limits.File, l *limits.Limit) *limitCounters {
 		if f != h.current() {
 			return newLimitCounters(h.m, metricName(l))
 		}
-		c = &counterCache{file: f, by: make(map[*limits.Limit]*limitCounters, len(f.Limits))}
+		c = &counterCache{file: f, by: make(map[*limits.Limit]*limitCounters, len(f.Limits)), inline: newLimitCounters(h.m, inlineMetricName)}
 		for i := range f.Limits {
 			fl := &f.Limits[i]
 			c.by[fl] = newLimitCounters(h.m, fl.Name)
 		}
 		h.cache.Store(c)
+	}
+	if l.Inline {
+		return c.inline
 	}
 	if lc, ok := c.by[l]; ok {
 		return lc

@@ -34,9 +34,10 @@ type replicator struct {
 	mu     sync.Mutex             // guards the fields below
 	dirty  map[movedKey]time.Time // bucket keys changed, with their first change
 	leases map[movedKey]time.Time // lease keys changed
-	spare  [2]map[movedKey]time.Time
-	resync bool          // send every owned key (the ring changed)
-	kick   chan struct{} // a batch is full: flush before the tick
+	resync bool                   // send every owned key (the ring changed)
+	kick   chan struct{}          // a batch is full: flush before the tick
+	// The last batch's maps, emptied by recycle, for take to reuse.
+	spareDirty, spareLeases map[movedKey]time.Time
 }
 
 func newReplicator(cfg ReplicationConfig) *replicator {
@@ -83,16 +84,15 @@ func (r *replicator) take() (buckets, leases map[movedKey]time.Time, resync bool
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	buckets, leases, resync = r.dirty, r.leases, r.resync
-	r.dirty, r.leases, r.resync = r.fresh(0), r.fresh(1), false
+	r.dirty, r.leases, r.resync = orNew(r.spareDirty), orNew(r.spareLeases), false
+	r.spareDirty, r.spareLeases = nil, nil
 	return buckets, leases, resync
 }
 
-// fresh returns spare map i, emptied by recycle, or a new one. r.mu is held.
-func (r *replicator) fresh(i int) map[movedKey]time.Time {
-	m := r.spare[i]
-	r.spare[i] = nil
+// orNew returns m, or a new map when m is nil.
+func orNew(m map[movedKey]time.Time) map[movedKey]time.Time {
 	if m == nil {
-		m = map[movedKey]time.Time{}
+		return map[movedKey]time.Time{}
 	}
 	return m
 }
@@ -111,7 +111,7 @@ func (r *replicator) recycle(buckets, leases map[movedKey]time.Time) {
 	buckets, leases = keep(buckets), keep(leases)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.spare = [2]map[movedKey]time.Time{buckets, leases}
+	r.spareDirty, r.spareLeases = buckets, leases
 }
 
 // requeue puts keys of a batch that was not delivered back, as changed at

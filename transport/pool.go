@@ -111,21 +111,8 @@ func (p *Pool) Do(ctx context.Context, peerAddr string, req Request) (Reply, err
 // entries per RPC, each bounded by Config.HandoffDeadline and ctx. It
 // returns the first error; chunks before it were stored by the peer.
 func (p *Pool) Handoff(ctx context.Context, peerAddr string, entries []HandoffEntry) error {
-	pr, err := p.peer(peerAddr)
-	if err != nil {
-		return err
-	}
-	for len(entries) > 0 {
-		chunk := entries[:min(len(entries), handoffChunk)]
-		entries = entries[len(chunk):]
-		cctx, cancel := context.WithTimeout(ctx, p.cfg.HandoffDeadline)
-		_, err := pr.client.Handoff(cctx, &peerpb.HandoffRequest{From: p.cfg.Self, Entries: encodeEntries(chunk)})
-		cancel()
-		if err != nil {
-			return fmt.Errorf("transport: handoff to %s: %w", peerAddr, err)
-		}
-	}
-	return nil
+	_, err := p.handoff(ctx, peerAddr, false, entries, nil)
+	return err
 }
 
 // Replicate sends the latest state of keys this node owns, and the keys it
@@ -134,24 +121,37 @@ func (p *Pool) Handoff(ctx context.Context, peerAddr string, entries []HandoffEn
 // a heartbeat: it tells the receiver the stream is alive. It returns the
 // bytes of the messages sent.
 func (p *Pool) Replicate(ctx context.Context, peerAddr string, entries []HandoffEntry, dropped []Check) (int, error) {
+	return p.handoff(ctx, peerAddr, true, entries, dropped)
+}
+
+// handoff sends entries and dropped keys in Handoff RPCs of at most
+// handoffChunk of each (a replica stream sends at least one: a heartbeat)
+// and returns the bytes sent (counted for replicas only).
+func (p *Pool) handoff(ctx context.Context, peerAddr string, replica bool, entries []HandoffEntry, dropped []Check) (int, error) {
 	pr, err := p.peer(peerAddr)
 	if err != nil {
 		return 0, err
 	}
+	what := "handoff"
+	if replica {
+		what = "replicate"
+	}
 	sent := 0
-	for first := true; first || len(entries) > 0 || len(dropped) > 0; first = false {
+	for first := replica; first || len(entries) > 0 || len(dropped) > 0; first = false {
 		chunk := entries[:min(len(entries), handoffChunk)]
 		entries = entries[len(chunk):]
 		drop := dropped[:min(len(dropped), handoffChunk)]
 		dropped = dropped[len(drop):]
-		req := &peerpb.HandoffRequest{From: p.cfg.Self, Entries: encodeEntries(chunk), Replica: true, Dropped: encodeChecks(drop)}
+		req := &peerpb.HandoffRequest{From: p.cfg.Self, Entries: encodeEntries(chunk), Replica: replica, Dropped: encodeChecks(drop)}
 		cctx, cancel := context.WithTimeout(ctx, p.cfg.HandoffDeadline)
 		_, err := pr.client.Handoff(cctx, req)
 		cancel()
 		if err != nil {
-			return sent, fmt.Errorf("transport: replicate to %s: %w", peerAddr, err)
+			return sent, fmt.Errorf("transport: %s to %s: %w", what, peerAddr, err)
 		}
-		sent += proto.Size(req)
+		if replica {
+			sent += proto.Size(req)
+		}
 	}
 	return sent, nil
 }

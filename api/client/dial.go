@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -148,7 +149,7 @@ func (r *router) apply(v *ringView, from *member) {
 		}
 		return
 	}
-	slices.SortFunc(set.list, func(a, b *member) int { return cmpString(a.name, b.name) })
+	slices.SortFunc(set.list, func(a, b *member) int { return strings.Compare(a.name, b.name) })
 	now := r.opts.Clock.Now()
 	for addr, m := range r.conns {
 		if !keep[addr] {
@@ -172,16 +173,6 @@ func (r *router) apply(v *ringView, from *member) {
 	r.stats.refreshes.Add(1)
 	r.closeRetiredLocked(now, false)
 	r.opts.Logger.Debug("client: ring", "from", v.from, "epoch", v.epoch, "members", len(set.list))
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // closeRetiredLocked closes retired connections older than retireAfter

@@ -44,5 +44,10 @@ func viewFromProto(r *weirv1.RingResponse) (*ringView, error) {
 // owner returns the name of the member that owns (limit, key) in v; ok is
 // false when v has no ring.
 func (v *ringView) owner(limit, key string) (string, bool) {
-	return v.table.Owner(ownership.HashKey(limit, key))
+	return v.ownerOf(ownership.HashKey(limit, key))
+}
+
+// ownerOf is owner for a key already hashed (ownership.HashKey).
+func (v *ringView) ownerOf(hashKey string) (string, bool) {
+	return v.table.Owner(hashKey)
 }

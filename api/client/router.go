@@ -123,18 +123,17 @@ func oneOwner(v *ringView, checks []api.Check) (string, bool) {
 	if len(checks) == 0 {
 		return "", false
 	}
+	first := ownership.HashKey(checks[0].Limit, checks[0].Key)
 	owner, ok := "", v != nil
 	if ok {
-		owner, ok = v.owner(checks[0].Limit, checks[0].Key)
+		owner, ok = v.ownerOf(first)
 	}
-	first := ownership.HashKey(checks[0].Limit, checks[0].Key)
 	same := true
 	for _, ch := range checks[1:] {
-		if same && ownership.HashKey(ch.Limit, ch.Key) != first {
-			same = false
-		}
+		h := ownership.HashKey(ch.Limit, ch.Key)
+		same = same && h == first
 		if ok {
-			if o, _ := v.owner(ch.Limit, ch.Key); o != owner {
+			if o, _ := v.ownerOf(h); o != owner {
 				ok = false
 			}
 		}

@@ -131,10 +131,8 @@ func (s *Server) dispatch(ctx context.Context, st *session, args [][]byte, w *re
 			return
 		}
 	}
-	var buf [maxNameBytes]byte
-	name, ok := lower(buf[:0], args[0])
-	cmd := s.cmds[string(name)]
-	if !ok || cmd == nil {
+	cmd := s.lookup(args[0])
+	if cmd == nil {
 		w.WriteError("ERR unknown command '" + printable(args[0]) + "'")
 		return
 	}

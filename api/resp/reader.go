@@ -66,8 +66,9 @@ func (r *reader) next() ([][]byte, error) {
 			}
 			return r.args, nil
 		}
-		n, ok := atoi(trimCR(line[1:]))
-		if !ok || n > 1024*1024 {
+		n64, ok := parseInt(trimCR(line[1:]))
+		n := int(n64)
+		if !ok || n64 > 1024*1024 {
 			return nil, protocolError("invalid multibulk length")
 		}
 		if n <= 0 {
@@ -101,8 +102,9 @@ func (r *reader) bulk(total *int) ([]byte, error) {
 		}
 		return nil, protocolError("expected '$', got '" + got + "'")
 	}
-	size, ok := atoi(trimCR(line[1:]))
-	if !ok || size < 0 {
+	size64, ok := parseInt(trimCR(line[1:]))
+	size := int(size64)
+	if !ok || size64 < 0 {
 		return nil, protocolError("invalid bulk length")
 	}
 	if size > r.maxBulk {
@@ -172,13 +174,4 @@ func trimCR(b []byte) []byte {
 		return b[:len(b)-1]
 	}
 	return b
-}
-
-// atoi parses a decimal integer of at most 19 digits and an optional '-'.
-func atoi(b []byte) (int, bool) {
-	if len(b) == 0 || len(b) > 20 {
-		return 0, false
-	}
-	n, err := strconv.Atoi(string(b))
-	return n, err == nil
 }

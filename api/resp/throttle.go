@@ -96,5 +96,3 @@ func cellSeconds(d time.Duration) int64 {
 	}
 	return s
 }
-
-func itoa(i int) string { return strconv.Itoa(i) }

@@ -2,6 +2,7 @@ package resp
 
 import (
 	"context"
+	"strconv"
 	"strings"
 
 	"github.com/tidwall/redcon"
@@ -76,7 +77,7 @@ func (s *Server) mtake(ctx context.Context, _ *session, args [][]byte, w *redcon
 		a := args[1+3*i:]
 		n, ok := parseInt(a[2])
 		if !ok || n < 1 {
-			w.WriteError("ERR checks[" + itoa(i) + "].cost must be a positive integer")
+			w.WriteError("ERR checks[" + strconv.Itoa(i) + "].cost must be a positive integer")
 			return
 		}
 		checks[i] = api.Check{Limit: string(a[0]), Key: string(a[1]), Cost: n}

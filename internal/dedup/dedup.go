@@ -63,7 +63,6 @@ func (s Status) String() string {
 }
 
 type entry[V any] struct {
-	at   time.Time
 	gen  uint64
 	done bool
 	v    V
@@ -108,7 +107,7 @@ func (c *Cache[V]) BeginAt(now time.Time, id string) (V, Status) {
 		c.pop(true)
 	}
 	c.gen++
-	c.m[id] = &entry[V]{at: now, gen: c.gen}
+	c.m[id] = &entry[V]{gen: c.gen}
 	c.q = append(c.q, queued{id: id, at: now, gen: c.gen})
 	var zero V
 	return zero, Fresh
