@@ -16,6 +16,7 @@ import (
 
 	"github.com/weir-rl/weir/api"
 	"github.com/weir-rl/weir/internal/simnet"
+	"github.com/weir-rl/weir/node/cluster"
 	"github.com/weir-rl/weir/ring"
 )
 
@@ -127,10 +128,7 @@ func (c *simCluster) waitConverged(want int) {
 	c.t.Helper()
 	waitFor(c.t, 15*time.Second, fmt.Sprintf("%d alive members everywhere", want), func() bool {
 		for _, n := range c.nodes {
-			if n.cl.Load() == nil {
-				continue
-			}
-			v := n.cl.Load().ring.View()
+			v := clusterOf(n).View()
 			alive := 0
 			for _, m := range v.Members {
 				if m.State == ring.Alive {
@@ -167,7 +165,7 @@ func (c *simCluster) names() []string {
 
 // ownerOf names the owner of (limit, key) in node n's view.
 func ownerOf(n *Node, limit, key string) string {
-	m, _ := n.cl.Load().ring.View().Owner(ring.HashKey(limit, key))
+	m, _ := clusterOf(n).View().Owner(ring.HashKey(limit, key))
 	return m.Name
 }
 
@@ -287,7 +285,7 @@ func TestClusterIsolatedNodeAdmitsOneShare(t *testing.T) {
 		t.Fatalf("isolated node admitted %d by owner, %d by fallback; want 0 and exactly one share (20)", owner, fallback)
 	}
 	waitFor(t, 15*time.Second, "n3 to see itself in the minority", func() bool {
-		v := n3.cl.Load().ring.View()
+		v := clusterOf(n3).View()
 		return v.Live == 1 && !v.Majority
 	})
 	owner, fallback = takeMany(t, []*Node{n3}, "hot", key, 100)
@@ -362,8 +360,8 @@ func TestClusterKilledOwnerFallsBackThenMoves(t *testing.T) {
 		t.Fatalf("Forget(n3) = %v, %v", ok, err)
 	}
 	waitFor(t, 5*time.Second, "n3 to leave n1's known members", func() bool {
-		_, known := n1.cl.Load().ring.View().Member("n3")
-		return !known && n1.cl.Load().known() == 2
+		_, known := clusterOf(n1).View().Member("n3")
+		return !known && clusterOf(n1).Known() == 2
 	})
 }
 
@@ -450,7 +448,7 @@ func TestClusterWrongSecretCannotJoinOrForward(t *testing.T) {
 	// Give gossip several rounds; the intruder never becomes a member.
 	deadline := time.Now().Add(2 * time.Second)
 	for time.Now().Before(deadline) {
-		if _, ok := c.nodes["n1"].cl.Load().ring.View().Member("x"); ok {
+		if _, ok := clusterOf(c.nodes["n1"]).View().Member("x"); ok {
 			t.Fatal("a node with the wrong secret joined")
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -459,9 +457,9 @@ func TestClusterWrongSecretCannotJoinOrForward(t *testing.T) {
 		t.Fatal("intruder reports ready without having joined")
 	}
 	// Nor can it call the peer service directly.
-	peer := c.nodes["n1"].cl.Load().ring.View()
+	peer := clusterOf(c.nodes["n1"]).View()
 	m, _ := peer.Member("n1")
-	_, _, err := intruder.cl.Load().forward(context.Background(), m.Meta.GRPCAddr, opTake, []api.Check{{Limit: "hot", Key: "k", Cost: 1}})
+	_, _, err := clusterOf(intruder).Take(context.Background(), m.Meta.GRPCAddr, []api.Check{{Limit: "hot", Key: "k", Cost: 1}}, "")
 	if err == nil {
 		t.Fatal("a forward with the wrong secret was served")
 	}
@@ -514,25 +512,5 @@ func TestClusterUnjoinedNodeGrantsOnlyAShare(t *testing.T) {
 	c.waitConverged(2)
 }
 
-// TestMovedMarksExpireAndAreSwept: a mark routes its key away for
-// HandoffWindow only, and marks nobody asks about again are swept.
-func TestMovedMarksExpireAndAreSwept(t *testing.T) {
-	now := time.Unix(1000, 0)
-	c := &cluster{window: time.Second, moved: map[movedKey]moved{}, now: func() time.Time { return now }}
-	c.markMoved("hot", "a", "n2")
-	if to, ok := c.movedTo("hot", "a"); !ok || to != "n2" {
-		t.Fatalf("movedTo = %q, %v", to, ok)
-	}
-	if _, ok := c.movedTo("hot", "b"); ok {
-		t.Fatal("an unmarked key is moved")
-	}
-	now = now.Add(2 * time.Second)
-	c.markMoved("hot", "b", "n3") // sweeps a, which expired
-	if len(c.moved) != 1 || c.movedN.Load() != 1 {
-		t.Fatalf("after the sweep %d marks (count %d), want 1", len(c.moved), c.movedN.Load())
-	}
-	now = now.Add(2 * time.Second)
-	if _, ok := c.movedTo("hot", "b"); ok || c.movedN.Load() != 0 {
-		t.Fatal("an expired mark still routes its key away")
-	}
-}
+// clusterOf is n's cluster member; n must be clustered.
+func clusterOf(n *Node) *cluster.Cluster { return n.members.(*cluster.Cluster) }

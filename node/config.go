@@ -12,6 +12,7 @@ import (
 	"github.com/weir-rl/weir/bucket"
 	"github.com/weir-rl/weir/internal/dedup"
 	"github.com/weir-rl/weir/lease"
+	"github.com/weir-rl/weir/node/cluster"
 	"github.com/weir-rl/weir/ring"
 	"github.com/weir-rl/weir/transport"
 )
@@ -76,28 +77,19 @@ type Config struct {
 	ClusterSecretFile string
 	// Security configures TLS, caller tokens and server bounds.
 	Security Security
-	// Ring configures membership; Name is set from NodeName.
+	// Ring configures membership; Name is set from NodeName, and Timing,
+	// RebuildDebounce and RejoinInterval from Config.Timing.
 	Ring ring.Config
 	// Forward configures forwarding to owners (batching window, size cap,
 	// the 50ms forward deadline).
 	Forward transport.Config
-	// HandoffWindow is how long after a view change a new owner pulls a
-	// bucket it does not hold from the key's previous owner before deciding
-	// it, and how long a node that handed a key over keeps passing its
-	// requests on. Default 5s; it must exceed the time views take to
-	// converge after a change (RebuildDebounce plus gossip).
-	HandoffWindow time.Duration
-	// TakeoverDelay is how long the keys of a member that failed are served
-	// from local ceilings before their new owner decides them, so that a
-	// node which loses its peers one at a time never takes over keys in the
-	// moment it wrongly believes itself a majority. Default 4s; LocalConfig
-	// 1.2s. The delay in force is never below the ring's DetectionSpread
-	// for the known members (LAN 22.5 s for 3, local 2.35 s), the span over
-	// which one member can declare several simultaneous failures, and it
-	// runs from the latest of failures detected less than it apart.
-	TakeoverDelay time.Duration
+	// Timing is the failure-detection and handover profile: memberlist's
+	// timings, the ring's rebuild debounce and rejoin interval, the handoff
+	// window and the takeover delay, which must agree with one another.
+	// Default LANTiming(); LocalConfig uses LocalTiming().
+	Timing Timing
 	// Replication streams each owned key's changes to its successor.
-	Replication ReplicationConfig
+	Replication cluster.ReplicationConfig
 	// LeaveTimeout bounds the graceful leave on shutdown. Default 5s.
 	LeaveTimeout time.Duration
 	// ShutdownTimeout bounds a graceful shutdown: in-flight requests get this long. Default 10s.
@@ -128,56 +120,80 @@ func DefaultConfig() Config {
 		Clustered:       true,
 		Ring:            ring.DefaultConfig(),
 		Forward:         transport.DefaultConfig(),
-		HandoffWindow:   5 * time.Second,
-		TakeoverDelay:   4 * time.Second,
+		Timing:          LANTiming(),
 		LeaveTimeout:    5 * time.Second,
 		TakeDedup:       dedup.DefaultConfig(),
-		Replication:     DefaultReplicationConfig(),
+		Replication:     cluster.DefaultReplicationConfig(),
 	}
 }
 
-// ReplicationConfig configures the stream of each owner's changes to the
-// successors of its keys (docs/placement-and-replication.md).
-type ReplicationConfig struct {
-	// Enabled turns the stream on. Default true; off (--replication=false)
-	// a crashed owner's debits are lost (+B per crash), kept to measure
-	// what replication costs.
-	Enabled bool
-	// Interval is how often changed keys are sent. Default 20ms, in
-	// (0, 1s]: a crash loses at most the debits of one interval.
-	Interval time.Duration
-	// MaxBatch sends a batch before the interval ends once this many keys
-	// changed. Default 1024, at least 1.
-	MaxBatch int
-	// MaxReplicaKeys bounds the replica state this node keeps for its
-	// peers: bucket replicas, and lease keys, each. Default 1,000,000, at
-	// least 1. Past it the least recently used replica bucket is evicted
-	// (that key takes over from a full bucket after a crash) and new lease
-	// keys are not kept (their takeover grants only a share).
-	MaxReplicaKeys int
+// Timing is a failure-detection and handover profile. The handoff window
+// must exceed the time views take to converge after a change (the rebuild
+// debounce plus gossip), and the takeover delay is floored by the ring's
+// DetectionSpread (placement.Config), so the parts are set together.
+// LANTiming is the production profile; LocalTiming starts from it, as
+// memberlist builds DefaultLocalConfig from DefaultLANConfig.
+type Timing struct {
+	// Ring is memberlist's failure detection (ring.Timing).
+	Ring ring.Timing
+	// RebuildDebounce is the quiet period after a membership event before
+	// the ring is rebuilt (ring.Config.RebuildDebounce).
+	RebuildDebounce time.Duration
+	// RejoinInterval is the mean time between rejoin rounds
+	// (ring.Config.RejoinInterval).
+	RejoinInterval time.Duration
+	// HandoffWindow is how long after a view change a new owner pulls a
+	// bucket it does not hold from the key's previous owner before
+	// deciding it, and how long a node that handed a key over keeps
+	// passing its requests on. Positive.
+	HandoffWindow time.Duration
+	// TakeoverDelay is how long the keys of a member that failed are served
+	// from local ceilings before their new owner decides them, so that a
+	// node which loses its peers one at a time never takes over keys in the
+	// moment it wrongly believes itself a majority. The delay in force is
+	// never below the ring's DetectionSpread for the known members (LAN
+	// 22.5 s for 3, local 2.35 s), the span over which one member can
+	// declare several simultaneous failures, and it runs from the latest of
+	// failures detected less than it apart. Not negative.
+	TakeoverDelay time.Duration
 }
 
-// DefaultReplicationConfig returns the defaults: on, every 20ms.
-func DefaultReplicationConfig() ReplicationConfig {
-	return ReplicationConfig{Enabled: true, Interval: 20 * time.Millisecond, MaxBatch: 1024, MaxReplicaKeys: 1_000_000}
+// LANTiming is the production profile: ring.DefaultConfig's memberlist LAN
+// timings, debounce (250 ms) and rejoin interval (10 s), a 5 s handoff
+// window and a 4 s takeover delay.
+func LANTiming() Timing {
+	rc := ring.DefaultConfig()
+	return Timing{
+		Ring: rc.Timing, RebuildDebounce: rc.RebuildDebounce, RejoinInterval: rc.RejoinInterval,
+		HandoffWindow: 5 * time.Second, TakeoverDelay: 4 * time.Second,
+	}
 }
 
-// heartbeat is how often an owner with nothing to send still tells the
-// successors that its stream is alive.
-func (c ReplicationConfig) heartbeat() time.Duration { return max(10*c.Interval, 100*time.Millisecond) }
+// LocalTiming is LANTiming made fast for one machine (tests, `weir serve
+// --timing local`): ring.LocalConfig's timings, debounce (50 ms) and rejoin
+// interval (500 ms), a 2 s handoff window and a 1.2 s takeover delay. Too
+// eager for a real network.
+func LocalTiming() Timing {
+	t := LANTiming()
+	rc := ring.LocalConfig()
+	t.Ring, t.RebuildDebounce, t.RejoinInterval = rc.Timing, rc.RebuildDebounce, rc.RejoinInterval
+	t.HandoffWindow = 2 * time.Second
+	t.TakeoverDelay = 1200 * time.Millisecond
+	return t
+}
 
 // Validate reports a bad field. It changes nothing.
-func (c ReplicationConfig) Validate() error {
-	if !c.Enabled {
-		return nil
+func (t Timing) Validate() error {
+	if t.HandoffWindow <= 0 || t.TakeoverDelay < 0 {
+		return errors.New("node: handoff window must be positive and takeover delay not negative")
 	}
-	switch {
-	case c.Interval <= 0 || c.Interval > time.Second:
-		return errors.New("node: replication interval must be in (0, 1s]")
-	case c.MaxBatch < 1 || c.MaxReplicaKeys < 1:
-		return errors.New("node: replication batch and replica bounds must be at least 1")
-	}
-	return nil
+	return t.Ring.Validate()
+}
+
+// ring returns c with t's parts applied.
+func (t Timing) ring(c ring.Config) ring.Config {
+	c.Timing, c.RebuildDebounce, c.RejoinInterval = t.Ring, t.RebuildDebounce, t.RejoinInterval
+	return c
 }
 
 // LocalConfig returns a Config for tests: loopback listeners on free ports
@@ -194,8 +210,7 @@ func LocalConfig() Config {
 	c.PeerAddr = "127.0.0.1:0"
 	c.Ring = ring.LocalConfig()
 	c.Forward = transport.DefaultConfig()
-	c.HandoffWindow = 2 * time.Second
-	c.TakeoverDelay = 1200 * time.Millisecond
+	c.Timing = LocalTiming()
 	c.LeaveTimeout = 2 * time.Second
 	return c
 }
@@ -255,7 +270,7 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("node: leases: %w", err))
 	}
 	if c.Clustered {
-		r := c.Ring
+		r := c.Timing.ring(c.Ring)
 		r.Name = c.NodeName
 		if err := r.Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("node: ring: %w", err))
@@ -269,8 +284,11 @@ func (c Config) Validate() error {
 		if c.PeerAddr == "" && c.Ring.BindPort >= 65535 {
 			errs = append(errs, fmt.Errorf("node: gossip port %d leaves no port + 1 for the peer service: set the peer address", c.Ring.BindPort))
 		}
-		if c.HandoffWindow <= 0 || c.LeaveTimeout <= 0 || c.TakeoverDelay < 0 {
-			errs = append(errs, errors.New("node: handoff window and leave timeout must be positive"))
+		if err := c.Timing.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+		if c.LeaveTimeout <= 0 {
+			errs = append(errs, errors.New("node: leave timeout must be positive"))
 		}
 	}
 	if c.TakeDedup != (dedup.Config{}) {

@@ -63,12 +63,12 @@ func newEnvoyRules(dir string, log *slog.Logger, reg prometheus.Registerer, onRe
 	return r, nil
 }
 
-// current returns the configuration in force. A nil *envoyRules has none.
-func (r *envoyRules) current() *envoyconf.Config {
-	if r == nil {
-		return nil
-	}
-	return r.cur.Load()
+// current returns the configuration in force.
+func (r *envoyRules) current() *envoyconf.Config { return r.cur.Load() }
+
+// merge returns base with the limits of the rules in force added.
+func (r *envoyRules) merge(base *limits.File) (*limits.File, error) {
+	return base.WithLimits(envoyLimits(r.current()))
 }
 
 // hash digests the names and contents of the directory's YAML files.

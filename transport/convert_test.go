@@ -8,20 +8,23 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/weir-rl/weir/api"
+	"github.com/weir-rl/weir/bucket"
+	"github.com/weir-rl/weir/lease"
 	"github.com/weir-rl/weir/transport/peerpb"
 )
 
 func TestRequestsRoundTrip(t *testing.T) {
 	in := []Request{
-		{Op: OpTake, Checks: []Check{{Limit: "a", Key: "k1", Cost: 1}, {Limit: "b", Key: "k2", Cost: 7}, {Limit: "c", Key: "{t}x", Cost: 3}}, Epoch: 9, RequestID: "\x00id-1"},
-		{Op: OpTake, Checks: []Check{
-			{Limit: "cl.throttle", Key: "u", Cost: 2, Inline: &Inline{Algorithm: "gcra", Burst: 16, Rate: "30/60s"}},
-			{Limit: "w", Key: "k", Cost: 1, Inline: &Inline{Algorithm: "sliding_window", Limit: 100, Window: "1m"}},
-			{Limit: "t", Key: "k", Cost: 1, Inline: &Inline{Capacity: 6, Rate: "2/s"}},
+		{Op: OpTake, Checks: []api.Check{{Limit: "a", Key: "k1", Cost: 1}, {Limit: "b", Key: "k2", Cost: 7}, {Limit: "c", Key: "{t}x", Cost: 3}}, Epoch: 9, RequestID: "\x00id-1"},
+		{Op: OpTake, Checks: []api.Check{
+			{Limit: "cl.throttle", Key: "u", Cost: 2, Inline: &api.InlineLimit{Algorithm: "gcra", Burst: 16, Rate: "30/60s"}},
+			{Limit: "w", Key: "k", Cost: 1, Inline: &api.InlineLimit{Algorithm: "sliding_window", Limit: 100, Window: "1m"}},
+			{Limit: "t", Key: "k", Cost: 1, Inline: &api.InlineLimit{Capacity: 6, Rate: "2/s"}},
 		}},
 		{Op: OpRelease, LeaseID: "lease-1", Epoch: 1 << 40},
-		{Op: OpAcquire, Checks: []Check{{Limit: "db", Key: "k", Cost: 1}}, Holder: "h", TTL: 30 * time.Second, Wait: 5 * time.Second},
-		{Op: OpRefund, Checks: []Check{{Limit: "a", Key: "k1", Cost: 1}}},
+		{Op: OpAcquire, Checks: []api.Check{{Limit: "db", Key: "k", Cost: 1}}, Holder: "h", TTL: 30 * time.Second, Wait: 5 * time.Second},
+		{Op: OpRefund, Checks: []api.Check{{Limit: "a", Key: "k1", Cost: 1}}},
 		{Op: OpRenew, LeaseID: "l2", TTL: time.Millisecond},
 	}
 	got := decodeRequests(encodeRequests(in))
@@ -35,17 +38,17 @@ func TestRequestsRoundTrip(t *testing.T) {
 
 func TestRepliesRoundTrip(t *testing.T) {
 	in := []Reply{
-		{Results: []Result{
+		{Results: []api.Result{
 			{
 				Allowed: true, Remaining: 5, Capacity: 6, ResetAfter: 500 * time.Millisecond, Window: 3 * time.Second,
-				Run: "n1/ab", DecidedAt: 1_700_000_000_000_000_001, Bucket: 1<<48 | 7,
+				Evidence: api.Evidence{Run: "n1/ab", DecidedAt: time.Unix(0, 1_700_000_000_000_000_001), Bucket: 1<<48 | 7},
 			},
 			{Allowed: false, Capacity: 6, RetryAfter: 499 * time.Millisecond, ResetAfter: 3 * time.Second},
 		}, RulesVersion: 3},
 		{ErrCode: 2, ErrDetail: "lease not found"},
 		{NotOwner: true, Epoch: 12},
-		{Lease: Grant{Granted: true, ID: "id", Fencing: 17, TTL: 30 * time.Second, Permits: 8}, RulesVersion: 4},
-		{Lease: Grant{RetryAfter: time.Second, Permits: 8}},
+		{Lease: api.AcquireResponse{Granted: true, ID: "id", FencingToken: 17, TTL: 30 * time.Second, Permits: 8}, RulesVersion: 4},
+		{Lease: api.AcquireResponse{RetryAfter: time.Second, Permits: 8}},
 		{},
 	}
 	msgs := encodeReplies(in)
@@ -61,26 +64,29 @@ func TestRepliesRoundTrip(t *testing.T) {
 	}
 }
 
-func TestEntriesRoundTrip(t *testing.T) {
-	in := []HandoffEntry{
-		{Kind: HandoffBucket, Limit: "a", Key: "k", Bucket: BucketState{
-			Algorithm: 2, Count: 5, Frac: 1500, Prev: -3, Ahead: time.Second, Since: -time.Millisecond, Left: 7, UntilFull: time.Minute,
-		}},
-		{Kind: HandoffBucket, Limit: "a", Key: "full", Bucket: BucketState{Full: true}},
-		{Kind: HandoffLease, Limit: "db", Key: "k", Lease: LeaseState{
-			ID: "id\nwith a newline", Holder: "h", Fencing: 17, TTL: 2 * time.Second, Remaining: time.Second, NextFencing: 18,
+func TestStateRoundTrip(t *testing.T) {
+	in := State{
+		Buckets: []bucket.Entry{
+			{Name: "a", Key: "k", Snapshot: bucket.Snapshot{
+				Algorithm: 2, Count: 5, Frac: 1500, Prev: -3, Ahead: time.Second, Since: -time.Millisecond, Left: 7, UntilFull: time.Minute,
+			}},
+			{Name: "a", Key: "full", Snapshot: bucket.Snapshot{Full: true}},
+		},
+		Leases: lease.Handoff{NextFencing: 18, Leases: []lease.Snapshot{
+			{ID: "id\nwith a newline", Limit: "db", Key: "k", Holder: "h", Fencing: 17, TTL: 2 * time.Second, Remaining: time.Second},
 		}},
 	}
-	if got := decodeEntries(encodeEntries(in)); !reflect.DeepEqual(got, in) {
+	if got := decodeState(encodeState(in)); !reflect.DeepEqual(got, in) {
 		t.Fatalf("round trip:\n got %+v\nwant %+v", got, in)
 	}
-	// A kind without its state, or an unknown kind, decodes as kind 0,
-	// which the node ignores.
-	bad := []*peerpb.HandoffEntry{{Kind: 1, Limit: "a", Key: "k"}, {Kind: 2}, {Kind: 9, Bucket: &peerpb.BucketState{}}, {Kind: 1 << 20}}
-	for i, e := range decodeEntries(bad) {
-		if e.Kind != 0 && e.Kind != 9 {
-			t.Errorf("entry %d decoded as kind %d", i, e.Kind)
-		}
+	// A kind without its state, an unknown kind and an unknown algorithm
+	// are dropped.
+	bad := []*peerpb.HandoffEntry{
+		{Kind: entryBucket, Limit: "a", Key: "k"}, {Kind: entryLease}, {Kind: 9, Bucket: &peerpb.BucketState{}}, {Kind: 1 << 20},
+		{Kind: entryBucket, Limit: "a", Key: "future", Bucket: &peerpb.BucketState{Algorithm: uint32(bucket.FixedWindow) + 1}},
+	}
+	if got := decodeState(bad); got.Len() != 0 {
+		t.Errorf("bad entries decoded as %+v", got)
 	}
 }
 
@@ -88,12 +94,12 @@ func TestEntriesRoundTrip(t *testing.T) {
 // entry or to its bucket and lease states; this version ignores them and
 // still applies the entry (a rolling upgrade keeps handing over state).
 func TestEntryWithUnknownFieldIsApplied(t *testing.T) {
-	want := []HandoffEntry{
-		{Kind: HandoffBucket, Limit: "a", Key: "k", Bucket: BucketState{Count: 3, Since: time.Second}},
-		{Kind: HandoffLease, Limit: "db", Key: "k", Lease: LeaseState{ID: "id", Fencing: 9, Remaining: time.Second}},
+	want := State{
+		Buckets: []bucket.Entry{{Name: "a", Key: "k", Snapshot: bucket.Snapshot{Count: 3, Since: time.Second}}},
+		Leases:  lease.Handoff{NextFencing: 4, Leases: []lease.Snapshot{{ID: "id", Limit: "db", Key: "k", Fencing: 9, Remaining: time.Second}}},
 	}
 	var wire []byte
-	for _, m := range encodeEntries(want) {
+	for _, m := range encodeState(want) {
 		b, err := proto.Marshal(m)
 		if err != nil {
 			t.Fatal(err)
@@ -106,7 +112,7 @@ func TestEntryWithUnknownFieldIsApplied(t *testing.T) {
 		inner = protowire.AppendTag(inner, 50, protowire.BytesType)
 		inner = protowire.AppendBytes(inner, []byte("from the future"))
 		stateField := protowire.Number(6)
-		if m.Kind == uint32(HandoffLease) {
+		if m.Kind == entryLease {
 			stateField = 7
 		}
 		b = protowire.AppendTag(b, stateField, protowire.BytesType) // merged into the state message
@@ -118,7 +124,7 @@ func TestEntryWithUnknownFieldIsApplied(t *testing.T) {
 	if err := proto.Unmarshal(wire, &req); err != nil {
 		t.Fatal(err)
 	}
-	if got := decodeEntries(req.GetEntries()); !reflect.DeepEqual(got, want) {
+	if got := decodeState(req.GetEntries()); !reflect.DeepEqual(got, want) {
 		t.Fatalf("with unknown fields:\n got %+v\nwant %+v", got, want)
 	}
 }

@@ -1,6 +1,9 @@
 package transport
 
 import (
+	"github.com/weir-rl/weir/api"
+	"github.com/weir-rl/weir/bucket"
+
 	"bytes"
 	"context"
 	"crypto/ed25519"
@@ -128,11 +131,11 @@ func TestCapturedPeerTrafficHasNoPlaintext(t *testing.T) {
 		cfg := LocalConfig()
 		cfg.Credentials = creds
 		p := NewPool(cfg)
-		req := Request{Op: OpTake, Checks: []Check{{Limit: limit, Key: key, Cost: 1}}}
+		req := Request{Op: OpTake, Checks: []api.Check{{Limit: limit, Key: key, Cost: 1}}}
 		if _, err := p.Do(context.Background(), proxy.ln.Addr().String(), req); err != nil {
 			t.Fatal(err)
 		}
-		if err := p.Handoff(context.Background(), proxy.ln.Addr().String(), []HandoffEntry{{Kind: HandoffBucket, Limit: limit, Key: key}}); err != nil {
+		if err := p.Handoff(context.Background(), proxy.ln.Addr().String(), State{Buckets: []bucket.Entry{{Name: limit, Key: key}}}); err != nil {
 			t.Fatal(err)
 		}
 		_ = p.Close()

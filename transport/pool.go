@@ -107,11 +107,12 @@ func (p *Pool) Do(ctx context.Context, peerAddr string, req Request) (Reply, err
 	return o.rep, o.err
 }
 
-// Handoff sends entries to the peer at peerAddr, in chunks of at most 1024
-// entries per RPC, each bounded by Config.HandoffDeadline and ctx. It
-// returns the first error; chunks before it were stored by the peer.
-func (p *Pool) Handoff(ctx context.Context, peerAddr string, entries []HandoffEntry) error {
-	_, err := p.handoff(ctx, peerAddr, false, entries, nil)
+// Handoff sends st to the peer at peerAddr, in chunks of at most 1024
+// buckets and leases per RPC, each bounded by Config.HandoffDeadline and
+// ctx. It returns the first error; chunks before it were stored by the
+// peer.
+func (p *Pool) Handoff(ctx context.Context, peerAddr string, st State) error {
+	_, err := p.handoff(ctx, peerAddr, false, st, nil)
 	return err
 }
 
@@ -120,14 +121,15 @@ func (p *Pool) Handoff(ctx context.Context, peerAddr string, entries []HandoffEn
 // (chunked like Handoff) within HandoffDeadline per chunk. An empty call is
 // a heartbeat: it tells the receiver the stream is alive. It returns the
 // bytes of the messages sent.
-func (p *Pool) Replicate(ctx context.Context, peerAddr string, entries []HandoffEntry, dropped []Check) (int, error) {
-	return p.handoff(ctx, peerAddr, true, entries, dropped)
+func (p *Pool) Replicate(ctx context.Context, peerAddr string, st State, dropped []Key) (int, error) {
+	return p.handoff(ctx, peerAddr, true, st, dropped)
 }
 
-// handoff sends entries and dropped keys in Handoff RPCs of at most
-// handoffChunk of each (a replica stream sends at least one: a heartbeat)
-// and returns the bytes sent (counted for replicas only).
-func (p *Pool) handoff(ctx context.Context, peerAddr string, replica bool, entries []HandoffEntry, dropped []Check) (int, error) {
+// handoff sends st and dropped keys in Handoff RPCs of at most
+// handoffChunk entries and handoffChunk dropped keys each (a replica stream
+// sends at least one: a heartbeat) and returns the bytes sent (counted for
+// replicas only).
+func (p *Pool) handoff(ctx context.Context, peerAddr string, replica bool, st State, dropped []Key) (int, error) {
 	pr, err := p.peer(peerAddr)
 	if err != nil {
 		return 0, err
@@ -136,13 +138,14 @@ func (p *Pool) handoff(ctx context.Context, peerAddr string, replica bool, entri
 	if replica {
 		what = "replicate"
 	}
+	entries := encodeState(st)
 	sent := 0
 	for first := replica; first || len(entries) > 0 || len(dropped) > 0; first = false {
 		chunk := entries[:min(len(entries), handoffChunk)]
 		entries = entries[len(chunk):]
 		drop := dropped[:min(len(dropped), handoffChunk)]
 		dropped = dropped[len(drop):]
-		req := &peerpb.HandoffRequest{From: p.cfg.Self, Entries: encodeEntries(chunk), Replica: replica, Dropped: encodeChecks(drop)}
+		req := &peerpb.HandoffRequest{From: p.cfg.Self, Entries: chunk, Replica: replica, Dropped: encodeKeys(drop)}
 		cctx, cancel := context.WithTimeout(ctx, p.cfg.HandoffDeadline)
 		_, err := pr.client.Handoff(cctx, req)
 		cancel()

@@ -1,6 +1,12 @@
 package transport
 
 import (
+	"reflect"
+
+	"github.com/weir-rl/weir/api"
+	"github.com/weir-rl/weir/bucket"
+	"github.com/weir-rl/weir/lease"
+
 	"context"
 	"errors"
 	"fmt"
@@ -29,9 +35,9 @@ type recorder struct {
 	mu       sync.Mutex
 	batches  []int
 	from     []string
-	handoffs [][]HandoffEntry
-	replicas [][]HandoffEntry
-	dropped  []Check
+	handoffs []State
+	replicas []State
+	dropped  []Key
 	calls    atomic.Int64
 
 	handoffErr error
@@ -52,9 +58,9 @@ func (r *recorder) Serve(_ context.Context, from string, reqs []Request) []Reply
 	}
 	reps := make([]Reply, len(reqs))
 	for i, q := range reqs {
-		reps[i] = Reply{ErrDetail: q.LeaseID, Lease: Grant{ID: q.Holder}, Epoch: q.Epoch}
+		reps[i] = Reply{ErrDetail: q.LeaseID, Lease: api.AcquireResponse{ID: q.Holder}, Epoch: q.Epoch}
 		for _, c := range q.Checks {
-			reps[i].Results = append(reps[i].Results, Result{Allowed: true, Remaining: c.Cost})
+			reps[i].Results = append(reps[i].Results, api.Result{Allowed: true, Remaining: c.Cost})
 		}
 	}
 	if r.short {
@@ -63,24 +69,27 @@ func (r *recorder) Serve(_ context.Context, from string, reqs []Request) []Reply
 	return reps
 }
 
-func (r *recorder) Handoff(_ context.Context, from string, entries []HandoffEntry) error {
+func (r *recorder) Handoff(_ context.Context, from string, st State) error {
 	r.calls.Add(1)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.from = append(r.from, from)
-	r.handoffs = append(r.handoffs, entries)
+	r.handoffs = append(r.handoffs, st)
 	return r.handoffErr
 }
 
-func (r *recorder) Replicate(_ context.Context, from string, entries []HandoffEntry, dropped []Check) error {
+func (r *recorder) Replicate(_ context.Context, from string, st State, dropped []Key) error {
 	r.calls.Add(1)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.from = append(r.from, from)
-	r.replicas = append(r.replicas, entries)
+	r.replicas = append(r.replicas, st)
 	r.dropped = append(r.dropped, dropped...)
 	return nil
 }
+
+// Report answers with an empty report.
+func (r *recorder) Report(context.Context, ReportRequest) Report { return Report{} }
 
 func (r *recorder) batchSizes() []int {
 	r.mu.Lock()
@@ -145,7 +154,7 @@ func testCreds(tb testing.TB, s string) *Credentials {
 func take(i int) Request {
 	return Request{
 		Op:      OpTake,
-		Checks:  []Check{{Limit: "l", Key: fmt.Sprint("k", i), Cost: int64(i + 1)}},
+		Checks:  []api.Check{{Limit: "l", Key: fmt.Sprint("k", i), Cost: int64(i + 1)}},
 		Epoch:   uint64(i),
 		LeaseID: fmt.Sprint("id-", i),
 		Holder:  fmt.Sprint("h-", i),
@@ -313,7 +322,7 @@ func TestWrongSecretCannotHandshake(t *testing.T) {
 		if _, err := p.Do(context.Background(), addr, take(0)); status.Code(err) != codes.Unavailable {
 			t.Errorf("%s secret: Do err = %v, want Unavailable (handshake refused)", name, err)
 		}
-		err := p.Handoff(context.Background(), addr, []HandoffEntry{{Kind: HandoffBucket}})
+		err := p.Handoff(context.Background(), addr, State{Buckets: []bucket.Entry{{}}})
 		if status.Code(err) != codes.Unavailable {
 			t.Errorf("%s secret: Handoff err = %v, want Unavailable", name, err)
 		}
@@ -371,20 +380,22 @@ func TestHandoffRoundTrip(t *testing.T) {
 	cfg.Self = "old-owner"
 	p := newTestPool(t, cfg)
 
-	entries := make([]HandoffEntry, 2*handoffChunk+5)
-	for i := range entries {
-		entries[i] = HandoffEntry{Kind: HandoffBucket, Limit: "l", Key: fmt.Sprint(i), Bucket: BucketState{Count: int64(i), Since: -1}}
+	var st State
+	for i := range 2*handoffChunk + 4 {
+		st.Buckets = append(st.Buckets, bucket.Entry{Name: "l", Key: fmt.Sprint(i), Snapshot: bucket.Snapshot{Count: int64(i), Since: -1}})
 	}
-	entries[3] = HandoffEntry{Kind: HandoffLease, Limit: "db", Key: "k", Lease: LeaseState{ID: "lease", Fencing: 17, TTL: time.Second}}
-	if err := p.Handoff(context.Background(), addr, entries); err != nil {
+	st.Leases = lease.Handoff{NextFencing: 18, Leases: []lease.Snapshot{{ID: "lease", Limit: "db", Key: "k", Fencing: 17, TTL: time.Second}}}
+	if err := p.Handoff(context.Background(), addr, st); err != nil {
 		t.Fatal(err)
 	}
 	rec.mu.Lock()
-	var got []HandoffEntry
+	var got State
 	var sizes []int
 	for _, h := range rec.handoffs {
-		got = append(got, h...)
-		sizes = append(sizes, len(h))
+		got.Buckets = append(got.Buckets, h.Buckets...)
+		got.Leases.Leases = append(got.Leases.Leases, h.Leases.Leases...)
+		got.Leases.NextFencing = max(got.Leases.NextFencing, h.Leases.NextFencing)
+		sizes = append(sizes, h.Len())
 	}
 	from := rec.from
 	rec.handoffs = nil
@@ -392,14 +403,8 @@ func TestHandoffRoundTrip(t *testing.T) {
 	if len(sizes) != 3 || sizes[0] != handoffChunk || sizes[2] != 5 {
 		t.Errorf("chunks %v, want [%d %d 5]", sizes, handoffChunk, handoffChunk)
 	}
-	if len(got) != len(entries) {
-		t.Fatalf("received %d entries, want %d", len(got), len(entries))
-	}
-	for i := range entries {
-		e, g := entries[i], got[i]
-		if e != g {
-			t.Fatalf("entry %d: got %+v, want %+v", i, g, e)
-		}
+	if !reflect.DeepEqual(got, st) {
+		t.Fatalf("received %+v, want %+v", got, st)
 	}
 	if from[0] != "old-owner" {
 		t.Errorf("from = %q", from[0])
@@ -408,7 +413,7 @@ func TestHandoffRoundTrip(t *testing.T) {
 	rec.mu.Lock()
 	rec.handoffErr = errors.New("store full")
 	rec.mu.Unlock()
-	err := p.Handoff(context.Background(), addr, entries[:1])
+	err := p.Handoff(context.Background(), addr, State{Buckets: st.Buckets[:1]})
 	if status.Code(err) != codes.Aborted {
 		t.Fatalf("failing handler: err = %v, want Aborted", err)
 	}
@@ -526,7 +531,7 @@ func TestCloseFailsQueuedAndLaterCalls(t *testing.T) {
 	if _, err := p.Do(context.Background(), addr, take(2)); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Do after Close: err = %v, want ErrClosed", err)
 	}
-	if err := p.Handoff(context.Background(), addr, nil); !errors.Is(err, ErrClosed) {
+	if err := p.Handoff(context.Background(), addr, State{}); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Handoff after Close: err = %v, want ErrClosed", err)
 	}
 	if err := p.Close(); err != nil {

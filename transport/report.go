@@ -46,12 +46,6 @@ type Report struct {
 	Hot           []HotList
 }
 
-// Reporter is what the peer Server needs to answer Report. Package node
-// implements it; it is called concurrently.
-type Reporter interface {
-	Report(ctx context.Context, req ReportRequest) Report
-}
-
 // Report asks the peer at peerAddr for its summary, within ctx's deadline.
 func (p *Pool) Report(ctx context.Context, peerAddr string, req ReportRequest) (Report, error) {
 	pr, err := p.peer(peerAddr)
@@ -63,34 +57,4 @@ func (p *Pool) Report(ctx context.Context, peerAddr string, req ReportRequest) (
 		return Report{}, fmt.Errorf("transport: report from %s: %w", peerAddr, err)
 	}
 	return decodeReport(m), nil
-}
-
-func encodeReport(r Report) *peerpb.ReportReply {
-	m := &peerpb.ReportReply{
-		Node: r.Node, LimitsVersion: r.LimitsVersion, Allowed: r.Allowed, Denied: r.Denied,
-		Fallback: r.Fallback, Buckets: r.Buckets, LeasesHeld: r.LeasesHeld,
-	}
-	for _, l := range r.Hot {
-		hl := &peerpb.HotList{Limit: l.Limit, Floor: l.Floor}
-		for _, k := range l.Keys {
-			hl.Keys = append(hl.Keys, &peerpb.HotKey{Key: k.Key, Count: k.Count, Err: k.Err, Denied: k.Denied})
-		}
-		m.Hot = append(m.Hot, hl)
-	}
-	return m
-}
-
-func decodeReport(m *peerpb.ReportReply) Report {
-	r := Report{
-		Node: m.GetNode(), LimitsVersion: m.GetLimitsVersion(), Allowed: m.GetAllowed(), Denied: m.GetDenied(),
-		Fallback: m.GetFallback(), Buckets: m.GetBuckets(), LeasesHeld: m.GetLeasesHeld(),
-	}
-	for _, hl := range m.GetHot() {
-		l := HotList{Limit: hl.GetLimit(), Floor: hl.GetFloor()}
-		for _, k := range hl.GetKeys() {
-			l.Keys = append(l.Keys, HotKey{Key: k.GetKey(), Count: k.GetCount(), Err: k.GetErr(), Denied: k.GetDenied()})
-		}
-		r.Hot = append(r.Hot, l)
-	}
-	return r
 }

@@ -45,17 +45,6 @@ func TestReportRoundTrip(t *testing.T) {
 	}
 }
 
-func TestReportUnimplementedWithoutReporter(t *testing.T) {
-	addr := startServer(t, &recorder{}, nil)
-	p := newTestPool(t, Config{Self: "n1", Deadline: time.Second, Window: time.Millisecond, MaxBatch: 8, HandoffDeadline: time.Second})
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_, err := p.Report(ctx, addr, ReportRequest{})
-	if status.Code(err) != codes.Unimplemented {
-		t.Errorf("Report from a handler that does not report: %v, want Unimplemented", err)
-	}
-}
-
 func TestReportNeedsTheSecret(t *testing.T) {
 	h := &reportingRecorder{asked: make(chan ReportRequest, 1)}
 	addr := startServer(t, h, testCreds(t, "0123456789abcdef0123456789abcdef"))

@@ -88,26 +88,21 @@ func (s *service) Batch(ctx context.Context, in *peerpb.BatchRequest) (*peerpb.B
 	return &peerpb.BatchReply{Replies: encodeReplies(reps)}, nil
 }
 
-// Report implements peerpb.PeerServer: the Handler answers when it is also
-// a Reporter, and Unimplemented otherwise.
+// Report implements peerpb.PeerServer.
 func (s *service) Report(ctx context.Context, in *peerpb.ReportRequest) (*peerpb.ReportReply, error) {
-	r, ok := s.h.(Reporter)
-	if !ok {
-		return nil, status.Error(codes.Unimplemented, "transport: this node does not report")
-	}
-	return encodeReport(r.Report(ctx, ReportRequest{Limit: in.GetLimit(), HotN: int(in.GetHotN())})), nil
+	return encodeReport(s.h.Report(ctx, ReportRequest{Limit: in.GetLimit(), HotN: int(in.GetHotN())})), nil
 }
 
 // Handoff implements peerpb.PeerServer.
 func (s *service) Handoff(ctx context.Context, in *peerpb.HandoffRequest) (*peerpb.HandoffReply, error) {
-	entries := decodeEntries(in.GetEntries())
+	st := decodeState(in.GetEntries())
 	if in.GetReplica() {
-		if err := s.h.Replicate(ctx, in.GetFrom(), entries, decodeChecks(in.GetDropped())); err != nil {
+		if err := s.h.Replicate(ctx, in.GetFrom(), st, decodeKeys(in.GetDropped())); err != nil {
 			return nil, status.Error(codes.Internal, err.Error())
 		}
 		return &peerpb.HandoffReply{}, nil
 	}
-	if err := s.h.Handoff(ctx, in.GetFrom(), entries); err != nil {
+	if err := s.h.Handoff(ctx, in.GetFrom(), st); err != nil {
 		return nil, status.Error(codes.Aborted, fmt.Sprintf("transport: handoff: %v", err))
 	}
 	return &peerpb.HandoffReply{}, nil

@@ -3,6 +3,10 @@ package transport
 import (
 	"context"
 	"time"
+
+	"github.com/weir-rl/weir/api"
+	"github.com/weir-rl/weir/bucket"
+	"github.com/weir-rl/weir/lease"
 )
 
 // Op is the atomic step a Request asks of the owner. The zero Op is invalid.
@@ -21,7 +25,7 @@ const (
 	// OpRelease gives back the lease named by LeaseID.
 	OpRelease
 	// OpPull asks the receiver to hand over its state for Checks (limit and
-	// key; Cost is ignored) at once, in Reply.Entries, and to stop deciding
+	// key; Cost is ignored) at once, in Reply.State, and to stop deciding
 	// those keys. A new owner sends it on its first miss after a ring
 	// change, so it never starts a moved bucket from full.
 	OpPull
@@ -40,26 +44,9 @@ func (o Op) String() string {
 // Valid reports whether o is one of the defined ops.
 func (o Op) Valid() bool { return o >= OpTake && o <= OpPull }
 
-// Check names one bucket, (Limit, Key), and the Cost to spend or refund.
-// Inline, when not nil, carries the parameters of an inline limit named
-// Limit, for the owner to validate and decide with.
-type Check struct {
-	Limit  string
-	Key    string
-	Cost   int64
-	Inline *Inline
-}
-
-// Inline is an inline limit's parameters as the caller sent them, with
-// the limits file's field names; 0 or "" is a field not given. transport
-// only carries them.
-type Inline struct {
-	Algorithm string
-	Capacity  int64
-	Burst     int64
-	Limit     int64
-	Rate      string
-	Window    string
+// Key names one bucket, or one key of a lease table: (limit, key).
+type Key struct {
+	Limit, Key string
 }
 
 // Request is one atomic step at the owner. Which fields matter depends on
@@ -73,7 +60,7 @@ type Inline struct {
 // is never batched with others (see Pool.Do).
 type Request struct {
 	Op      Op
-	Checks  []Check
+	Checks  []api.Check
 	Epoch   uint64
 	LeaseID string
 	Holder  string
@@ -89,32 +76,6 @@ type Request struct {
 	RequestID string
 }
 
-// Result is the owner's decision for one check. All durations were
-// computed by the owner from one reading of its own clock.
-type Result struct {
-	Allowed    bool
-	Remaining  int64
-	Capacity   int64
-	RetryAfter time.Duration // zero when allowed
-	ResetAfter time.Duration // until the bucket is full again
-	Window     time.Duration // the policy window (RateLimit-Policy w=)
-	// Run, DecidedAt (Unix ns) and Bucket are the decision's evidence
-	// (api.Evidence).
-	Run       string
-	DecidedAt int64
-	Bucket    uint64
-}
-
-// Grant is the lease part of a Reply, set for acquire and renew.
-type Grant struct {
-	Granted    bool
-	ID         string
-	Fencing    uint64 // strictly increases per (limit, key)
-	TTL        time.Duration
-	RetryAfter time.Duration // for a refusal: a hint of when a permit may free
-	Permits    int64         // the limit's permit count
-}
-
 // Reply is the owner's answer to one Request.
 //
 // ErrCode and ErrDetail carry a semantic error of the owner (an unknown
@@ -122,65 +83,38 @@ type Grant struct {
 // not interpret them, 0 meaning none. NotOwner says the owner's ring does not
 // assign the key to it: the caller should fall back or retry after its ring
 // catches up; Epoch is then the owner's ring epoch.
+//
+// Results carry what the owner decided: every field of api.Result but
+// Limit and Source, which the sender fills in from its own request (the
+// owner's evidence has Fallback false). Lease carries Granted, ID,
+// FencingToken, TTL, RetryAfter and Permits of an acquire or renew.
 type Reply struct {
-	Results      []Result // one per check, in request order (take, refund)
+	Results      []api.Result // one per check, in request order (take)
 	ErrCode      uint8
 	ErrDetail    string
 	NotOwner     bool
 	Epoch        uint64
 	RulesVersion int64
-	Lease        Grant
-	Entries      []HandoffEntry // pull: the state handed over
+	Lease        api.AcquireResponse
+	State        State // pull: the state handed over
 }
 
-// HandoffKind says what a HandoffEntry holds.
-type HandoffKind uint8
-
-const (
-	// HandoffBucket is the state of one rate-limit bucket.
-	HandoffBucket HandoffKind = iota + 1
-	// HandoffLease is the state of one concurrency lease (or lease table).
-	HandoffLease
-)
-
-// HandoffEntry is the state of one bucket or lease moving to a new owner
-// (or replicated to the member that keeps a replica). Bucket is set for
-// HandoffBucket, Lease for HandoffLease. Both hold relative quantities
-// (tokens as of now, time until full, remaining lease time), never the
-// sender's absolute timestamps, so that clock skew between nodes cannot
-// mint tokens.
-type HandoffEntry struct {
-	Kind   HandoffKind
-	Limit  string
-	Key    string
-	Bucket BucketState
-	Lease  LeaseState
+// State is owner state crossing nodes: buckets and leases moving to a new
+// owner (a handoff or a pull), or replicated to the member that keeps a
+// key's replica. Both are relative to the sender's now (tokens as of now,
+// time until full, remaining lease time), never the sender's absolute
+// timestamps, so clock skew between nodes cannot mint tokens. This file and
+// convert.go are the only places that know its wire form.
+type State struct {
+	// Buckets are bucket states. A receiver drops one whose algorithm it
+	// does not know.
+	Buckets []bucket.Entry
+	// Leases are leases with the sender's fencing floor.
+	Leases lease.Handoff
 }
 
-// BucketState is a bucket's state on the wire, field for field the
-// node's bucket.Snapshot (transport does not import bucket).
-type BucketState struct {
-	Algorithm uint8
-	Full      bool
-	Count     int64
-	Frac      int64
-	Prev      int64
-	Ahead     time.Duration
-	Since     time.Duration
-	Left      time.Duration
-	UntilFull time.Duration
-}
-
-// LeaseState is one lease on the wire (the node's lease.Snapshot) and the
-// sender's fencing floor.
-type LeaseState struct {
-	ID          string
-	Holder      string
-	Fencing     uint64
-	TTL         time.Duration
-	Remaining   time.Duration
-	NextFencing uint64
-}
+// Len is the number of buckets and leases in s.
+func (s State) Len() int { return len(s.Buckets) + len(s.Leases.Leases) }
 
 // Handler is what the peer Server needs from the node that owns buckets.
 // It is implemented by package node; transport never imports node.
@@ -198,9 +132,11 @@ type Handler interface {
 	Serve(ctx context.Context, from string, reqs []Request) []Reply
 	// Handoff stores the entries, which describe keys this node now owns.
 	// An error is returned to the sender as a failed handoff.
-	Handoff(ctx context.Context, from string, entries []HandoffEntry) error
-	// Replicate stores the entries as replica state of keys that member
-	// from owns, and drops the replicas of the keys in dropped (Limit and
-	// Key; Cost is unused).
-	Replicate(ctx context.Context, from string, entries []HandoffEntry, dropped []Check) error
+	Handoff(ctx context.Context, from string, st State) error
+	// Replicate stores st as replica state of keys that member from owns,
+	// and drops the replicas of the keys in dropped.
+	Replicate(ctx context.Context, from string, st State, dropped []Key) error
+	// Report returns this node's summary for a peer that merges the
+	// cluster-wide views (the Report RPC).
+	Report(ctx context.Context, req ReportRequest) Report
 }

@@ -58,13 +58,9 @@ func (cf clusterFlags) apply(cfg *node.Config) error {
 	}
 	switch cf.timing {
 	case "lan":
-		cfg.Ring.Timing = ring.LANTiming()
+		cfg.Timing = node.LANTiming()
 	case "local":
-		cfg.Ring.Timing = ring.LocalTiming()
-		cfg.Ring.RebuildDebounce = ring.LocalConfig().RebuildDebounce
-		cfg.Ring.RejoinInterval = ring.LocalConfig().RejoinInterval
-		cfg.HandoffWindow = 2 * time.Second
-		cfg.TakeoverDelay = 1200 * time.Millisecond
+		cfg.Timing = node.LocalTiming()
 	default:
 		return fmt.Errorf("--timing %q: want lan or local", cf.timing)
 	}

@@ -174,6 +174,17 @@ func (f *File) Lookup(name string) (*Limit, bool) {
 	return &f.Limits[i], true
 }
 
+// RateBucket returns the bucket policy of the rate limit named name, or
+// false when f has no rate limit of that name: the policy handed-over and
+// replicated bucket states are merged under.
+func (f *File) RateBucket(name string) (bucket.Limit, bool) {
+	l, ok := f.Lookup(name)
+	if !ok || l.Kind != KindRate {
+		return bucket.Limit{}, false
+	}
+	return l.Bucket, true
+}
+
 // Names returns the limit names in file order, in a new slice.
 func (f *File) Names() []string {
 	if f == nil {

@@ -96,6 +96,11 @@ type Placement struct {
 	Reason Reason
 }
 
+// DecidesHere reports whether p decides the key at this node: Here, or
+// Replica (here, starting from the replica of a failed owner's state). It
+// is the one answer to "is this key decided here?".
+func (p Placement) DecidesHere() bool { return p.Kind == Here || p.Kind == Replica }
+
 // Mark is a key this node handed over: it is decided by member To until
 // the mark expires. The zero Mark means no mark. Marks change with every
 // handover, so they are looked up by the caller and passed in rather than

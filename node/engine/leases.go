@@ -1,4 +1,4 @@
-package node
+package engine
 
 import (
 	"context"
@@ -13,14 +13,14 @@ import (
 
 // leases is the shell around the pure lease.Table: it serialises access
 // with one mutex, parks waiting callers on channels, and runs the one timer
-// that drives expiry (the table is a step function; this loop does the I/O). Safe for concurrent use.
+// that drives expiry (the table is a step function; this loop does the
+// I/O). Safe for concurrent use.
 type leases struct {
 	now func() time.Time
 	m   *metrics
-	// onChange, when set, is told of every key whose leases changed (the
-	// replication stream). Set once before the node serves; called with
-	// mu held.
-	onChange func(limit, key string, now time.Time)
+	// changes is told of every key whose leases changed (the replication
+	// stream), with mu held.
+	changes Changes
 
 	mu      sync.Mutex // guards table and waiters
 	table   *lease.Table
@@ -29,12 +29,12 @@ type leases struct {
 	kick    chan struct{}               // wakes the timer loop when Next may have moved
 }
 
-func newLeases(cfg lease.Config, now func() time.Time, m *metrics) (*leases, error) {
+func newLeases(cfg lease.Config, now func() time.Time, m *metrics, changes Changes) (*leases, error) {
 	t, err := lease.NewTable(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &leases{now: now, m: m, table: t, waiters: map[uint64]chan lease.Grant{}, kick: make(chan struct{}, 1)}, nil
+	return &leases{now: now, m: m, changes: changes, table: t, waiters: map[uint64]chan lease.Grant{}, kick: make(chan struct{}, 1)}, nil
 }
 
 // params turns a concurrency limit of the limits file into lease rules.
@@ -71,11 +71,9 @@ func (s *leases) deliver(ev lease.Events) {
 	}
 }
 
-// changed tells onChange that (limit, key) changed. Called with mu held.
+// changed tells changes that (limit, key) changed. Called with mu held.
 func (s *leases) changed(limit, key string) {
-	if s.onChange != nil {
-		s.onChange(limit, key, s.now())
-	}
+	s.changes.Lease(limit, key, s.now())
 }
 
 // acquire asks the local table for a permit, parking up to the request's
@@ -259,35 +257,4 @@ func (s *leases) run(ctx context.Context) {
 			s.mu.Unlock()
 		}
 	}
-}
-
-// validateAcquire rejects a bad acquire before any state is touched.
-func (n *Node) validateAcquire(f *limits.File, req api.AcquireRequest) (*limits.Limit, error) {
-	l, ok := f.Lookup(req.Limit)
-	switch {
-	case !ok:
-		return nil, api.Errorf(api.CodeInvalid, "unknown limit %q", req.Limit)
-	case l.Kind != limits.KindConcurrency:
-		return nil, api.Errorf(api.CodeInvalid, "limit %q is a rate limit: use take", req.Limit)
-	case req.Key == "":
-		return nil, api.Errorf(api.CodeInvalid, "empty key")
-	case len(req.Key) > n.eng.maxKey:
-		return nil, api.Errorf(api.CodeInvalid, "key longer than %d bytes", n.eng.maxKey)
-	case req.TTL < 0 || req.Wait < 0:
-		return nil, api.Errorf(api.CodeInvalid, "ttl and wait must not be negative")
-	}
-	return l, nil
-}
-
-// leaseLimit resolves the concurrency limit a lease id was issued under.
-func leaseLimit(f *limits.File, id string) (*limits.Limit, string, error) {
-	limit, key, ok := lease.ParseID(id)
-	if !ok {
-		return nil, "", api.Errorf(api.CodeNotFound, "lease not found: malformed id")
-	}
-	l, ok := f.Lookup(limit)
-	if !ok || l.Kind != limits.KindConcurrency {
-		return nil, "", api.Errorf(api.CodeNotFound, "lease not found: its limit no longer exists")
-	}
-	return l, key, nil
 }

@@ -1,11 +1,9 @@
-package node
+package engine
 
 import (
 	"sync"
 
-	"github.com/weir-rl/weir/api"
 	"github.com/weir-rl/weir/node/limits"
-	"github.com/weir-rl/weir/transport"
 )
 
 // maxInlineCache bounds the validated inline limits an engine remembers.
@@ -56,53 +54,10 @@ func (c *inlineCache) parse(name string, in limits.Inline) (*limits.Limit, error
 	return l, nil
 }
 
-// resolve finds the rate limit check i refers to under f: the file's limit
-// of that name, or, for an inline check, the inline limit validated exactly
-// like the file's. Every path that decides, refunds or counts a check
-// resolves it here, at the node that received it and again at its owner.
-func (e *engine) resolve(f *limits.File, i int, c api.Check) (*limits.Limit, error) {
-	if c.Inline == nil {
-		l, ok := f.Lookup(c.Limit)
-		if !ok {
-			return nil, api.Errorf(api.CodeInvalid, "checks[%d]: unknown limit %q", i, c.Limit)
-		}
-		return l, nil
-	}
-	if !f.InlineLimits {
-		return nil, api.Errorf(api.CodeInvalid, "checks[%d]: inline limits are disabled: the limits file sets inline_limits: false", i)
-	}
-	if _, ok := f.Lookup(c.Limit); ok {
-		return nil, api.Errorf(api.CodeInvalid, "checks[%d]: limit %q is defined in the limits file: send it without inline parameters", i, c.Limit)
-	}
-	l, err := e.inline.parse(c.Limit, limits.Inline(*c.Inline))
-	if err != nil {
-		return nil, api.Errorf(api.CodeInvalid, "checks[%d]: inline limit: %v", i, err)
-	}
-	return l, nil
-}
-
 // metricName is the limit label l is counted under.
 func metricName(l *limits.Limit) string {
 	if l.Inline {
 		return inlineMetricName
 	}
 	return l.Name
-}
-
-// inlineToTransport and inlineFromTransport carry a check's inline limit
-// to and from its owner.
-func inlineToTransport(in *api.InlineLimit) *transport.Inline {
-	if in == nil {
-		return nil
-	}
-	t := transport.Inline(*in)
-	return &t
-}
-
-func inlineFromTransport(in *transport.Inline) *api.InlineLimit {
-	if in == nil {
-		return nil
-	}
-	a := api.InlineLimit(*in)
-	return &a
 }

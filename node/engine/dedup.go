@@ -1,4 +1,4 @@
-package node
+package engine
 
 import (
 	"slices"
@@ -10,7 +10,6 @@ import (
 
 	"github.com/weir-rl/weir/api"
 	"github.com/weir-rl/weir/internal/dedup"
-	"github.com/weir-rl/weir/node/limits"
 )
 
 // dedupShards spreads request ids over this many locked caches.
@@ -77,13 +76,4 @@ func (d *takeDedup) once(now time.Time, id string, checks []api.Check, take func
 	}
 	s.mu.Unlock()
 	return res, ok, err
-}
-
-// ownerTakeOnce is ownerTake deduplicated by the caller's request id (""
-// for none): the owner's answer to a retried take is its first decision.
-func (e *engine) ownerTakeOnce(f *limits.File, checks []api.Check, id string) ([]api.Result, bool, error) {
-	if id == "" || e.dedup == nil {
-		return e.ownerTake(f, checks)
-	}
-	return e.dedup.once(e.now(), id, checks, func() ([]api.Result, bool, error) { return e.ownerTake(f, checks) })
 }

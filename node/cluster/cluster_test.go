@@ -1,0 +1,159 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/weir-rl/weir/api"
+	"github.com/weir-rl/weir/bucket"
+	"github.com/weir-rl/weir/internal/leakcheck"
+	"github.com/weir-rl/weir/lease"
+	"github.com/weir-rl/weir/node/engine"
+	"github.com/weir-rl/weir/node/limits"
+	"github.com/weir-rl/weir/ring"
+	"github.com/weir-rl/weir/transport"
+)
+
+func TestMain(m *testing.M) { leakcheck.Main(m) }
+
+// testLimits: a bucket that barely refills and a concurrency limit.
+const testLimits = `version: 1
+limits:
+  - name: hot
+    capacity: 60
+    rate: 1/h
+  - name: db
+    kind: concurrency
+    permits: 6
+    lease_ttl: 2s
+`
+
+// member is a cluster member with a real engine, not started: no gossip,
+// no peer service. Its ring is itself alone, so it decides every key here.
+func member(t testing.TB) (*Cluster, *engine.Engine) {
+	t.Helper()
+	f, err := limits.Parse([]byte(testLimits), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	rc := ring.LocalConfig()
+	c, err := New(Config{
+		Self: "n1", Ring: rc, Forward: transport.LocalConfig(), PeerAddr: "127.0.0.1:0",
+		HandoffWindow: 2 * time.Second, TakeoverDelay: time.Second, LeaveTimeout: time.Second,
+		Replication: DefaultReplicationConfig(),
+	}, Deps{Registry: reg, Clock: time.Now, Limits: func() *limits.File { return f }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.pool.Close(); _ = c.ring.Close() })
+	eng, err := engine.New(engine.Config{
+		Name: "n1", Store: bucket.LocalConfig(), FallbackStore: bucket.LocalConfig(), Leases: lease.LocalConfig(), MaxKeyBytes: 512,
+	}, engine.Deps{Limits: func() *limits.File { return f }, Clock: time.Now, Registry: reg, Router: c, Peers: c, Changes: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.run = Serve{Owner: eng, Holdings: eng}
+	return c, eng
+}
+
+// TestMovedMarksExpireAndAreSwept: a mark routes its key away for
+// HandoffWindow only, and marks nobody asks about again are swept.
+func TestMovedMarksExpireAndAreSwept(t *testing.T) {
+	now := time.Unix(1000, 0)
+	c := &Cluster{cfg: Config{HandoffWindow: time.Second}, moved: map[keyID]moved{}, now: func() time.Time { return now }}
+	c.markMoved("hot", "a", "n2")
+	if to, ok := c.movedTo("hot", "a"); !ok || to != "n2" {
+		t.Fatalf("movedTo = %q, %v", to, ok)
+	}
+	if _, ok := c.movedTo("hot", "b"); ok {
+		t.Fatal("an unmarked key is moved")
+	}
+	now = now.Add(2 * time.Second)
+	c.markMoved("hot", "b", "n3") // sweeps a, which expired
+	if len(c.moved) != 1 || c.movedN.Load() != 1 {
+		t.Fatalf("after the sweep %d marks (count %d), want 1", len(c.moved), c.movedN.Load())
+	}
+	now = now.Add(2 * time.Second)
+	if _, ok := c.movedTo("hot", "b"); ok || c.movedN.Load() != 0 {
+		t.Fatal("an expired mark still routes its key away")
+	}
+}
+
+// TestFailedLeasePushKeepsLeases: leases a push to their new owner cannot
+// deliver (its peer port refuses) go back into the table, so the new
+// owner's pull still finds them; dropped, a rejoined owner would grant the
+// key's permits a second time.
+func TestFailedLeasePushKeepsLeases(t *testing.T) {
+	c, eng := member(t)
+	self, ok := c.View().Member("n1")
+	if !ok {
+		t.Fatal("n1 is not in its own view")
+	}
+	// A member whose peer address refuses connections.
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := lis.Addr().String()
+	_ = lis.Close()
+	v := ring.NewView(99, "n1", []ring.Member{self, {Name: "n9", Addr: "127.0.0.1:1", Meta: ring.Meta{GRPCAddr: dead}, State: ring.Alive}})
+	var key string
+	for i := 0; key == ""; i++ {
+		k := fmt.Sprintf("moved-%d", i)
+		if m, ok := v.Owner(ring.HashKey("db", k)); ok && m.Name == "n9" {
+			key = k
+		}
+	}
+	for _, h := range []string{"a", "b"} {
+		if resp, err := eng.Acquire(context.Background(), api.AcquireRequest{Limit: "db", Key: key, Holder: h}); err != nil || !resp.Granted {
+			t.Fatalf("acquire %s: %+v, %v", h, resp, err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c.pushMoved(ctx, v)
+	held := eng.ExportLeases(time.Now(), func(l, k string) bool { return l == "db" && k == key }, false)
+	if len(held.Leases) != 2 {
+		t.Fatalf("after a failed push the table holds %d of the key's 2 leases", len(held.Leases))
+	}
+}
+
+// BenchmarkReplicaApply measures the successor's merge of a replication
+// batch of 256 bucket entries in debt into its replica store, over 100,000
+// keys (the first pass inserts them, later ones merge into them): with
+// transport's BenchmarkReplicate, what one replicated key costs.
+func BenchmarkReplicaApply(b *testing.B) {
+	f, err := limits.Parse([]byte(testLimits), "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	rs := newReplicas(DefaultReplicationConfig())
+	rs.m = newReplMetrics(prometheus.NewRegistry(), rs.len)
+	const n, keys = 256, 100_000
+	batches := make([]transport.State, keys/n)
+	for i := range batches {
+		for j := range n {
+			batches[i].Buckets = append(batches[i].Buckets, bucket.Entry{
+				Name: "hot", Key: fmt.Sprintf("tenant:%06d", i*n+j),
+				Snapshot: bucket.Snapshot{Count: 41, Since: time.Millisecond, UntilFull: time.Hour},
+			})
+		}
+	}
+	now := time.Unix(1_000_000, 0)
+	i := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = rs.apply(now, f, "n1", batches[i%len(batches)], nil)
+		i++
+	}
+	if rs.len() == 0 {
+		b.Fatal("the replica store holds nothing")
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/entry")
+}

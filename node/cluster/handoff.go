@@ -1,0 +1,161 @@
+package cluster
+
+import (
+	"context"
+	"time"
+
+	"github.com/weir-rl/weir/bucket"
+	"github.com/weir-rl/weir/ring"
+	"github.com/weir-rl/weir/transport"
+)
+
+// watch follows ring changes: it records when the view changed and pushes
+// the buckets and leases this node no longer owns to their new owners.
+func (c *Cluster) watch(ctx context.Context) {
+	warm := map[string]bool{} // peer addresses already dialled
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case v, ok := <-c.ring.Changes():
+			if !ok || v == nil {
+				return
+			}
+			c.placement()
+			c.observe(v)
+			c.repl.resync() // successors may have changed
+			c.replicas.sweep(c.now(), v)
+			c.warm(ctx, v, warm)
+			if v.Majority {
+				c.pushMoved(ctx, v)
+			}
+		}
+	}
+}
+
+// observe sets the ring gauges from v.
+func (c *Cluster) observe(v *ring.View) {
+	c.m.epoch.Set(float64(v.Epoch))
+	counts := map[string]int{}
+	for _, m := range v.Members {
+		counts[m.State.String()]++
+	}
+	for _, s := range []string{"alive", "suspect", "dead"} {
+		c.m.members.WithLabelValues(s).Set(float64(counts[s]))
+	}
+}
+
+// warm dials every live member not dialled yet (Reachable's empty pull),
+// so the first real forward to a new member does not pay for the
+// connection and miss its deadline.
+func (c *Cluster) warm(ctx context.Context, v *ring.View, seen map[string]bool) {
+	for _, m := range v.Members {
+		addr := m.Meta.GRPCAddr
+		if m.Name == c.self || m.State != ring.Alive || addr == "" || seen[addr] {
+			continue
+		}
+		seen[addr] = true
+		c.wg.Go(func() { c.Reachable(ctx, addr) })
+	}
+}
+
+// pushMoved hands every bucket and lease whose owner in v is another live
+// member to that member. A bucket leaves this node only once the new owner
+// stored it, and leases a push failed to deliver go back into the table;
+// until then a pull finds them here. Two pushes may overlap (the leave's
+// and the watch's): a receiver keeps the fewer tokens of two copies, and
+// only one of them extracts each bucket.
+func (c *Cluster) pushMoved(ctx context.Context, v *ring.View) {
+	now := c.now()
+	ownerOf := func(limit, key string) (string, bool) {
+		m, ok := v.Owner(ring.HashKey(limit, key))
+		return m.Name, ok && m.Name != c.self && m.State == ring.Alive
+	}
+	pick := func(limit, key string) bool { _, ok := ownerOf(limit, key); return ok }
+	byOwner := map[string]*transport.State{}
+	to := func(name string) *transport.State {
+		st := byOwner[name]
+		if st == nil {
+			st = &transport.State{}
+			byOwner[name] = st
+		}
+		return st
+	}
+	for _, e := range c.run.Holdings.ExportBuckets(now, pick, false) {
+		name, _ := ownerOf(e.Name, e.Key)
+		st := to(name)
+		st.Buckets = append(st.Buckets, e)
+	}
+	h := c.run.Holdings.ExportLeases(now, pick, true)
+	for _, l := range h.Leases {
+		name, _ := ownerOf(l.Limit, l.Key)
+		st := to(name)
+		st.Leases.Leases = append(st.Leases.Leases, l)
+		st.Leases.NextFencing = h.NextFencing
+	}
+	for name, st := range byOwner {
+		addr := addrOf(v, name)
+		if addr == "" {
+			continue
+		}
+		if err := c.pool.Handoff(ctx, addr, *st); err != nil {
+			// The leases left the table when they were exported: put them
+			// back, so the new owner's pull finds them here. Dropped, a
+			// rejoining owner whose pull found nothing would grant the
+			// key's permits a second time.
+			c.importLeases(st.Leases)
+			c.log.Warn("handoff failed; the new owner pulls on first miss", "to", name, "entries", st.Len(), "err", err)
+			continue
+		}
+		c.m.handoff.WithLabelValues("out").Add(float64(st.Len()))
+		c.log.Info("handed off", "to", name, "entries", st.Len())
+		c.pushFinal(ctx, name, addr, st.Buckets)
+	}
+}
+
+// pushFinal sends the final state of buckets just handed to member name,
+// extracting them: a take already under way when the snapshot was made
+// may have spent since. The receiver keeps the fewer tokens, so the second
+// copy only ever adds that debit.
+func (c *Cluster) pushFinal(ctx context.Context, name, addr string, sent []bucket.Entry) {
+	var final transport.State
+	for _, e := range sent {
+		if x, ok := c.handOver(c.now(), e.Name, e.Key, name); ok {
+			final.Buckets = append(final.Buckets, x)
+		}
+	}
+	if len(final.Buckets) == 0 {
+		return
+	}
+	if err := c.pool.Handoff(ctx, addr, final); err != nil {
+		c.log.Warn("final handoff failed", "to", name, "buckets", len(final.Buckets), "err", err)
+	}
+}
+
+// leave hands everything to the owners in the view without this node,
+// then leaves the gossip. Requests that arrive meanwhile are routed by that
+// view, so the successors decide them (pulling from here if need be).
+func (c *Cluster) leave(ctx context.Context, timeout time.Duration) error {
+	without := c.ring.View().Without(c.self)
+	c.leaving.Store(without)
+	push := func() {
+		if without.Live == 0 {
+			return
+		}
+		// Bounded by the leave timeout: a peer that cannot be reached
+		// would otherwise hold each handoff for HandoffDeadline.
+		hctx, cancel := context.WithTimeout(ctx, timeout)
+		c.pushMoved(hctx, without)
+		cancel()
+	}
+	push()
+	err := c.ring.Leave(timeout)
+	// Peers that had not yet seen this node go kept sending it requests,
+	// some of which it had to decide here (a proxied request is never
+	// passed on twice), so buckets can exist again. Hand those over too,
+	// now, while the peer pool is open: the view change the leave causes
+	// makes watch push them as well, but that push races the pool's close,
+	// and a hot bucket pushed by neither would start full at its new owner.
+	push()
+	return err
+}

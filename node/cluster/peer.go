@@ -1,0 +1,207 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/weir-rl/weir/api"
+	"github.com/weir-rl/weir/bucket"
+	"github.com/weir-rl/weir/lease"
+	"github.com/weir-rl/weir/node/engine"
+	"github.com/weir-rl/weir/node/limits"
+	"github.com/weir-rl/weir/node/placement"
+	"github.com/weir-rl/weir/transport"
+)
+
+// Owner is the engine as the peer service serves it: the owner's steps for
+// requests peers forward here, once the cluster has placed them here.
+// *engine.Engine implements it.
+type Owner interface {
+	// Limits returns the limits in force.
+	Limits() *limits.File
+	// ServeTake decides a forwarded take (engine.Engine.ServeTake).
+	ServeTake(checks []api.Check, id string) ([]api.Result, bool, error)
+	// ServeRefund gives back what a forwarded take spent.
+	ServeRefund(checks []api.Check)
+	// ServeAcquire grants a forwarded acquire.
+	ServeAcquire(ctx context.Context, req api.AcquireRequest) (api.AcquireResponse, error)
+	// ServeRenew renews a lease of the owner table.
+	ServeRenew(id string, ttl time.Duration) (time.Duration, error)
+	// ServeRelease releases a lease of the owner table.
+	ServeRelease(id string)
+}
+
+// Holdings is the owner state the cluster hands over, takes in and
+// replicates. *engine.Engine implements it.
+type Holdings interface {
+	// HasBucket reports whether this node holds the owner bucket.
+	HasBucket(limit, key string) bool
+	// ExportBuckets snapshots (with remove, removes) the buckets pick selects.
+	ExportBuckets(now time.Time, pick func(limit, key string) bool, remove bool) []bucket.Entry
+	// ExtractBucket removes one bucket and returns its state.
+	ExtractBucket(now time.Time, limit, key string) (bucket.Entry, bool)
+	// SnapshotBucket returns one bucket's state without changing it.
+	SnapshotBucket(now time.Time, limit, key string) (bucket.Entry, bool)
+	// MergeBuckets folds handed-over states in, conservatively.
+	MergeBuckets(now time.Time, entries []bucket.Entry)
+	// ExportLeases snapshots (with remove, removes) the leases pick selects.
+	ExportLeases(now time.Time, pick func(limit, key string) bool, remove bool) lease.Handoff
+	// ImportLeases takes handed-over leases in.
+	ImportLeases(now time.Time, h lease.Handoff) error
+}
+
+// peerHandler is the member's face to its peers (transport.Handler): it
+// places what peers forward with the cluster's rules
+// (placement.Snapshot.Serve), passes it on or pulls first when needed, and
+// has the owner decide it.
+type peerHandler struct {
+	c *Cluster
+}
+
+var _ transport.Handler = peerHandler{}
+
+// Serve implements transport.Handler: the owner's side of forwards.
+func (h peerHandler) Serve(ctx context.Context, from string, reqs []transport.Request) []transport.Reply {
+	out := make([]transport.Reply, len(reqs))
+	version := h.c.run.Owner.Limits().Version
+	for i, r := range reqs {
+		out[i] = h.serveOne(ctx, from, r)
+		out[i].Epoch = h.c.ring.View().Epoch
+		out[i].RulesVersion = version
+	}
+	return out
+}
+
+// Handoff implements transport.Handler: state pushed by a previous owner.
+func (h peerHandler) Handoff(_ context.Context, _ string, st transport.State) error {
+	h.c.takeIn(st)
+	return nil
+}
+
+// Replicate implements transport.Handler: replica state of keys the
+// sender owns. A node with replication off refuses it.
+func (h peerHandler) Replicate(_ context.Context, from string, st transport.State, dropped []transport.Key) error {
+	return h.c.replicas.apply(h.c.now(), h.c.limits(), from, st, dropped)
+}
+
+// Report implements transport.Handler: this node's summary.
+func (h peerHandler) Report(_ context.Context, req transport.ReportRequest) transport.Report {
+	return h.c.run.Report(req)
+}
+
+func (h peerHandler) serveOne(ctx context.Context, from string, r transport.Request) transport.Reply {
+	switch r.Op {
+	case transport.OpPull:
+		return h.c.servePull(from, r)
+	case transport.OpRefund:
+		h.c.run.Owner.ServeRefund(r.Checks)
+		return transport.Reply{}
+	case transport.OpTake:
+		return h.serveTake(ctx, from, r)
+	default:
+		return h.serveLease(ctx, from, r)
+	}
+}
+
+// serveTake decides a forwarded take if this node may decide every key,
+// passes it on once if another member does, and says NotOwner otherwise
+// (the sender then decides from its own ceiling).
+func (h peerHandler) serveTake(ctx context.Context, from string, r transport.Request) transport.Reply {
+	c := h.c
+	snap := c.placement()
+	now := c.now()
+	var target placement.Placement
+	pullFrom := ""
+	for i, ch := range r.Checks {
+		p := snap.Serve(now, ch.Limit, ch.Key, from, r.Proxied, c.mark(ch.Limit, ch.Key))
+		if p.Kind == placement.Ceiling {
+			return transport.Reply{NotOwner: true}
+		}
+		if p.Kind == placement.Here && p.Peer != "" {
+			pullFrom = p.Peer
+		}
+		switch {
+		case i == 0:
+			target = p
+		case p.DecidesHere() && target.DecidesHere():
+			if p.Kind == placement.Replica {
+				target.Kind = placement.Replica // all decided here; adopt what replicas there are
+			}
+		case p.Kind != target.Kind || (p.Kind == placement.Forward && p.Peer != target.Peer):
+			return transport.Reply{NotOwner: true} // the keys are decided in two places
+		}
+	}
+	if target.Kind == placement.Forward {
+		r.Proxied = true
+		rep, err := c.pool.Do(ctx, target.Addr, r)
+		if err != nil {
+			return transport.Reply{NotOwner: true}
+		}
+		c.m.proxied.Inc()
+		return rep
+	}
+	if !c.pull(ctx, r.Checks, pullFrom, c.run.Holdings.HasBucket, target.Kind == placement.Replica) {
+		return transport.Reply{NotOwner: true}
+	}
+	res, _, err := c.run.Owner.ServeTake(r.Checks, r.RequestID)
+	if errors.Is(err, engine.ErrNotOwner) {
+		return transport.Reply{NotOwner: true}
+	}
+	if err != nil {
+		return errReply(err)
+	}
+	return transport.Reply{Results: res}
+}
+
+// serveLease is the owner's side of forwarded lease operations.
+func (h peerHandler) serveLease(ctx context.Context, from string, r transport.Request) transport.Reply {
+	var limit, key string
+	switch r.Op {
+	case transport.OpAcquire:
+		if len(r.Checks) != 1 {
+			return errReply(api.Errorf(api.CodeInvalid, "acquire needs one check"))
+		}
+		limit, key = r.Checks[0].Limit, r.Checks[0].Key
+	case transport.OpRenew, transport.OpRelease:
+		var ok bool
+		if limit, key, ok = lease.ParseID(r.LeaseID); !ok {
+			return errReply(api.Errorf(api.CodeNotFound, "lease not found: malformed id"))
+		}
+	default:
+		return errReply(api.Errorf(api.CodeInvalid, "unknown op"))
+	}
+	if !h.c.placement().ServesLease(limit, key, from) {
+		return transport.Reply{NotOwner: true}
+	}
+	owner := h.c.run.Owner
+	switch r.Op {
+	case transport.OpAcquire:
+		resp, err := owner.ServeAcquire(ctx, api.AcquireRequest{Limit: limit, Key: key, Holder: r.Holder, TTL: r.TTL, Wait: r.Wait})
+		if err != nil {
+			return errReply(err)
+		}
+		return transport.Reply{Lease: api.AcquireResponse{
+			Granted: resp.Granted, ID: resp.ID, FencingToken: resp.FencingToken,
+			TTL: resp.TTL, RetryAfter: resp.RetryAfter, Permits: resp.Permits,
+		}}
+	case transport.OpRenew:
+		ttl, err := owner.ServeRenew(r.LeaseID, r.TTL)
+		if err != nil {
+			return errReply(err)
+		}
+		return transport.Reply{Lease: api.AcquireResponse{Granted: true, ID: r.LeaseID, TTL: ttl}}
+	default:
+		owner.ServeRelease(r.LeaseID)
+		return transport.Reply{}
+	}
+}
+
+// errReply carries an owner's error back to the sender: an *api.Error
+// with its code, anything else as unavailable.
+func errReply(err error) transport.Reply {
+	if apiErr, ok := errors.AsType[*api.Error](err); ok {
+		return transport.Reply{ErrCode: uint8(apiErr.Code), ErrDetail: apiErr.Detail}
+	}
+	return transport.Reply{ErrCode: uint8(api.CodeUnavailable), ErrDetail: err.Error()}
+}

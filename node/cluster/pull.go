@@ -1,0 +1,167 @@
+package cluster
+
+import (
+	"context"
+
+	"github.com/weir-rl/weir/api"
+	"github.com/weir-rl/weir/bucket"
+	"github.com/weir-rl/weir/lease"
+	"github.com/weir-rl/weir/ring"
+	"github.com/weir-rl/weir/transport"
+)
+
+// Prepare implements engine.Router: see pull.
+func (c *Cluster) Prepare(ctx context.Context, checks []api.Check, adopt bool, held func(limit, key string) bool) bool {
+	return c.pull(ctx, checks, "", held, adopt)
+}
+
+// pull makes sure this node holds the state of every check's key before
+// it decides them: a key it does not hold (held reports false) is pulled
+// from member from (when a previous owner handed the request over) or,
+// within HandoffWindow of a view change, from the key's owner in the view
+// without this node. A key pulled once since the last view change is not
+// pulled again, so a lease key that holds no lease is not pulled on every
+// acquire. It reports false when a state it needed could not be pulled:
+// the caller must not decide from a fresh bucket then.
+//
+// With adopt (the checks were placed Replica), a key it holds no state for
+// is first started from this node's replica of it.
+func (c *Cluster) pull(ctx context.Context, checks []api.Check, from string, held func(limit, key string) bool, adopt bool) bool {
+	snap := c.placement()
+	now := c.now()
+	if adopt {
+		// Placed Replica: the key's owner failed and this node took it
+		// over; it starts from the replica it kept rather than full.
+		for _, ch := range checks {
+			if !held(ch.Limit, ch.Key) {
+				c.adopt(ch.Limit, ch.Key)
+			}
+		}
+	}
+	if from == "" && !snap.Recent(now) {
+		return true
+	}
+	ok := true
+	for _, ch := range checks {
+		if held(ch.Limit, ch.Key) || c.wasFetched(ch.Limit, ch.Key) {
+			continue
+		}
+		var addr string
+		if from != "" {
+			addr = addrOf(snap.View(), from)
+		} else if p, found := snap.PullFrom(now, ch.Limit, ch.Key); found {
+			addr = p.Addr
+		}
+		if addr == "" {
+			continue
+		}
+		if !c.pullOne(ctx, addr, ch) {
+			ok = false
+		}
+	}
+	return ok
+}
+
+// addrOf returns a live member's peer address, or "" when it is unreachable.
+func addrOf(v *ring.View, name string) string {
+	m, ok := v.Member(name)
+	if !ok || m.State != ring.Alive {
+		return ""
+	}
+	return m.Meta.GRPCAddr
+}
+
+// wasFetched reports whether (limit, key) was pulled since the last view
+// change.
+func (c *Cluster) wasFetched(limit, key string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	at, ok := c.fetched[keyID{Limit: limit, Key: key}]
+	return ok && at.Equal(c.changed)
+}
+
+// pullOne pulls one key's state from addr, once even when many requests
+// miss it together (they share the pull's outcome). It reports whether
+// the state is now known here.
+func (c *Cluster) pullOne(ctx context.Context, addr string, ch api.Check) bool {
+	res := c.pulls.DoChan(ch.Limit+"\x00"+ch.Key, func() (any, error) {
+		return c.fetch(ctx, addr, ch), nil
+	})
+	select {
+	case r := <-res:
+		ok, _ := r.Val.(bool)
+		return ok
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// fetch pulls (limit, key)'s state from addr and takes it in.
+func (c *Cluster) fetch(ctx context.Context, addr string, ch api.Check) bool {
+	rep, err := c.pool.Do(ctx, addr, transport.Request{Op: transport.OpPull, Checks: []api.Check{{Limit: ch.Limit, Key: ch.Key}}})
+	if err != nil || rep.ErrCode != 0 {
+		c.m.pulls.WithLabelValues("error").Inc()
+		return false
+	}
+	c.m.pulls.WithLabelValues("ok").Inc()
+	c.takeIn(rep.State)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.fetched) > 4096 { // bounded: forget the older windows' keys
+		for fk, at := range c.fetched {
+			if !at.Equal(c.changed) {
+				delete(c.fetched, fk)
+			}
+		}
+	}
+	c.fetched[keyID{Limit: ch.Limit, Key: ch.Key}] = c.changed
+	return true
+}
+
+// takeIn stores handed-over state: buckets merged conservatively, leases
+// imported with their remaining time.
+func (c *Cluster) takeIn(st transport.State) {
+	c.merge(st.Buckets)
+	c.importLeases(st.Leases)
+}
+
+// merge folds handed-over buckets into the owner store, conservatively. A
+// key handed (back) to this node is decided here again.
+func (c *Cluster) merge(bs []bucket.Entry) {
+	if len(bs) == 0 {
+		return
+	}
+	c.mu.Lock()
+	for _, b := range bs {
+		c.unmark(keyID{Limit: b.Name, Key: b.Key})
+	}
+	c.mu.Unlock()
+	c.run.Holdings.MergeBuckets(c.now(), bs)
+	c.m.handoff.WithLabelValues("in").Add(float64(len(bs)))
+}
+
+// importLeases takes in handed-over leases with their remaining time and
+// raises the fencing floor above the sender's.
+func (c *Cluster) importLeases(h lease.Handoff) {
+	if err := c.run.Holdings.ImportLeases(c.now(), h); err != nil {
+		c.log.Warn("lease handoff rejected", "err", err)
+	}
+}
+
+// servePull hands over the named keys' buckets and leases and marks them
+// moved to the puller, so this node stops deciding them.
+func (c *Cluster) servePull(from string, r transport.Request) transport.Reply {
+	var st transport.State
+	now := c.now()
+	for _, ch := range r.Checks {
+		if e, ok := c.handOver(now, ch.Limit, ch.Key, from); ok {
+			st.Buckets = append(st.Buckets, e)
+		}
+		limit, key := ch.Limit, ch.Key
+		h := c.run.Holdings.ExportLeases(now, func(l, k string) bool { return l == limit && k == key }, true)
+		st.Leases.Leases = append(st.Leases.Leases, h.Leases...)
+		st.Leases.NextFencing = max(st.Leases.NextFencing, h.NextFencing)
+	}
+	c.m.handoff.WithLabelValues("out").Add(float64(st.Len()))
+	return transport.Reply{State: st}
+}

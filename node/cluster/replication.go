@@ -1,0 +1,302 @@
+package cluster
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/weir-rl/weir/bucket"
+	"github.com/weir-rl/weir/lease"
+	"github.com/weir-rl/weir/node/engine"
+	"github.com/weir-rl/weir/ring"
+	"github.com/weir-rl/weir/transport"
+)
+
+// Replication: each owner streams the changes of the buckets and lease
+// keys it owns to each key's successor (placement.Snapshot.Successor, the
+// member that takes the key over if the owner fails), every
+// ReplicationConfig.Interval or sooner at MaxBatch, as relative quantities
+// like handoff. The successor keeps them as replica state (replicas.go),
+// never used while the owner decides: only when this node decides a key as
+// its owner and holds no state for it does it adopt the replica
+// (conservatively merged: the fewer tokens wins), so a crash costs the
+// debits of the last interval instead of a full bucket.
+
+// replication is the owner's side of the stream: the changes the engine
+// reports, and the loop that sends them. noReplication is the null object
+// of a node with replication off.
+type replication interface {
+	engine.Changes
+	// resync asks the next batch to send every owned key: the ring
+	// changed, so successors may have too.
+	resync()
+	// stream sends batches until ctx ends; with replication off it
+	// returns at once.
+	stream(ctx context.Context, c *Cluster)
+}
+
+// noReplication records nothing and sends nothing.
+type noReplication struct{ engine.NoChanges }
+
+func (noReplication) resync()                          {}
+func (noReplication) stream(context.Context, *Cluster) {}
+
+// changeLog is the owner's record of the keys changed since the last
+// batch. Safe for concurrent use; Bucket and Lease are on the decision
+// path.
+type changeLog struct {
+	cfg ReplicationConfig
+	m   *replMetrics
+
+	mu     sync.Mutex          // guards the fields below
+	dirty  map[keyID]time.Time // bucket keys changed, with their first change
+	leases map[keyID]time.Time // lease keys changed
+	all    bool                // send every owned key (the ring changed)
+	kick   chan struct{}       // a batch is full: flush before the tick
+	// The last batch's maps, emptied by recycle, for take to reuse.
+	spareDirty, spareLeases map[keyID]time.Time
+}
+
+func newChangeLog(cfg ReplicationConfig, m *replMetrics) *changeLog {
+	return &changeLog{
+		cfg: cfg, m: m, dirty: map[keyID]time.Time{}, leases: map[keyID]time.Time{},
+		kick: make(chan struct{}, 1), all: true,
+	}
+}
+
+// Bucket implements engine.Changes.
+func (r *changeLog) Bucket(limit, key string, now time.Time) { r.mark(false, limit, key, now) }
+
+// Lease implements engine.Changes.
+func (r *changeLog) Lease(limit, key string, now time.Time) { r.mark(true, limit, key, now) }
+
+func (r *changeLog) mark(lease bool, limit, key string, now time.Time) {
+	k := keyID{Limit: limit, Key: key}
+	r.mu.Lock()
+	m := r.dirty
+	if lease {
+		m = r.leases
+	}
+	if _, ok := m[k]; !ok {
+		m[k] = now
+	}
+	full := len(r.dirty)+len(r.leases) >= r.cfg.MaxBatch
+	r.mu.Unlock()
+	if full {
+		select {
+		case r.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// take returns the changed keys and whether everything must be sent, and
+// starts a new batch. The caller hands the two maps back with recycle once
+// it is done with them.
+func (r *changeLog) take() (buckets, leases map[keyID]time.Time, all bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	buckets, leases, all = r.dirty, r.leases, r.all
+	r.dirty, r.leases, r.all = orNew(r.spareDirty), orNew(r.spareLeases), false
+	r.spareDirty, r.spareLeases = nil, nil
+	return buckets, leases, all
+}
+
+// orNew returns m, or a new map when m is nil.
+func orNew(m map[keyID]time.Time) map[keyID]time.Time {
+	if m == nil {
+		return map[keyID]time.Time{}
+	}
+	return m
+}
+
+// recycle keeps the maps of a batch for the next one, so a steady stream
+// of changes allocates no maps. A map grown far past a batch (a resync
+// holds every owned key) is left to the collector instead.
+func (r *changeLog) recycle(buckets, leases map[keyID]time.Time) {
+	keep := func(m map[keyID]time.Time) map[keyID]time.Time {
+		if len(m) > 4*r.cfg.MaxBatch {
+			return nil
+		}
+		clear(m)
+		return m
+	}
+	buckets, leases = keep(buckets), keep(leases)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.spareDirty, r.spareLeases = buckets, leases
+}
+
+// requeue puts keys of a batch that was not delivered back, as changed at
+// or before at.
+func (r *changeLog) requeue(buckets, leases []keyID, at time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, k := range buckets {
+		if old, ok := r.dirty[k]; !ok || at.Before(old) {
+			r.dirty[k] = at
+		}
+	}
+	for _, k := range leases {
+		if old, ok := r.leases[k]; !ok || at.Before(old) {
+			r.leases[k] = at
+		}
+	}
+}
+
+// resync implements replication.
+func (r *changeLog) resync() {
+	r.mu.Lock()
+	r.all = true
+	r.mu.Unlock()
+}
+
+// stream implements replication: a batch every interval (or when MaxBatch
+// keys changed), a heartbeat to every live peer when there was nothing to
+// send for a while.
+func (r *changeLog) stream(ctx context.Context, c *Cluster) {
+	t := time.NewTicker(r.cfg.Interval)
+	defer t.Stop()
+	var beat time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-r.kick:
+		}
+		sent := c.flush(ctx, r)
+		if now := c.now(); now.Sub(beat) >= r.cfg.heartbeat() {
+			c.heartbeat(ctx, r, sent)
+			beat = now
+		}
+	}
+}
+
+// replBatch is what one successor gets in one flush.
+type replBatch struct {
+	st      transport.State
+	dropped []transport.Key
+	buckets []keyID // to requeue on failure
+	leases  []keyID
+	oldest  time.Time
+}
+
+// flush sends the changes r recorded since the last flush to their
+// successors and returns the addresses it sent to.
+func (c *Cluster) flush(ctx context.Context, r *changeLog) map[string]bool {
+	dirtyB, dirtyL, all := r.take()
+	snap := c.placement()
+	now := c.now()
+	owner := c.run.Holdings
+	batches := map[string]*replBatch{}
+	batchOf := func(limit, key string) *replBatch {
+		p, ok := snap.Successor(limit, key)
+		if !ok {
+			return nil
+		}
+		b := batches[p.Addr]
+		if b == nil {
+			b = &replBatch{oldest: now}
+			batches[p.Addr] = b
+		}
+		return b
+	}
+	if all {
+		for _, e := range owner.ExportBuckets(now, nil, false) {
+			dirtyB[keyID{Limit: e.Name, Key: e.Key}] = now
+		}
+		for _, l := range owner.ExportLeases(now, nil, false).Leases {
+			dirtyL[keyID{Limit: l.Limit, Key: l.Key}] = now
+		}
+	}
+	for k, at := range dirtyB {
+		e, held := owner.SnapshotBucket(now, k.Limit, k.Key)
+		if held && refilled(e.Snapshot) {
+			continue // the replica refills to full by itself: nothing to send
+		}
+		b := batchOf(k.Limit, k.Key)
+		if b == nil {
+			continue // not ours (any more), or no live successor
+		}
+		b.buckets = append(b.buckets, k)
+		b.oldest = minTime(b.oldest, at)
+		if held {
+			b.st.Buckets = append(b.st.Buckets, e)
+		} else {
+			b.dropped = append(b.dropped, k)
+		}
+	}
+	if len(dirtyL) > 0 {
+		h := owner.ExportLeases(now, func(l, k string) bool { _, ok := dirtyL[keyID{Limit: l, Key: k}]; return ok }, false)
+		held := map[keyID][]lease.Snapshot{}
+		for _, l := range h.Leases {
+			k := keyID{Limit: l.Limit, Key: l.Key}
+			held[k] = append(held[k], l)
+		}
+		for k, at := range dirtyL {
+			b := batchOf(k.Limit, k.Key)
+			if b == nil {
+				continue
+			}
+			b.leases = append(b.leases, k)
+			b.oldest = minTime(b.oldest, at)
+			if ls, ok := held[k]; ok {
+				b.st.Leases.Leases = append(b.st.Leases.Leases, ls...)
+				b.st.Leases.NextFencing = h.NextFencing
+			} else {
+				b.dropped = append(b.dropped, k)
+			}
+		}
+	}
+	r.recycle(dirtyB, dirtyL)
+	sent := map[string]bool{}
+	for addr, b := range batches {
+		n, err := c.pool.Replicate(ctx, addr, b.st, b.dropped)
+		r.m.bytes.Add(float64(n))
+		if err != nil {
+			r.m.errors.Inc()
+			r.requeue(b.buckets, b.leases, b.oldest)
+			continue
+		}
+		sent[addr] = true
+		r.m.lag.Set(c.now().Sub(b.oldest).Seconds())
+		r.m.entries.WithLabelValues("bucket").Add(float64(len(b.st.Buckets)))
+		r.m.entries.WithLabelValues("lease").Add(float64(len(b.st.Leases.Leases)))
+		r.m.entries.WithLabelValues("dropped").Add(float64(len(b.dropped)))
+	}
+	return sent
+}
+
+// heartbeat tells every live peer not sent to in this round that this
+// node's stream is alive, so a successor can tell a replica that is
+// current from one whose owner went quiet before it failed.
+func (c *Cluster) heartbeat(ctx context.Context, r *changeLog, sent map[string]bool) {
+	v := c.ring.View()
+	for _, m := range v.Members {
+		addr := m.Meta.GRPCAddr
+		if m.Name == c.self || m.State != ring.Alive || addr == "" || sent[addr] {
+			continue
+		}
+		if n, err := c.pool.Replicate(ctx, addr, transport.State{}, nil); err == nil {
+			r.m.bytes.Add(float64(n))
+		}
+	}
+}
+
+// refilled reports a bucket that holds no debt at the flush: it is not
+// sent. The successor holds either no replica of it, which counts as full,
+// or an older one that its own clock has refilled by now at the same rate
+// (the owner's state only ever has fewer tokens than that older state aged,
+// save for refunds, which leave the replica on the safe side: fewer
+// tokens). So a key replicates only while it is in debt, and keys that
+// refill within an interval, most keys of most limits, cost the successor
+// nothing.
+func refilled(s bucket.Snapshot) bool { return s.Full || s.UntilFull <= 0 }
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}

@@ -1,0 +1,181 @@
+package engine
+
+import (
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/weir-rl/weir/api"
+	"github.com/weir-rl/weir/bucket"
+	"github.com/weir-rl/weir/node/limits"
+)
+
+// errHandedOver is an owner step refused because one of its keys was
+// handed over since the step was placed here (Router.Hold).
+var errHandedOver = errors.New("engine: a key was handed over while its step was routed here")
+
+// ownerTakeOnce is ownerTake deduplicated by the caller's request id (""
+// for none): the owner's answer to a retried take is its first decision.
+// A take with an id is always a request's only step, so its spend is never
+// recorded.
+func (e *Engine) ownerTakeOnce(f *limits.File, checks []api.Check, id string, record bool) ([]api.Result, Spend, bool, error) {
+	if id == "" {
+		return e.ownerTake(f, checks, record)
+	}
+	res, ok, err := e.dedup.once(e.now(), id, checks, func() ([]api.Result, bool, error) {
+		out, _, ok, err := e.ownerTake(f, checks, false)
+		return out, ok, err
+	})
+	return res, Spend{}, ok, err
+}
+
+// ownerTake is the owner's atomic step for checks it decides: the enforced
+// checks are spent together or not at all; shadow checks are decided one
+// by one, counted, and reported as allowed. Peers' forwarded steps run
+// here too. With record, the returned Spend holds the enforced debits when
+// the step admitted them.
+func (e *Engine) ownerTake(f *limits.File, checks []api.Check, record bool) ([]api.Result, Spend, bool, error) {
+	release, ok := e.router.Hold(checks)
+	defer release()
+	if !ok {
+		return nil, Spend{}, false, errHandedOver
+	}
+	now := e.now()
+	out := make([]api.Result, len(checks))
+	// Requests rarely carry more than a few checks: keep the step's
+	// working slices on the stack for up to four.
+	var (
+		bcBuf  [4]bucket.Check
+		idxBuf [4]int
+		limBuf [4]*limits.Limit
+		decBuf [4]bucket.Decision
+	)
+	enforced, enforcedIdx, enforcedLim := bcBuf[:0], idxBuf[:0], limBuf[:0]
+	for i, c := range checks {
+		l, err := e.resolve(f, i, c)
+		if err != nil {
+			return nil, Spend{}, false, err
+		}
+		if l.Kind != limits.KindRate {
+			return nil, Spend{}, false, api.Errorf(api.CodeInvalid, "checks[%d]: limit %q is a concurrency limit: acquire a lease instead", i, c.Limit)
+		}
+		bc := bucket.Check{Name: l.Name, Limit: l.Bucket, Key: c.Key, Cost: c.Cost}
+		if l.Shadow {
+			out[i] = e.shadowTake(now, l, bc)
+			continue
+		}
+		enforced = append(enforced, bc)
+		enforcedIdx = append(enforcedIdx, i)
+		enforcedLim = append(enforcedLim, l)
+	}
+	if len(enforced) == 0 {
+		return out, Spend{}, true, nil
+	}
+	ds, ok, err := e.store.TakeAt(now, enforced, decBuf[:0])
+	if errors.Is(err, bucket.ErrFull) {
+		out, ok, err := e.overloaded(f, checks)
+		return out, Spend{}, ok, err
+	}
+	if err != nil {
+		return nil, Spend{}, false, api.Errorf(api.CodeInvalid, "%v", err)
+	}
+	for j, i := range enforcedIdx {
+		out[i] = e.result(enforcedLim[j], ds[j], api.SourceOwner, now)
+	}
+	var sp Spend
+	if ok {
+		e.touchedAt(now, enforced)
+		if record {
+			sp = Spend{Where: Owner, Debits: slices.Clone(enforced)}
+		}
+	}
+	return out, sp, ok, nil
+}
+
+// shadowTake decides a shadow limit's check alone and reports it allowed.
+func (e *Engine) shadowTake(now time.Time, l *limits.Limit, bc bucket.Check) api.Result {
+	ds, _, err := e.store.TakeAt(now, []bucket.Check{bc}, nil)
+	if err != nil || !ds[0].Allowed {
+		e.m.decisions.WithLabelValues(metricName(l), "shadow_denied", api.SourceOwner.String()).Inc()
+	}
+	if err != nil {
+		return api.Result{Limit: l.Name, Allowed: true, Capacity: l.Bucket.Capacity, Remaining: l.Bucket.Capacity, Window: l.Bucket.PolicyWindow()}
+	}
+	r := e.result(l, ds[0], api.SourceOwner, now)
+	r.Allowed, r.RetryAfter = true, 0
+	return r
+}
+
+// overloaded answers a step the store could not take because it is at its
+// bucket cap with nothing evictable (docs/architecture.md §8.3): open
+// limits allow, others answer limiter_overloaded. No state is created
+// either way.
+func (e *Engine) overloaded(f *limits.File, checks []api.Check) ([]api.Result, bool, error) {
+	out := make([]api.Result, len(checks))
+	for i, c := range checks {
+		l, err := e.resolve(f, i, c)
+		if err != nil {
+			return nil, false, err
+		}
+		if l.OnOwnerUnreachable != limits.PolicyOpen {
+			e.m.denials.WithLabelValues(metricName(l), denialError).Inc()
+			return nil, false, api.Errorf(api.CodeOverloaded, "limiter_overloaded: bucket cap reached on this node")
+		}
+		out[i] = api.Result{Limit: l.Name, Allowed: true, Capacity: l.Bucket.Capacity, Remaining: l.Bucket.Capacity, Window: l.Bucket.PolicyWindow()}
+	}
+	return out, true, nil
+}
+
+// touchedAt tells the replication stream that the owner buckets of checks
+// changed at now.
+func (e *Engine) touchedAt(now time.Time, checks []bucket.Check) {
+	for _, c := range checks {
+		e.changes.Bucket(c.Name, c.Key, now)
+	}
+}
+
+// touched is touchedAt at the engine's now.
+func (e *Engine) touched(checks []bucket.Check) { e.touchedAt(e.now(), checks) }
+
+// result turns a bucket decision taken at now into an API result with its
+// evidence.
+func (e *Engine) result(l *limits.Limit, d bucket.Decision, src api.Source, now time.Time) api.Result {
+	return api.Result{
+		Evidence:   api.Evidence{Run: e.run, DecidedAt: now, Bucket: d.Instance, Fallback: src == api.SourceFallback},
+		Limit:      l.Name,
+		Allowed:    d.Allowed,
+		Remaining:  d.Remaining,
+		Capacity:   d.Limit,
+		RetryAfter: d.RetryAfter,
+		ResetAfter: d.ResetAfter,
+		Source:     src,
+		Window:     l.Bucket.PolicyWindow(),
+	}
+}
+
+// ServeTake is the owner's step for a take a peer forwarded here, once the
+// cluster has placed it here (and fetched any state it needed):
+// deduplicated by the caller's request id ("" for none). ErrNotOwner means
+// a key was handed over meanwhile; semantic errors are *api.Error.
+func (e *Engine) ServeTake(checks []api.Check, id string) ([]api.Result, bool, error) {
+	out, _, ok, err := e.ownerTakeOnce(e.limits(), checks, id, false)
+	if errors.Is(err, errHandedOver) {
+		return nil, false, ErrNotOwner
+	}
+	return out, ok, err
+}
+
+// ServeRefund gives back what a take a peer forwarded here spent: each
+// check's cost, to its bucket under the limits in force, capped at
+// capacity. Checks that name no rate limit, and shadow checks, give back
+// nothing.
+func (e *Engine) ServeRefund(checks []api.Check) {
+	f := e.limits()
+	var bcs []bucket.Check
+	for i, ch := range checks {
+		if l, err := e.resolve(f, i, ch); err == nil && l.Kind == limits.KindRate && !l.Shadow {
+			bcs = append(bcs, bucket.Check{Name: l.Name, Limit: l.Bucket, Key: ch.Key, Cost: ch.Cost})
+		}
+	}
+	e.store.RefundAt(e.now(), bcs)
+}

@@ -1,0 +1,242 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/weir-rl/weir/api"
+	"github.com/weir-rl/weir/node/limits"
+	"github.com/weir-rl/weir/node/placement"
+)
+
+// group is the checks of one request that share a placement: one atomic
+// step.
+type group struct {
+	place placement.Placement
+	idx   []int // positions in the request
+	src   api.Source
+	// one backs idx for a single check, so a one-check request allocates
+	// its group once.
+	one [1]int
+}
+
+// groupKey is what checks must share to be one atomic step.
+type groupKey struct {
+	kind placement.Kind
+	peer string
+}
+
+func keyOf(p placement.Placement) groupKey {
+	k := groupKey{kind: p.Kind}
+	if p.Kind == placement.Forward {
+		k.peer = p.Addr
+	}
+	return k
+}
+
+// Take decides a multi-check request: every check is spent or none is.
+// Each group of checks with one placement is one atomic step, in request
+// order; when a step is denied or fails, the steps already spent are
+// undone (Spend) and later ones are not tried. A denial is a value;
+// errors are *api.Error.
+func (e *Engine) Take(ctx context.Context, checks []api.Check) (api.TakeResponse, error) {
+	start := time.Now()
+	resp, err := e.take(ctx, checks)
+	e.m.takeLatency().Observe(time.Since(start).Seconds())
+	return resp, err
+}
+
+func (e *Engine) take(ctx context.Context, checks []api.Check) (api.TakeResponse, error) {
+	f := e.limits()
+	rs, err := e.validate(f, checks)
+	if err != nil {
+		return api.TakeResponse{}, err
+	}
+	groups := e.split(rs)
+	results := make([]api.Result, len(rs))
+	allowed := true
+	// A request id deduplicates only a take with one owner: replaying one
+	// group of several while another is refunded again would mint tokens.
+	id := ""
+	if len(groups) == 1 {
+		id = api.RequestID(ctx)
+	} else if api.RequestID(ctx) != "" {
+		ctx = api.WithoutRequestID(ctx)
+	}
+	var spent []Spend // the steps that admitted, to undo if a later one is denied
+	for gi := range groups {
+		g := &groups[gi]
+		var all []api.Check // a lone group is the whole request, in order
+		if len(groups) == 1 {
+			all = checks
+		}
+		// The last step's spend is never undone: after it, nothing is left
+		// to deny the request.
+		record := gi < len(groups)-1
+		sp, ok, err := e.decideGroup(ctx, f, rs, g, results, id, all, record)
+		if err != nil {
+			e.undo(ctx, spent)
+			return api.TakeResponse{}, err
+		}
+		if !ok {
+			allowed = false
+			break // nothing later needs spending: the request is denied
+		}
+		if record {
+			spent = append(spent, sp)
+		}
+	}
+	if !allowed {
+		e.undo(ctx, spent)
+	}
+	return e.respond(f, rs, groups, results, allowed), nil
+}
+
+// undo gives back every spend of spent.
+func (e *Engine) undo(ctx context.Context, spent []Spend) {
+	for _, s := range spent {
+		e.Undo(ctx, s)
+	}
+}
+
+// split groups checks by placement, keeping request order inside each
+// group. Most requests have one check, or checks with one placement: they
+// make one group without a map.
+func (e *Engine) split(rs []resolved) []group {
+	first := e.router.Place(rs[0].check.Limit, rs[0].check.Key)
+	if len(rs) == 1 {
+		groups := []group{{place: first}}
+		groups[0].idx = groups[0].one[:]
+		return groups
+	}
+	ps := make([]placement.Placement, len(rs))
+	ps[0] = first
+	same := true
+	for i := 1; i < len(rs); i++ {
+		ps[i] = e.router.Place(rs[i].check.Limit, rs[i].check.Key)
+		same = same && keyOf(ps[i]) == keyOf(first)
+	}
+	if same {
+		groups := []group{{place: first, idx: make([]int, len(rs))}}
+		for i := range rs {
+			groups[0].idx[i] = i
+		}
+		return groups
+	}
+	var groups []group
+	byKey := map[groupKey]int{}
+	for i, p := range ps {
+		k := keyOf(p)
+		gi, seen := byKey[k]
+		if !seen {
+			gi = len(groups)
+			byKey[k] = gi
+			groups = append(groups, group{place: p})
+		}
+		groups[gi].idx = append(groups[gi].idx, i)
+	}
+	return groups
+}
+
+// decideGroup runs one atomic step for g: at this node if it decides the
+// keys here, at the owner otherwise, and from local ceilings when the owner
+// cannot be reached. It fills results for g's checks and, with record,
+// returns what the step spent. id is the caller's request id ("" for
+// none), deduplicated by the owner. all, when not nil, is g's checks in g's
+// order (the request itself, when g is its only group), and is not
+// modified.
+func (e *Engine) decideGroup(ctx context.Context, f *limits.File, rs []resolved, g *group, results []api.Result, id string, all []api.Check, record bool) (Spend, bool, error) {
+	checks := all
+	if checks == nil {
+		checks = make([]api.Check, len(g.idx))
+		for j, i := range g.idx {
+			checks[j] = rs[i].check
+		}
+	}
+	if g.place.DecidesHere() && e.router.Prepare(ctx, checks, g.place.Kind == placement.Replica, e.store.Has) {
+		g.src = api.SourceOwner
+		out, sp, ok, err := e.ownerTakeOnce(f, checks, id, record)
+		if errors.Is(err, errHandedOver) {
+			// Handed over while it was routed here: ask the new owner.
+			if p := e.router.Place(checks[0].Limit, checks[0].Key); p.Kind == placement.Forward {
+				g.place = p
+				return e.decideGroup(ctx, f, rs, g, results, id, all, record)
+			}
+			g.src = api.SourceFallback
+			return e.fallbackTake(rs, g, results, record)
+		}
+		if err != nil {
+			return Spend{}, false, err
+		}
+		for j, i := range g.idx {
+			results[i] = out[j]
+		}
+		return sp, ok, nil
+	}
+	if g.place.Kind == placement.Forward {
+		out, ok, err := e.peers.Take(ctx, g.place.Addr, checks, id)
+		if _, semantic := errors.AsType[*api.Error](err); semantic {
+			return Spend{}, false, err
+		}
+		if err == nil {
+			g.src = api.SourceOwner
+			for j, i := range g.idx {
+				results[i] = out[j]
+			}
+			var sp Spend
+			if ok && record {
+				sp = Spend{Where: Peer, Peer: g.place.Addr}
+				for _, i := range g.idx {
+					if !rs[i].limit.Shadow {
+						sp.Sent = append(sp.Sent, rs[i].check)
+					}
+				}
+			}
+			return sp, ok, nil
+		}
+	}
+	g.src = api.SourceFallback
+	return e.fallbackTake(rs, g, results, record)
+}
+
+// respond assembles the answer and counts it.
+func (e *Engine) respond(f *limits.File, rs []resolved, groups []group, results []api.Result, allowed bool) api.TakeResponse {
+	resp := api.TakeResponse{Allowed: allowed, RulesVersion: f.Version, Results: results}
+	for _, g := range groups {
+		resp.Forwarded = resp.Forwarded || (g.place.Kind == placement.Forward && g.src == api.SourceOwner)
+		for _, i := range g.idx {
+			r := &results[i]
+			if r.Limit == "" { // a group never decided because an earlier one denied
+				l := rs[i].limit
+				*r = api.Result{Limit: l.Name, Allowed: false, Capacity: l.Bucket.Capacity, Window: l.Bucket.PolicyWindow(), Source: g.src}
+			}
+			if !allowed {
+				resp.RetryAfter = max(resp.RetryAfter, r.RetryAfter)
+			}
+			e.count(e.counters.of(f, rs[i].limit), rs[i].limit, r, allowed)
+			e.hot.add(metricName(rs[i].limit), rs[i].check.Key, rs[i].check.Cost, !allowed)
+		}
+	}
+	return resp
+}
+
+// count records one check's decision. A check that its own bucket admitted
+// but that another check of the request denied counts as denied, with no
+// denial kind of its own.
+func (e *Engine) count(lc *limitCounters, l *limits.Limit, r *api.Result, allowed bool) {
+	outcome := outcomeAllowed
+	if !allowed {
+		outcome = outcomeDenied
+	}
+	src := min(int(r.Source), 1)
+	lc.decisions[outcome][src]().Inc()
+	if r.Allowed || l.Shadow {
+		return
+	}
+	if r.Source == api.SourceFallback {
+		lc.fallback().Inc()
+	} else {
+		lc.policy().Inc()
+	}
+}

@@ -1,0 +1,233 @@
+package node
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc"
+
+	"github.com/weir-rl/weir/api"
+	"github.com/weir-rl/weir/api/resp"
+	"github.com/weir-rl/weir/node/cluster"
+	"github.com/weir-rl/weir/transport"
+)
+
+// Start opens the listeners, joins the cluster and starts serving. It
+// returns once the sockets are bound; serving goes on until Shutdown.
+func (n *Node) Start(ctx context.Context) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.started {
+		return errors.New("node: already started")
+	}
+	lns, err := n.listen()
+	if err != nil {
+		return err
+	}
+	n.httpLn, n.grpcLn, n.respLn = lns[0], lns[1], lns[2]
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	err = n.members.Start(runCtx, cluster.Serve{
+		Owner: n.eng, Holdings: n.eng, Report: n.localReport,
+		APIAddr: n.grpcLn.Addr().String(), HTTPAddr: n.httpLn.Addr().String(),
+	})
+	if err != nil {
+		cancel()
+		for _, ln := range lns {
+			if ln != nil {
+				_ = ln.Close()
+			}
+		}
+		return err
+	}
+	metricsHandler := promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{})
+	lim := n.cfg.Security.Limits.withDefaults()
+	var httpTLS, grpcTLS *tls.Config
+	if n.tls != nil {
+		httpTLS, grpcTLS = n.tls.ServerConfig(), n.tls.ServerConfig()
+	}
+	public := api.AuthorizingDecider(n, n.authConfig())
+	httpLn, httpSrv := newHTTPServer(n.httpLn, api.RequireTokens(api.NewHTTPHandler(public, n.httpConfig(), metricsHandler, n.log), n.authConfig()), lim, httpTLS, n.log)
+	grpcLn := limitListener(n.grpcLn, lim)
+	unaryAuth, streamAuth := api.GRPCAuth(n.authConfig())
+	n.httpSrv, n.grpcSrv = httpSrv, grpc.NewServer(grpcServerOptions(lim, grpcTLS, unaryAuth, streamAuth)...)
+	// One key bound for every surface: the engine's (Config.HTTP.MaxKeyBytes).
+	gc := api.DefaultGRPCConfig()
+	gc.MaxKeyBytes = n.cfg.maxKeyBytes()
+	api.RegisterGRPC(n.grpcSrv, public, gc)
+	envoyCfg := n.cfg.Envoy
+	envoyCfg.MaxKeyBytes = n.cfg.maxKeyBytes()
+	envoyCfg.Now = n.clock
+	envoyCfg.Rules = n.envoy.current
+	api.RegisterEnvoy(n.grpcSrv, public, envoyCfg)
+	n.runSecurity(runCtx)
+
+	n.cancel = cancel
+	n.started = true
+	n.goRun(func() {
+		if err := n.httpSrv.Serve(httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			n.log.Error("http server stopped", "err", err)
+		}
+	})
+	n.goRun(func() {
+		if err := n.grpcSrv.Serve(grpcLn); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			n.log.Error("grpc server stopped", "err", err)
+		}
+	})
+	if n.respLn != nil {
+		respLn := limitListener(n.respLn, lim)
+		n.respSrv = resp.New(public, n.respConfig(), n.log)
+		n.goRun(func() {
+			if err := n.respSrv.Serve(respLn); err != nil && !errors.Is(err, resp.ErrServerClosed) {
+				n.log.Error("resp server stopped", "err", err)
+			}
+		})
+	}
+	n.goRun(func() {
+		if err := n.limits.Run(runCtx); err != nil && !errors.Is(err, context.Canceled) {
+			n.log.Warn("limits file watch stopped", "err", err)
+		}
+	})
+	n.goRun(func() {
+		if err := n.envoy.run(runCtx); err != nil && !errors.Is(err, context.Canceled) {
+			n.log.Warn("envoy config watch stopped", "err", err)
+		}
+	})
+	n.goRun(func() { n.eng.Run(runCtx) })
+	if n.respLn != nil {
+		n.log.Info("serving", "node", n.cfg.NodeName, "http", n.httpLn.Addr().String(), "grpc", n.grpcLn.Addr().String(), "resp", n.respLn.Addr().String())
+	} else {
+		n.log.Info("serving", "node", n.cfg.NodeName, "http", n.httpLn.Addr().String(), "grpc", n.grpcLn.Addr().String())
+	}
+	return nil
+}
+
+// listen binds the public listeners: HTTP, gRPC and, when RESPAddr is
+// set, RESP (nil otherwise).
+func (n *Node) listen() ([3]net.Listener, error) {
+	var lns [3]net.Listener
+	addrs := [3]string{n.cfg.HTTPAddr, n.cfg.GRPCAddr, n.cfg.RESPAddr}
+	names := [3]string{"http", "grpc", "resp"}
+	for i, addr := range addrs {
+		if addr == "" {
+			continue // RESP off
+		}
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			for _, l := range lns[:i] {
+				if l != nil {
+					_ = l.Close()
+				}
+			}
+			return lns, fmt.Errorf("node: %s listen: %w", names[i], err)
+		}
+		lns[i] = ln
+	}
+	return lns, nil
+}
+
+// httpConfig is Config.HTTP with the key bound in force.
+func (n *Node) httpConfig() api.HTTPConfig {
+	hc := n.cfg.HTTP
+	hc.MaxKeyBytes = n.cfg.maxKeyBytes()
+	return hc
+}
+
+func (n *Node) goRun(f func()) {
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		f()
+	}()
+}
+
+// HTTPAddr returns the bound HTTP address, or "" before Start.
+func (n *Node) HTTPAddr() string { return n.addr(&n.httpLn) }
+
+// GRPCAddr returns the bound public gRPC address, or "" before Start.
+func (n *Node) GRPCAddr() string { return n.addr(&n.grpcLn) }
+
+// RESPAddr returns the bound Redis-protocol address, or "" before Start or
+// when the endpoint is off.
+func (n *Node) RESPAddr() string { return n.addr(&n.respLn) }
+
+func (n *Node) addr(ln *net.Listener) string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if *ln == nil {
+		return ""
+	}
+	return (*ln).Addr().String()
+}
+
+// Shutdown stops accepting, lets in-flight requests finish within ctx (and
+// at most Config.ShutdownTimeout), hands the node's state off, leaves the
+// cluster, then stops every goroutine the node started. It is safe to call
+// more than once.
+func (n *Node) Shutdown(ctx context.Context) error {
+	n.mu.Lock()
+	if !n.started || n.shutdown {
+		n.mu.Unlock()
+		return nil
+	}
+	n.shutdown = true
+	n.mu.Unlock()
+	n.eng.Drain()
+
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.ShutdownTimeout)
+	defer cancel()
+	var err error
+	done := make(chan struct{})
+	go func() {
+		n.grpcSrv.GracefulStop()
+		close(done)
+	}()
+	if e := n.httpSrv.Shutdown(ctx); e != nil {
+		err = fmt.Errorf("node: http shutdown: %w", e)
+	}
+	if n.respSrv != nil {
+		if e := n.respSrv.Shutdown(ctx); e != nil && err == nil {
+			err = fmt.Errorf("node: resp shutdown: %w", e)
+		}
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+		n.grpcSrv.Stop()
+		<-done
+	}
+	if e := n.members.Stop(ctx); e != nil && err == nil {
+		err = e
+	}
+	n.cancel()
+	n.wg.Wait()
+	return err
+}
+
+// peerSecurity reads the cluster secret and derives the gossip key and the
+// peer credentials from it; operator peer certificates, when configured,
+// replace the derived ones. Neither: no gossip key, nil credentials
+// (plaintext).
+func peerSecurity(cfg Config) (gossipKey []byte, creds *transport.Credentials, err error) {
+	if cfg.ClusterSecretFile != "" {
+		secret, err := transport.ReadSecretFile(cfg.ClusterSecretFile)
+		if err != nil {
+			return nil, nil, fmt.Errorf("node: cluster secret: %w", err)
+		}
+		gk, _ := transport.DeriveKeys(secret)
+		gossipKey = gk[:]
+		if creds, err = transport.SecretCredentials(secret); err != nil {
+			return nil, nil, fmt.Errorf("node: %w", err)
+		}
+	}
+	if p := cfg.Security.PeerTLS; p.CertFile != "" {
+		if creds, err = transport.FileCredentials(p.CertFile, p.KeyFile, p.CAFile); err != nil {
+			return nil, nil, fmt.Errorf("node: %w", err)
+		}
+	}
+	return gossipKey, creds, nil
+}
