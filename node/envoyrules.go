@@ -3,19 +3,17 @@ package node
 import (
 	"context"
 	"crypto/sha256"
-	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
 	"sync"
 	"sync/atomic"
-	"time"
 
-	"github.com/fsnotify/fsnotify"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/weir-rl/weir/envoyconf"
+	"github.com/weir-rl/weir/internal/filewatch"
 	"github.com/weir-rl/weir/node/limits"
 )
 
@@ -121,44 +119,12 @@ func (r *envoyRules) reload(force bool) error {
 	return nil
 }
 
-// run watches the directory until ctx ends, reloading it
-// limits.ReloadDebounce after the last event of a burst (an editor's
-// writes, a ConfigMap's symlink swap), and at most limits.ReloadMaxDelay
-// after its first.
+// run watches the directory until ctx ends, reloading it once per burst of
+// events (an editor's writes, a ConfigMap's symlink swap; see
+// filewatch.Run for the timing). It returns nil when ctx ends.
 func (r *envoyRules) run(ctx context.Context) error {
-	w, err := fsnotify.NewWatcher()
-	if err != nil {
-		return err
-	}
-	defer w.Close()
-	if err := w.Add(r.dir); err != nil {
-		return err
-	}
-	var timer <-chan time.Time
-	var first time.Time // first event of the burst
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case _, ok := <-w.Events:
-			if !ok {
-				return errors.New("node: envoy config watcher closed")
-			}
-			if timer == nil {
-				first = time.Now()
-			}
-			wait := min(limits.ReloadDebounce, max(0, limits.ReloadMaxDelay-time.Since(first)))
-			timer = time.After(wait)
-		case err, ok := <-w.Errors:
-			if !ok {
-				return errors.New("node: envoy config watcher closed")
-			}
-			r.log.Warn("envoy config watch error", "dir", r.dir, "err", err)
-		case <-timer:
-			timer = nil
-			_ = r.reload(false) // logged and counted
-		}
-	}
+	cfg := filewatch.Config{Dirs: []string{r.dir}, Logger: r.log.With("dir", r.dir)}
+	return filewatch.Run(ctx, cfg, func() { _ = r.reload(false) }) // logged and counted
 }
 
 // envoyLimits returns the Weir limits of c's rules that need a bucket.

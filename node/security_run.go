@@ -55,7 +55,7 @@ func (n *Node) runSecurity(ctx context.Context) {
 	}
 	if path := n.cfg.Security.TokensFile; path != "" {
 		n.goRun(func() {
-			if err := filewatch.Run(ctx, []string{path}, func() { _ = n.ReloadTokens() }, n.log); err != nil {
+			if err := filewatch.Run(ctx, filewatch.Config{Files: []string{path}, Logger: n.log}, func() { _ = n.ReloadTokens() }); err != nil {
 				n.log.Warn("tokens file watch stopped", "err", err)
 			}
 		})

@@ -131,7 +131,7 @@ func (r *Reloader) Run(ctx context.Context) error {
 	if r.cfg.ClientCAFile != "" {
 		paths = append(paths, r.cfg.ClientCAFile)
 	}
-	return filewatch.Run(ctx, paths, func() { _ = r.Reload() }, r.logger)
+	return filewatch.Run(ctx, filewatch.Config{Files: paths, Logger: r.logger}, func() { _ = r.Reload() })
 }
 
 // Certificate returns the certificate in force.

@@ -6,24 +6,11 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
-)
-
-// Reload timing of Run.
-const (
-	// ReloadDebounce is how long Run waits after the last event of a burst
-	// (an editor's write, rename and chmod; a ConfigMap's symlink swap)
-	// before it reads the file.
-	ReloadDebounce = 100 * time.Millisecond
-	// ReloadMaxDelay bounds the wait after the first event of a burst, so a
-	// file that keeps changing is still read.
-	ReloadMaxDelay = time.Second
+	"github.com/weir-rl/weir/internal/filewatch"
 )
 
 // Reloader holds the limits file in force and replaces it when the file on
@@ -36,11 +23,10 @@ const (
 // the order they were swapped in. A Reloader is safe for concurrent use.
 type Reloader struct {
 	path     string // as given, for messages and reading
-	abs      string // absolute and clean, for matching events
 	logger   *slog.Logger
 	onReload func(f *File, err error)
-	debounce time.Duration // ReloadDebounce; tests shorten it before Run
-	maxDelay time.Duration // ReloadMaxDelay
+	debounce time.Duration // filewatch.Config.Debounce: zero is filewatch.Debounce; tests shorten it before Run
+	maxDelay time.Duration // filewatch.Config.MaxDelay: zero is filewatch.MaxDelay
 
 	cur atomic.Pointer[File]
 
@@ -67,14 +53,8 @@ func NewReloader(path string, initial *File, logger *slog.Logger, onReload func(
 	}
 	r := &Reloader{
 		path:     path,
-		abs:      filepath.Clean(path),
 		logger:   logger,
 		onReload: onReload,
-		debounce: ReloadDebounce,
-		maxDelay: ReloadMaxDelay,
-	}
-	if abs, err := filepath.Abs(path); err == nil {
-		r.abs = abs
 	}
 	if initial != nil {
 		r.cur.Store(initial)
@@ -148,65 +128,33 @@ func (r *Reloader) reject(err error) {
 }
 
 // Run watches the file until ctx ends and reloads it when it changes,
-// returning nil then. It watches the file's directory, not the file, so it
-// sees editors that write a new file and rename it over the old one, and
-// Kubernetes ConfigMap updates (a swap of the "..data" symlink); when path
-// is a symlink it also watches the directory of its target. A burst of
-// events is read once, ReloadDebounce after it ends (at most ReloadMaxDelay
-// after it starts), and content identical to the last read is ignored. Run
-// first reloads once if the file differs from the one in force, so a change
-// made before Run started is not missed. It returns an error only when the
-// watch cannot be set up. Run must not be called twice at once.
+// returning nil then. It watches with filewatch: the file's directory, not
+// the file, so it sees editors that write a new file and rename it over the
+// old one, and Kubernetes ConfigMap updates (a swap of the "..data"
+// symlink); when path is a symlink, the directory of its target too,
+// resolved again after every burst of events. A burst is read once,
+// filewatch.Debounce after it ends (at most filewatch.MaxDelay after it
+// starts), and content identical to the last read is ignored. Run first
+// reloads once, as soon as the watch is up, if the file differs from the
+// one in force, so a change made before Run started is not missed. It
+// returns an error only when the watch cannot be set up. Run must not be
+// called twice at once.
 func (r *Reloader) Run(ctx context.Context) error {
 	if r.path == "" {
 		<-ctx.Done()
 		return nil
 	}
-	w, err := fsnotify.NewWatcher()
+	err := filewatch.Run(ctx, filewatch.Config{
+		Files:    []string{r.path},
+		Debounce: r.debounce,
+		MaxDelay: r.maxDelay,
+		Initial:  true,
+		Logger:   r.logger.With("path", r.path),
+	}, r.check)
 	if err != nil {
 		return errorf("watch %s: %w", r.path, err)
 	}
-	defer w.Close()
-	dir := filepath.Dir(r.abs)
-	if err := w.Add(dir); err != nil {
-		return errorf("watch %s: %w", dir, err)
-	}
-	target := r.watchTarget(w, dir, "")
-	r.check()
-	debounce, maxDelay := r.debounce, r.maxDelay
-
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	defer timer.Stop()
-	var first time.Time // first event of the pending burst; zero when none
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case ev, ok := <-w.Events:
-			if !ok {
-				return nil
-			}
-			if !r.relevant(ev, target) {
-				continue
-			}
-			now := time.Now()
-			if first.IsZero() {
-				first = now
-			}
-			wait := min(debounce, maxDelay-now.Sub(first))
-			timer.Reset(max(wait, 0))
-		case err, ok := <-w.Errors:
-			if !ok {
-				return nil
-			}
-			r.logger.Warn("limits file watcher error", "path", r.path, "err", err)
-		case <-timer.C:
-			first = time.Time{}
-			r.check()
-			target = r.watchTarget(w, dir, target)
-		}
-	}
+	return nil
 }
 
 // check reloads if the file's content changed.
@@ -214,46 +162,6 @@ func (r *Reloader) check() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	_ = r.reload(true) // reported inside
-}
-
-// relevant reports whether ev may have changed the file: an event on the
-// file itself, on its symlink target, or on a Kubernetes "..data" entry.
-// Chmod alone changes no content.
-func (r *Reloader) relevant(ev fsnotify.Event, target string) bool {
-	if ev.Op == fsnotify.Chmod {
-		return false
-	}
-	name := filepath.Clean(ev.Name)
-	return name == r.abs || name == target || strings.HasPrefix(filepath.Base(name), "..")
-}
-
-// watchTarget resolves the file's symlinks and, when its target lies in
-// another directory, watches that directory too (replacing the watch on the
-// previous target's directory). It returns the target path, or prev when
-// the file cannot be resolved now.
-func (r *Reloader) watchTarget(w *fsnotify.Watcher, dir, prev string) string {
-	target, err := filepath.EvalSymlinks(r.abs)
-	if err != nil {
-		return prev
-	}
-	if target, err = filepath.Abs(target); err != nil {
-		return prev
-	}
-	tdir, pdir := filepath.Dir(target), ""
-	if prev != "" {
-		pdir = filepath.Dir(prev)
-	}
-	if tdir != pdir {
-		if pdir != "" && pdir != dir {
-			_ = w.Remove(pdir) // may be gone already
-		}
-		if tdir != dir {
-			if err := w.Add(tdir); err != nil {
-				r.logger.Warn("cannot watch the limits file's symlink target", "dir", tdir, "err", err)
-			}
-		}
-	}
-	return target
 }
 
 // readLimited reads a file, up to one byte over MaxFileSize so that Parse

@@ -12,8 +12,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/fsnotify/fsnotify"
 )
 
 // waitFor is how long a test waits for a file-system event to be seen.
@@ -395,31 +393,4 @@ func TestReloaderDebounce(t *testing.T) {
 	rec.nextVersion(t, 2) // Run's first check: the watch is up
 	writeFile(t, path, limitsText(3, 3))
 	rec.nextVersion(t, 3)
-}
-
-func TestReloaderRelevant(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "limits.yaml")
-	r := NewReloader(path, nil, nil, nil)
-	target := filepath.Join(t.TempDir(), "real.yaml")
-	for _, tc := range []struct {
-		name string
-		op   fsnotify.Op
-		want bool
-	}{
-		{path, fsnotify.Write, true},
-		{path, fsnotify.Create, true},
-		{path, fsnotify.Rename, true},
-		{path, fsnotify.Remove, true},
-		{path, fsnotify.Chmod, false},
-		{target, fsnotify.Write, true},
-		{filepath.Join(dir, "..data"), fsnotify.Create, true},
-		{filepath.Join(dir, "other.yaml"), fsnotify.Write, false},
-		{filepath.Join(dir, "limits.yaml.tmp"), fsnotify.Create, false},
-		{filepath.Join(dir, ".limits.yaml.swp"), fsnotify.Write, false},
-	} {
-		if got := r.relevant(fsnotify.Event{Name: tc.name, Op: tc.op}, target); got != tc.want {
-			t.Errorf("relevant(%s %v) = %v, want %v", tc.name, tc.op, got, tc.want)
-		}
-	}
 }
