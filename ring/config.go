@@ -103,7 +103,9 @@ func LANTiming() Timing {
 }
 
 // LocalTiming returns a fast profile for tests in one process or on one
-// host (simnet or loopback); it is too eager for a real network.
+// host (simnet or loopback); it is too eager for a real network. It starts
+// from LANTiming and shortens what a local network allows (GossipNodes is
+// kept), as memberlist builds DefaultLocalConfig from DefaultLANConfig.
 //
 // Failure detection, measured by the ring tests over simnet with -race on a
 // loaded 2-core machine (LocalConfig, so RebuildDebounce 50ms included): the
@@ -118,20 +120,19 @@ func LANTiming() Timing {
 // interval (≤ 0.625 s) plus a push/pull and the debounce, ≈ 1 s. The tests
 // allow 10 s.
 func LocalTiming() Timing {
-	return Timing{
-		ProbeInterval:           200 * time.Millisecond,
-		ProbeTimeout:            150 * time.Millisecond,
-		SuspicionMult:           3,
-		SuspicionMaxTimeoutMult: 4,
-		IndirectChecks:          2,
-		RetransmitMult:          3,
-		GossipInterval:          50 * time.Millisecond,
-		GossipNodes:             3,
-		GossipToTheDeadTime:     2 * time.Second,
-		PushPullInterval:        time.Second,
-		TCPTimeout:              500 * time.Millisecond,
-		DeadNodeReclaimTime:     time.Second,
-	}
+	t := LANTiming()
+	t.ProbeInterval = 200 * time.Millisecond
+	t.ProbeTimeout = 150 * time.Millisecond
+	t.SuspicionMult = 3
+	t.SuspicionMaxTimeoutMult = 4
+	t.IndirectChecks = 2
+	t.RetransmitMult = 3
+	t.GossipInterval = 50 * time.Millisecond
+	t.GossipToTheDeadTime = 2 * time.Second
+	t.PushPullInterval = time.Second
+	t.TCPTimeout = 500 * time.Millisecond
+	t.DeadNodeReclaimTime = time.Second
+	return t
 }
 
 // DetectionSpread bounds how far apart one member may declare dead several
@@ -248,18 +249,17 @@ func DefaultConfig() Config {
 	}
 }
 
-// LocalConfig returns a fast profile for tests: gossip on 127.0.0.1 with a
-// free port, LocalTiming, ForgetAfter 10m, RebuildDebounce 50ms,
-// RejoinInterval 500ms. Name must still be set.
+// LocalConfig returns a fast profile for tests: DefaultConfig with gossip
+// on 127.0.0.1 and a free port, LocalTiming, RebuildDebounce 50ms and
+// RejoinInterval 500ms (ForgetAfter stays 10m). Name must still be set.
 func LocalConfig() Config {
-	return Config{
-		BindAddr:        "127.0.0.1",
-		BindPort:        0,
-		Timing:          LocalTiming(),
-		ForgetAfter:     10 * time.Minute,
-		RebuildDebounce: 50 * time.Millisecond,
-		RejoinInterval:  500 * time.Millisecond,
-	}
+	c := DefaultConfig()
+	c.BindAddr = "127.0.0.1"
+	c.BindPort = 0
+	c.Timing = LocalTiming()
+	c.RebuildDebounce = 50 * time.Millisecond
+	c.RejoinInterval = 500 * time.Millisecond
+	return c
 }
 
 // Validate reports the first bad field; it changes nothing.
