@@ -16,6 +16,7 @@ import (
 	"github.com/weir-rl/weir/node/limits"
 	"github.com/weir-rl/weir/node/placement"
 	"github.com/weir-rl/weir/ring"
+	"github.com/weir-rl/weir/ring/gossip"
 	"github.com/weir-rl/weir/transport"
 )
 
@@ -52,7 +53,7 @@ import (
 // over and takes in, but not the engine or the node.
 type cluster struct {
 	self   string
-	ring   *ring.Ring
+	ring   *gossip.Membership
 	pool   *transport.Pool
 	store  *bucket.Store // the node's owner buckets, shared with the engine
 	leases *leases       // the node's owner lease table

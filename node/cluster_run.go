@@ -17,6 +17,7 @@ import (
 	"github.com/weir-rl/weir/node/limits"
 	"github.com/weir-rl/weir/node/placement"
 	"github.com/weir-rl/weir/ring"
+	"github.com/weir-rl/weir/ring/gossip"
 	"github.com/weir-rl/weir/transport"
 )
 
@@ -265,7 +266,7 @@ func (n *Node) startCluster(ctx context.Context) error {
 		GRPCAddr: advertise, LimitsVersion: n.limits.Current().Version, Incarnation: time.Now().UnixNano(),
 		APIAddr: publicAdvertise(n.grpcLn.Addr().String(), advertise), HTTPAddr: publicAdvertise(n.httpLn.Addr().String(), advertise),
 	}
-	r, err := ring.New(rc, meta)
+	r, err := gossip.New(rc, meta)
 	if err != nil {
 		_ = ln.Close()
 		_ = pool.Close()

@@ -12,7 +12,7 @@ import (
 	"github.com/weir-rl/weir/bucket"
 	"github.com/weir-rl/weir/internal/dedup"
 	"github.com/weir-rl/weir/lease"
-	"github.com/weir-rl/weir/ring"
+	"github.com/weir-rl/weir/ring/gossip"
 	"github.com/weir-rl/weir/transport"
 )
 
@@ -77,7 +77,7 @@ type Config struct {
 	// Security configures TLS, caller tokens and server bounds.
 	Security Security
 	// Ring configures membership; Name is set from NodeName.
-	Ring ring.Config
+	Ring gossip.Config
 	// Forward configures forwarding to owners (batching window, size cap,
 	// the 50ms forward deadline).
 	Forward transport.Config
@@ -126,7 +126,7 @@ func DefaultConfig() Config {
 		SweepInterval:   10 * time.Second,
 		ShutdownTimeout: 10 * time.Second,
 		Clustered:       true,
-		Ring:            ring.DefaultConfig(),
+		Ring:            gossip.DefaultConfig(),
 		Forward:         transport.DefaultConfig(),
 		HandoffWindow:   5 * time.Second,
 		TakeoverDelay:   4 * time.Second,
@@ -192,7 +192,7 @@ func LocalConfig() Config {
 	c.ShutdownTimeout = 2 * time.Second
 	c.Clustered = false
 	c.PeerAddr = "127.0.0.1:0"
-	c.Ring = ring.LocalConfig()
+	c.Ring = gossip.LocalConfig()
 	c.Forward = transport.DefaultConfig()
 	c.HandoffWindow = 2 * time.Second
 	c.TakeoverDelay = 1200 * time.Millisecond

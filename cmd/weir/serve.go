@@ -18,6 +18,7 @@ import (
 
 	"github.com/weir-rl/weir/node"
 	"github.com/weir-rl/weir/ring"
+	"github.com/weir-rl/weir/ring/gossip"
 )
 
 // clusterFlags are the serve flags that need parsing after flag.Parse.
@@ -61,8 +62,8 @@ func (cf clusterFlags) apply(cfg *node.Config) error {
 		cfg.Ring.Timing = ring.LANTiming()
 	case "local":
 		cfg.Ring.Timing = ring.LocalTiming()
-		cfg.Ring.RebuildDebounce = ring.LocalConfig().RebuildDebounce
-		cfg.Ring.RejoinInterval = ring.LocalConfig().RejoinInterval
+		cfg.Ring.RebuildDebounce = gossip.LocalConfig().RebuildDebounce
+		cfg.Ring.RejoinInterval = gossip.LocalConfig().RejoinInterval
 		cfg.HandoffWindow = 2 * time.Second
 		cfg.TakeoverDelay = 1200 * time.Millisecond
 	default:
@@ -80,7 +81,7 @@ func defaultNodeName(hostname func() (string, error), gossipPort int) string {
 	if err != nil || h == "" {
 		h = "weir"
 	}
-	if gossipPort != ring.DefaultConfig().BindPort {
+	if gossipPort != gossip.DefaultConfig().BindPort {
 		h += "-" + strconv.Itoa(gossipPort)
 	}
 	return h
