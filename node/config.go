@@ -14,6 +14,7 @@ import (
 	"github.com/weir-rl/weir/lease"
 	"github.com/weir-rl/weir/node/cluster"
 	"github.com/weir-rl/weir/ring"
+	"github.com/weir-rl/weir/ring/gossip"
 	"github.com/weir-rl/weir/transport"
 )
 
@@ -79,7 +80,7 @@ type Config struct {
 	Security Security
 	// Ring configures membership; Name is set from NodeName, and Timing,
 	// RebuildDebounce and RejoinInterval from Config.Timing.
-	Ring ring.Config
+	Ring gossip.Config
 	// Forward configures forwarding to owners (batching window, size cap,
 	// the 50ms forward deadline).
 	Forward transport.Config
@@ -118,7 +119,7 @@ func DefaultConfig() Config {
 		SweepInterval:   10 * time.Second,
 		ShutdownTimeout: 10 * time.Second,
 		Clustered:       true,
-		Ring:            ring.DefaultConfig(),
+		Ring:            gossip.DefaultConfig(),
 		Forward:         transport.DefaultConfig(),
 		Timing:          LANTiming(),
 		LeaveTimeout:    5 * time.Second,
@@ -137,10 +138,10 @@ type Timing struct {
 	// Ring is memberlist's failure detection (ring.Timing).
 	Ring ring.Timing
 	// RebuildDebounce is the quiet period after a membership event before
-	// the ring is rebuilt (ring.Config.RebuildDebounce).
+	// the ring is rebuilt (gossip.Config.RebuildDebounce).
 	RebuildDebounce time.Duration
 	// RejoinInterval is the mean time between rejoin rounds
-	// (ring.Config.RejoinInterval).
+	// (gossip.Config.RejoinInterval).
 	RejoinInterval time.Duration
 	// HandoffWindow is how long after a view change a new owner pulls a
 	// bucket it does not hold from the key's previous owner before
@@ -158,11 +159,11 @@ type Timing struct {
 	TakeoverDelay time.Duration
 }
 
-// LANTiming is the production profile: ring.DefaultConfig's memberlist LAN
+// LANTiming is the production profile: gossip.DefaultConfig's memberlist LAN
 // timings, debounce (250 ms) and rejoin interval (10 s), a 5 s handoff
 // window and a 4 s takeover delay.
 func LANTiming() Timing {
-	rc := ring.DefaultConfig()
+	rc := gossip.DefaultConfig()
 	return Timing{
 		Ring: rc.Timing, RebuildDebounce: rc.RebuildDebounce, RejoinInterval: rc.RejoinInterval,
 		HandoffWindow: 5 * time.Second, TakeoverDelay: 4 * time.Second,
@@ -170,12 +171,12 @@ func LANTiming() Timing {
 }
 
 // LocalTiming is LANTiming made fast for one machine (tests, `weir serve
-// --timing local`): ring.LocalConfig's timings, debounce (50 ms) and rejoin
+// --timing local`): gossip.LocalConfig's timings, debounce (50 ms) and rejoin
 // interval (500 ms), a 2 s handoff window and a 1.2 s takeover delay. Too
 // eager for a real network.
 func LocalTiming() Timing {
 	t := LANTiming()
-	rc := ring.LocalConfig()
+	rc := gossip.LocalConfig()
 	t.Ring, t.RebuildDebounce, t.RejoinInterval = rc.Timing, rc.RebuildDebounce, rc.RejoinInterval
 	t.HandoffWindow = 2 * time.Second
 	t.TakeoverDelay = 1200 * time.Millisecond
@@ -191,7 +192,7 @@ func (t Timing) Validate() error {
 }
 
 // ring returns c with t's parts applied.
-func (t Timing) ring(c ring.Config) ring.Config {
+func (t Timing) ring(c gossip.Config) gossip.Config {
 	c.Timing, c.RebuildDebounce, c.RejoinInterval = t.Ring, t.RebuildDebounce, t.RejoinInterval
 	return c
 }
@@ -208,7 +209,7 @@ func LocalConfig() Config {
 	c.ShutdownTimeout = 2 * time.Second
 	c.Clustered = false
 	c.PeerAddr = "127.0.0.1:0"
-	c.Ring = ring.LocalConfig()
+	c.Ring = gossip.LocalConfig()
 	c.Forward = transport.DefaultConfig()
 	c.Timing = LocalTiming()
 	c.LeaveTimeout = 2 * time.Second

@@ -1,14 +1,8 @@
 package ring
 
-import (
-	"encoding/binary"
-	"errors"
-	"fmt"
-
-	"github.com/hashicorp/memberlist"
-)
-
-// Meta is the metadata a member gossips about itself.
+// Meta is the metadata a member gossips about itself. Package ring/gossip
+// encodes it into memberlist's node metadata (at most 512 bytes encoded,
+// which leaves room for addresses of up to about 490 bytes together).
 type Meta struct {
 	// GRPCAddr is the host:port of the member's peer gRPC service.
 	GRPCAddr string
@@ -23,100 +17,4 @@ type Meta struct {
 	// HTTPAddr is the host:port of the member's public HTTP API. Empty when
 	// not published.
 	HTTPAddr string
-}
-
-// Meta encodings: the first byte of an encoded Meta. Version 1 carries
-// GRPCAddr as the tail; version 2 carries the three addresses
-// length-prefixed (uvarint), so a member gossips its public addresses. A
-// member writes version 1 when it has no public address (older members
-// decode it) and reads both.
-const (
-	metaVersion1 = 1
-	metaVersion2 = 2
-)
-
-// maxMetaLen is the encoded limit imposed by memberlist.
-const maxMetaLen = memberlist.MetaMaxSize
-
-// errMetaTooLong is returned when an encoded Meta would exceed maxMetaLen.
-var errMetaTooLong = fmt.Errorf("ring: meta longer than %d bytes encoded", maxMetaLen)
-
-// Validate reports whether m fits memberlist's metadata limit (addresses of
-// up to about 490 bytes together).
-func (m Meta) Validate() error {
-	if len(m.appendTo(nil)) > maxMetaLen {
-		return errMetaTooLong
-	}
-	return nil
-}
-
-// metaLeaving is the flag bit saying the member is leaving gracefully.
-// memberlist reports a graceful leave and a failure with the same
-// NotifyLeave (the Node's State field is not updated), so a leaving member
-// first gossips this flag; peers then treat its NotifyLeave as a leave.
-const metaLeaving = 1
-
-// appendTo encodes m compactly: a version byte, a flags byte, the two
-// integers as zig-zag varints, then the address bytes: the rest (version
-// 1), or three length-prefixed strings (version 2).
-func (m Meta) appendTo(b []byte) []byte { return m.appendFlags(b, 0) }
-
-func (m Meta) appendFlags(b []byte, flags byte) []byte {
-	v2 := m.APIAddr != "" || m.HTTPAddr != ""
-	if v2 {
-		b = append(b, metaVersion2, flags)
-	} else {
-		b = append(b, metaVersion1, flags)
-	}
-	b = binary.AppendVarint(b, m.LimitsVersion)
-	b = binary.AppendVarint(b, m.Incarnation)
-	if !v2 {
-		return append(b, m.GRPCAddr...)
-	}
-	for _, s := range [...]string{m.GRPCAddr, m.APIAddr, m.HTTPAddr} {
-		b = binary.AppendUvarint(b, uint64(len(s)))
-		b = append(b, s...)
-	}
-	return b
-}
-
-// decodeMeta parses the output of Meta.appendFlags. Empty input is the zero
-// Meta (a member that publishes none).
-func decodeMeta(b []byte) (Meta, byte, error) {
-	if len(b) == 0 {
-		return Meta{}, 0, nil
-	}
-	version := b[0]
-	if version != metaVersion1 && version != metaVersion2 {
-		return Meta{}, 0, fmt.Errorf("ring: unknown meta version %d", b[0])
-	}
-	if len(b) < 2 {
-		return Meta{}, 0, errors.New("ring: short meta")
-	}
-	flags := b[1]
-	b = b[2:]
-	lv, k := binary.Varint(b)
-	if k <= 0 {
-		return Meta{}, 0, errors.New("ring: bad meta limits version")
-	}
-	b = b[k:]
-	inc, k := binary.Varint(b)
-	if k <= 0 {
-		return Meta{}, 0, errors.New("ring: bad meta incarnation")
-	}
-	b = b[k:]
-	m := Meta{LimitsVersion: lv, Incarnation: inc}
-	if version == metaVersion1 {
-		m.GRPCAddr = string(b)
-		return m, flags, nil
-	}
-	for _, dst := range [...]*string{&m.GRPCAddr, &m.APIAddr, &m.HTTPAddr} {
-		n, k := binary.Uvarint(b)
-		if k <= 0 || n > uint64(len(b)-k) {
-			return Meta{}, 0, errors.New("ring: bad meta address")
-		}
-		*dst = string(b[k : k+int(n)])
-		b = b[k+int(n):]
-	}
-	return m, flags, nil
 }

@@ -17,9 +17,9 @@ type State uint8
 // majority and own keys. Suspect would mean a probe failed and the member
 // has not yet refuted it, but memberlist v0.7.0 raises no event for
 // suspicion (and its Members list cannot be read without racing its
-// writers), so Ring currently reports a suspected member as Alive until it
-// is declared Dead; the forwarding layer detects an unreachable owner by its
-// own deadline.
+// writers), so package ring/gossip currently reports a suspected member as
+// Alive until it is declared Dead; the forwarding layer detects an
+// unreachable owner by its own deadline.
 const (
 	Alive State = iota
 	Suspect

@@ -17,7 +17,7 @@ import (
 	sockaddr "github.com/hashicorp/go-sockaddr"
 
 	"github.com/weir-rl/weir/node"
-	"github.com/weir-rl/weir/ring"
+	"github.com/weir-rl/weir/ring/gossip"
 )
 
 // clusterFlags are the serve flags that need parsing after flag.Parse.
@@ -76,7 +76,7 @@ func defaultNodeName(hostname func() (string, error), gossipPort int) string {
 	if err != nil || h == "" {
 		h = "weir"
 	}
-	if gossipPort != ring.DefaultConfig().BindPort {
+	if gossipPort != gossip.DefaultConfig().BindPort {
 		h += "-" + strconv.Itoa(gossipPort)
 	}
 	return h

@@ -19,6 +19,7 @@ import (
 	"github.com/weir-rl/weir/node/limits"
 	"github.com/weir-rl/weir/node/placement"
 	"github.com/weir-rl/weir/ring"
+	"github.com/weir-rl/weir/ring/gossip"
 	"github.com/weir-rl/weir/transport"
 )
 
@@ -29,7 +30,7 @@ type Config struct {
 	Self string
 	// Ring configures membership; New sets its Name to Self and its
 	// GossipKey to GossipKey.
-	Ring ring.Config
+	Ring gossip.Config
 	// GossipKey encrypts gossip (derived from the cluster secret); nil:
 	// plaintext.
 	GossipKey []byte
@@ -107,7 +108,7 @@ type Deps struct {
 type Cluster struct {
 	cfg    Config
 	self   string
-	ring   *ring.Ring
+	ring   *gossip.Membership
 	pool   *transport.Pool
 	limits func() *limits.File
 	log    *slog.Logger
@@ -189,7 +190,7 @@ func New(cfg Config, deps Deps) (*Cluster, error) {
 	if rc.Logger == nil {
 		rc.Logger = log
 	}
-	r, err := ring.New(rc, deps.Meta)
+	r, err := gossip.New(rc, deps.Meta)
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/weir-rl/weir/node/engine"
 	"github.com/weir-rl/weir/node/limits"
 	"github.com/weir-rl/weir/ring"
+	"github.com/weir-rl/weir/ring/gossip"
 	"github.com/weir-rl/weir/transport"
 )
 
@@ -42,7 +43,7 @@ func member(t testing.TB) (*Cluster, *engine.Engine) {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	rc := ring.LocalConfig()
+	rc := gossip.LocalConfig()
 	c, err := New(Config{
 		Self: "n1", Ring: rc, Forward: transport.LocalConfig(), PeerAddr: "127.0.0.1:0",
 		HandoffWindow: 2 * time.Second, TakeoverDelay: time.Second, LeaveTimeout: time.Second,

@@ -148,7 +148,7 @@ type State struct {
 	// by (the routing view lacks this node while it leaves); nil means
 	// View.
 	Known *ring.View
-	// Joined reports that a seed answered (ring.Ring.Joined).
+	// Joined reports that a seed answered (gossip.Membership.Joined).
 	Joined bool
 	// Failures are recent failures in detection order (see Observe).
 	Failures []Failure

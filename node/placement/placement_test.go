@@ -60,7 +60,7 @@ func owner(v *ring.View, hk string) string {
 
 func cfg(self string) Config {
 	return Config{
-		Self: self, TakeoverDelay: 4 * time.Second, Timing: ring.LocalConfig().Timing,
+		Self: self, TakeoverDelay: 4 * time.Second, Timing: ring.LocalTiming(),
 		HandoffWindow: 2 * time.Second, FailureMemory: time.Hour,
 	}
 }

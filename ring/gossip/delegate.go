@@ -1,4 +1,4 @@
-package ring
+package gossip
 
 import (
 	"bytes"
@@ -11,7 +11,8 @@ import (
 	"github.com/hashicorp/memberlist"
 )
 
-// eventQueue carries memberlist notifications to the ring's event loop.
+// eventQueue carries memberlist notifications to the Membership's event
+// loop.
 // memberlist calls the EventDelegate while holding its node lock, so push
 // never blocks and never calls back into memberlist: it appends under a
 // short private mutex (lossless and ordered, unlike a full channel) and
@@ -44,7 +45,7 @@ func (q *eventQueue) drain() []event {
 }
 
 // delegate implements memberlist.Delegate and memberlist.EventDelegate for
-// a Ring. Every method is non-blocking.
+// a Membership. Every method is non-blocking.
 type delegate struct {
 	q    *eventQueue
 	meta *atomic.Pointer[[]byte] // this node's encoded Meta

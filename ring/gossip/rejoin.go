@@ -1,4 +1,4 @@
-package ring
+package gossip
 
 import (
 	"context"
@@ -24,7 +24,7 @@ const maxJoinsInFlight = 8
 // failed members and the seeds that are not live members (seeds re-resolved
 // each time), then sleeps a jittered RejoinInterval, or a quarter of it while
 // this member is alone or has not joined yet. It stops after Leave.
-func (r *Ring) rejoinLoop(ctx context.Context, ml *memberlist.Memberlist) {
+func (r *Membership) rejoinLoop(ctx context.Context, ml *memberlist.Memberlist) {
 	defer r.wg.Done()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -48,7 +48,7 @@ func (r *Ring) rejoinLoop(ctx context.Context, ml *memberlist.Memberlist) {
 }
 
 // nextRejoin returns the jittered delay before the next round.
-func (r *Ring) nextRejoin() time.Duration {
+func (r *Membership) nextRejoin() time.Duration {
 	d := r.cfg.RejoinInterval
 	r.mu.Lock()
 	alone := r.tbl.liveCount() <= 1 && (len(r.cfg.Join) > 0 || len(r.tbl.members) > 1)
@@ -60,7 +60,7 @@ func (r *Ring) nextRejoin() time.Duration {
 }
 
 // rejoinRound runs one round of joins and records success in joined.
-func (r *Ring) rejoinRound(ctx context.Context, ml *memberlist.Memberlist) {
+func (r *Membership) rejoinRound(ctx context.Context, ml *memberlist.Memberlist) {
 	seeds, resolvedAll := r.resolveSeeds(ctx)
 	r.mu.Lock()
 	self := r.tbl.selfAddr()
@@ -96,9 +96,9 @@ func (r *Ring) rejoinRound(ctx context.Context, ml *memberlist.Memberlist) {
 			n, err := ml.Join([]string{t})
 			if n > 0 {
 				r.joined.Store(true)
-				r.log.Debug("ring: rejoined", "target", t)
+				r.log.Debug("gossip: rejoined", "target", t)
 			} else {
-				r.log.Debug("ring: rejoin failed", "target", t, "err", err)
+				r.log.Debug("gossip: rejoin failed", "target", t, "err", err)
 			}
 		}()
 	}
@@ -108,12 +108,12 @@ func (r *Ring) rejoinRound(ctx context.Context, ml *memberlist.Memberlist) {
 // resolveSeeds returns the seeds as host:port addresses, resolving DNS
 // names now (so a name that tracks the cluster is followed). resolvedAll is
 // false if some name failed to resolve.
-func (r *Ring) resolveSeeds(ctx context.Context) (addrs []string, resolvedAll bool) {
+func (r *Membership) resolveSeeds(ctx context.Context) (addrs []string, resolvedAll bool) {
 	resolvedAll = true
 	for _, s := range r.cfg.Join {
 		host, port, err := splitSeed(s, r.cfg.BindPort)
 		if err != nil {
-			r.log.Warn("ring: bad seed", "seed", s, "err", err)
+			r.log.Warn("gossip: bad seed", "seed", s, "err", err)
 			resolvedAll = false
 			continue
 		}
@@ -125,7 +125,7 @@ func (r *Ring) resolveSeeds(ctx context.Context) (addrs []string, resolvedAll bo
 		ips, err := net.DefaultResolver.LookupHost(lctx, host)
 		cancel()
 		if err != nil {
-			r.log.Debug("ring: seed lookup failed", "seed", s, "err", err)
+			r.log.Debug("gossip: seed lookup failed", "seed", s, "err", err)
 			resolvedAll = false
 			continue
 		}

@@ -1,4 +1,4 @@
-package ring
+package gossip
 
 import (
 	"context"
@@ -11,32 +11,34 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+
+	"github.com/weir-rl/weir/ring"
 )
 
-// Errors returned by Ring's lifecycle methods.
+// Errors returned by Membership's lifecycle methods.
 var (
-	ErrStarted    = errors.New("ring: already started")
-	ErrNotStarted = errors.New("ring: not started")
-	ErrClosed     = errors.New("ring: closed")
+	ErrStarted    = errors.New("gossip: already started")
+	ErrNotStarted = errors.New("gossip: not started")
+	ErrClosed     = errors.New("gossip: closed")
 )
 
 // maxDebounceFactor bounds how long a stream of events can delay a rebuild:
 // at most maxDebounceFactor × RebuildDebounce after the first.
 const maxDebounceFactor = 4
 
-// Ring is one member's view of the cluster: memberlist membership, the
-// members it has ever seen (until forgotten), and the ownership ring built
-// from them. New starts nothing; Start runs memberlist and three owned
-// goroutines (event loop, rejoin loop and the joins of a rejoin round);
-// Close stops them all. All methods are safe for concurrent use; View never
-// locks.
-type Ring struct {
+// Membership is one member's view of the cluster: memberlist membership,
+// the members it has ever seen (until forgotten), and the ownership ring
+// (a *ring.View) built from them. New starts nothing; Start runs memberlist
+// and three owned goroutines (event loop, rejoin loop and the joins of a
+// rejoin round); Close stops them all. All methods are safe for concurrent
+// use; View never locks.
+type Membership struct {
 	cfg     Config
 	log     *slog.Logger
 	q       *eventQueue
 	meta    atomic.Pointer[[]byte]
-	view    atomic.Pointer[View]
-	changes chan *View
+	view    atomic.Pointer[ring.View]
+	changes chan *ring.View
 	joined  atomic.Bool
 	rounds  atomic.Uint64 // completed rejoin rounds (observed by tests)
 	left    atomic.Bool   // Leave was called
@@ -55,13 +57,13 @@ type Ring struct {
 	wg      sync.WaitGroup
 }
 
-// New validates cfg and returns a Ring whose view holds only this member.
-// It starts no goroutines and opens no sockets.
-func New(cfg Config, meta Meta) (*Ring, error) {
+// New validates cfg and returns a Membership whose view holds only this
+// member. It starts no goroutines and opens no sockets.
+func New(cfg Config, meta ring.Meta) (*Membership, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if err := meta.Validate(); err != nil {
+	if err := validateMeta(meta); err != nil {
 		return nil, err
 	}
 	logger := cfg.Logger
@@ -69,16 +71,16 @@ func New(cfg Config, meta Meta) (*Ring, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	cfg.Join = append([]string(nil), cfg.Join...)
-	r := &Ring{
+	r := &Membership{
 		cfg:     cfg,
-		log:     logger.With("component", "ring", "node", cfg.Name),
+		log:     logger.With("component", "gossip", "node", cfg.Name),
 		q:       newEventQueue(),
-		changes: make(chan *View, 1),
+		changes: make(chan *ring.View, 1),
 		tbl:     newTable(cfg.Name, meta, time.Now()),
 		kickCh:  make(chan struct{}, 1),
 		firstCh: make(chan struct{}),
 	}
-	b := meta.appendTo(nil)
+	b := appendMeta(nil, meta, 0)
 	r.meta.Store(&b)
 	r.mu.Lock()
 	r.publishLocked()
@@ -91,7 +93,7 @@ func New(cfg Config, meta Meta) (*Ring, error) {
 // first round has finished or ctx is done, whichever is first; reaching no
 // seed is not an error (the loop keeps trying; see Joined). ctx bounds only
 // this wait; Close stops the goroutines.
-func (r *Ring) Start(ctx context.Context) error {
+func (r *Membership) Start(ctx context.Context) error {
 	r.life.Lock()
 	if r.started {
 		r.life.Unlock()
@@ -111,7 +113,7 @@ func (r *Ring) Start(ctx context.Context) error {
 	ml, err := memberlist.Create(mc)
 	if err != nil {
 		r.life.Unlock()
-		return fmt.Errorf("ring: start memberlist: %w", err)
+		return fmt.Errorf("gossip: start memberlist: %w", err)
 	}
 	// Create announced this node through NotifyJoin: apply it now, so the
 	// first rejoin round knows its own address and never joins itself.
@@ -130,7 +132,7 @@ func (r *Ring) Start(ctx context.Context) error {
 	go r.eventLoop(loopCtx)
 	go r.rejoinLoop(loopCtx, ml)
 	r.life.Unlock()
-	r.log.Info("ring: started", "addr", ml.LocalNode().Address(), "seeds", r.cfg.Join)
+	r.log.Info("gossip: started", "addr", ml.LocalNode().Address(), "seeds", r.cfg.Join)
 	select {
 	case <-r.firstCh:
 	case <-ctx.Done():
@@ -140,9 +142,9 @@ func (r *Ring) Start(ctx context.Context) error {
 
 // Leave broadcasts that this member leaves the cluster and waits up to
 // timeout for the broadcast to go out. Peers forget a member that left at
-// once and stop contacting it. The Ring keeps running until Close, but
+// once and stop contacting it. The Membership keeps running until Close, but
 // stops rejoining and gossiping metadata.
-func (r *Ring) Leave(timeout time.Duration) error {
+func (r *Membership) Leave(timeout time.Duration) error {
 	r.life.Lock()
 	defer r.life.Unlock()
 	switch {
@@ -159,11 +161,11 @@ func (r *Ring) Leave(timeout time.Duration) error {
 	// memberlist's leave. See metaLeaving.
 	start := time.Now()
 	r.mu.Lock()
-	b := r.tbl.members[r.cfg.Name].m.Meta.appendFlags(nil, metaLeaving)
+	b := appendMeta(nil, r.tbl.members[r.cfg.Name].m.Meta, metaLeaving)
 	r.mu.Unlock()
 	r.meta.Store(&b)
 	if err := r.ml.UpdateNode(timeout); err != nil {
-		r.log.Warn("ring: leave announcement not confirmed", "err", err)
+		r.log.Warn("gossip: leave announcement not confirmed", "err", err)
 	}
 	err := r.ml.Leave(max(timeout-time.Since(start), time.Millisecond))
 	r.mu.Lock()
@@ -172,18 +174,18 @@ func (r *Ring) Leave(timeout time.Duration) error {
 	}
 	r.mu.Unlock()
 	if err != nil {
-		return fmt.Errorf("ring: leave: %w", err)
+		return fmt.Errorf("gossip: leave: %w", err)
 	}
 	return nil
 }
 
 // Close stops memberlist (without a leave broadcast: call Leave first for a
-// graceful exit) and every goroutine of the Ring, then closes the Changes
-// channel. View keeps returning the last view. Close is idempotent. With
-// memberlist's own transport, Close can wait up to Timing.TCPTimeout for a
-// join in flight to a silent address (a dial cannot be cancelled there).
-// A Ring cannot be restarted.
-func (r *Ring) Close() error {
+// graceful exit) and every goroutine of the Membership, then closes the
+// Changes channel. View keeps returning the last view. Close is idempotent.
+// With memberlist's own transport, Close can wait up to Timing.TCPTimeout
+// for a join in flight to a silent address (a dial cannot be cancelled
+// there). A Membership cannot be restarted.
+func (r *Membership) Close() error {
 	r.life.Lock()
 	defer r.life.Unlock()
 	r.mu.Lock()
@@ -204,31 +206,31 @@ func (r *Ring) Close() error {
 	close(r.changes)
 	r.mu.Unlock()
 	if err != nil {
-		return fmt.Errorf("ring: close: %w", err)
+		return fmt.Errorf("gossip: close: %w", err)
 	}
 	return nil
 }
 
 // View returns the current view. It never locks and never returns nil.
-func (r *Ring) View() *View { return r.view.Load() }
+func (r *Membership) View() *ring.View { return r.view.Load() }
 
 // Changes returns a channel that receives each new view. It holds one view:
 // if the reader falls behind, the latest view replaces the unread one, so
-// the ring never blocks. It is closed by Close.
-func (r *Ring) Changes() <-chan *View { return r.changes }
+// the membership never blocks. It is closed by Close.
+func (r *Membership) Changes() <-chan *ring.View { return r.changes }
 
 // Joined reports whether this member has reached the cluster: a Join to a
 // seed succeeded, another member is live, or there are no seeds (other than
 // itself) to reach.
-func (r *Ring) Joined() bool { return r.joined.Load() }
+func (r *Membership) Joined() bool { return r.joined.Load() }
 
 // SetMeta replaces this member's metadata and gossips it (the view changes
 // at once; peers see it within a few gossip rounds). Metadata that does not
 // fit memberlist's limit is logged and ignored. After Leave or Close it only
 // changes the local view.
-func (r *Ring) SetMeta(m Meta) {
-	if err := m.Validate(); err != nil {
-		r.log.Error("ring: SetMeta ignored", "err", err)
+func (r *Membership) SetMeta(m ring.Meta) {
+	if err := validateMeta(m); err != nil {
+		r.log.Error("gossip: SetMeta ignored", "err", err)
 		return
 	}
 	r.mu.Lock()
@@ -242,7 +244,7 @@ func (r *Ring) SetMeta(m Meta) {
 	if r.left.Load() {
 		return // keep gossiping the leave flag
 	}
-	b := m.appendTo(nil)
+	b := appendMeta(nil, m, 0)
 	r.meta.Store(&b)
 	if r.ml == nil {
 		return
@@ -250,27 +252,27 @@ func (r *Ring) SetMeta(m Meta) {
 	// UpdateNode queues the alive broadcast and would wait for it to be
 	// sent; gossip carries it without our waiting, so the wait is minimal.
 	if err := r.ml.UpdateNode(time.Millisecond); err != nil {
-		r.log.Debug("ring: meta broadcast queued", "err", err)
+		r.log.Debug("gossip: meta broadcast queued", "err", err)
 	}
 }
 
 // Forget removes a failed member at once (an operator's `weir forget
 // NAME`): it leaves the ring and the majority count and is no longer
 // rejoined. It returns false for an unknown or live member, or self.
-func (r *Ring) Forget(name string) bool {
+func (r *Membership) Forget(name string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.tbl.forget(name) {
 		return false
 	}
-	r.log.Info("ring: forgot member", "member", name)
+	r.log.Info("gossip: forgot member", "member", name)
 	r.publishLocked()
 	return true
 }
 
 // publishLocked builds and publishes a view if the member list changed.
 // r.mu must be held.
-func (r *Ring) publishLocked() {
+func (r *Membership) publishLocked() {
 	if r.closed {
 		return
 	}
@@ -279,7 +281,7 @@ func (r *Ring) publishLocked() {
 		return
 	}
 	r.epoch++
-	v := buildView(r.epoch, r.cfg.Name, ms)
+	v := ring.NewView(r.epoch, r.cfg.Name, ms)
 	r.view.Store(v)
 	if v.Live > 1 {
 		r.joined.Store(true)
@@ -293,12 +295,12 @@ func (r *Ring) publishLocked() {
 		}
 		r.changes <- v // the single publisher holds r.mu: the slot is free
 	}
-	r.log.Info("ring: view", "epoch", v.Epoch, "known", len(v.Members), "live", v.Live, "majority", v.Majority)
+	r.log.Info("gossip: view", "epoch", v.Epoch, "known", len(v.Members), "live", v.Live, "majority", v.Majority)
 }
 
 // eventLoop applies memberlist events, expires failed members (checked
 // every ProbeInterval), and rebuilds the view after a debounce.
-func (r *Ring) eventLoop(ctx context.Context) {
+func (r *Membership) eventLoop(ctx context.Context) {
 	defer r.wg.Done()
 	tick := time.NewTicker(r.cfg.Timing.ProbeInterval)
 	defer tick.Stop()

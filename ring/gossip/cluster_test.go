@@ -1,4 +1,4 @@
-package ring
+package gossip
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/weir-rl/weir/internal/leakcheck"
 	"github.com/weir-rl/weir/internal/simnet"
+	"github.com/weir-rl/weir/ring"
 )
 
 func TestMain(m *testing.M) { leakcheck.Main(m) }
@@ -25,7 +26,7 @@ const gossipPort = 7946
 type cluster struct {
 	t     *testing.T
 	net   *simnet.Network
-	rings []*Ring
+	rings []*Membership
 	hosts []string
 }
 
@@ -49,7 +50,7 @@ func newCluster(t *testing.T, n int, mutate func(i int, c *Config)) *cluster {
 }
 
 // add starts ring i on host hostOf(i).
-func (c *cluster) add(i int, mutate func(i int, c *Config)) *Ring {
+func (c *cluster) add(i int, mutate func(i int, c *Config)) *Membership {
 	c.t.Helper()
 	tr, err := c.net.Transport(hostOf(i), gossipPort)
 	if err != nil {
@@ -62,7 +63,7 @@ func (c *cluster) add(i int, mutate func(i int, c *Config)) *Ring {
 	if mutate != nil {
 		mutate(i, &cfg)
 	}
-	r, err := New(cfg, Meta{GRPCAddr: hostOf(i) + ":8081", Incarnation: int64(i)})
+	r, err := New(cfg, ring.Meta{GRPCAddr: hostOf(i) + ":8081", Incarnation: int64(i)})
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -96,12 +97,12 @@ func waitFor(t *testing.T, what string, cond func() bool) time.Duration {
 var sampleKeys = func() []string {
 	ks := make([]string, 300)
 	for i := range ks {
-		ks[i] = HashKey("api", fmt.Sprintf("tenant:%d", i))
+		ks[i] = ring.HashKey("api", fmt.Sprintf("tenant:%d", i))
 	}
 	return ks
 }()
 
-func ownersOf(v *View) []string {
+func ownersOf(v *ring.View) []string {
 	out := make([]string, len(sampleKeys))
 	for i, k := range sampleKeys {
 		m, _ := v.Owner(k)
@@ -110,7 +111,7 @@ func ownersOf(v *View) []string {
 	return out
 }
 
-func names(ms []Member) []string {
+func names(ms []ring.Member) []string {
 	out := make([]string, len(ms))
 	for i, m := range ms {
 		out[i] = m.Name + ":" + m.State.String()
@@ -120,7 +121,7 @@ func names(ms []Member) []string {
 
 // converged reports whether rings agree: the same members, all alive, and
 // the same owner for every sample key (epochs may differ).
-func converged(rings ...*Ring) bool {
+func converged(rings ...*Membership) bool {
 	first := rings[0].View()
 	if first.Live != len(first.Members) || len(first.Members) != len(rings) {
 		return false
@@ -164,7 +165,7 @@ func TestConverge(t *testing.T) {
 			}
 			// Metadata changes are gossiped and change the view.
 			before := c.rings[0].View().Epoch
-			c.rings[1].SetMeta(Meta{GRPCAddr: hostOf(1) + ":9090", LimitsVersion: 5})
+			c.rings[1].SetMeta(ring.Meta{GRPCAddr: hostOf(1) + ":9090", LimitsVersion: 5})
 			waitFor(t, "meta gossip", func() bool {
 				m, _ := c.rings[0].View().Member("n1")
 				return m.Meta.LimitsVersion == 5 && m.Meta.GRPCAddr == hostOf(1)+":9090"
@@ -198,7 +199,7 @@ func partitionAndHeal(t *testing.T, c *cluster, sides [][]int, isolate bool) {
 	all := len(c.rings)
 	start := time.Now()
 	type node struct {
-		r        *Ring
+		r        *Membership
 		majority bool
 		inSide   map[string]bool
 	}
@@ -340,7 +341,7 @@ func TestForgetAfterAndForget(t *testing.T) {
 		for _, r := range survivors {
 			m, ok := r.View().Member("n3")
 			m2, ok2 := r.View().Member("n2")
-			if !ok || m.State != Dead || !ok2 || m2.State != Dead {
+			if !ok || m.State != ring.Dead || !ok2 || m2.State != ring.Dead {
 				return false
 			}
 		}
@@ -384,7 +385,7 @@ func TestWrongGossipKeyCannotJoin(t *testing.T) {
 	k2 := sha256.Sum256([]byte("secret two"))
 	c := newCluster(t, 2, func(i int, cfg *Config) { cfg.GossipKey = k1[:] })
 	waitFor(t, "convergence", func() bool { return converged(c.rings...) })
-	intruders := []*Ring{
+	intruders := []*Membership{
 		c.add(2, func(i int, cfg *Config) { cfg.GossipKey = k2[:] }),
 		c.add(3, nil), // plaintext
 	}
@@ -409,7 +410,7 @@ func TestLifecycle(t *testing.T) {
 	cfg := LocalConfig()
 	cfg.Name = "solo"
 	cfg.Transport = tr
-	r, err := New(cfg, Meta{})
+	r, err := New(cfg, ring.Meta{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -431,8 +432,8 @@ func TestLifecycle(t *testing.T) {
 	if !r.Joined() {
 		t.Fatal("a member without seeds is joined")
 	}
-	r.SetMeta(Meta{GRPCAddr: string(make([]byte, 600))}) // ignored: too long
-	r.SetMeta(Meta{LimitsVersion: 9})
+	r.SetMeta(ring.Meta{GRPCAddr: string(make([]byte, 600))}) // ignored: too long
+	r.SetMeta(ring.Meta{LimitsVersion: 9})
 	if m, _ := r.View().Member("solo"); m.Meta.LimitsVersion != 9 {
 		t.Fatalf("self meta %+v", m.Meta)
 	}
@@ -460,7 +461,7 @@ func TestChangesLatestWins(t *testing.T) {
 	c := newCluster(t, 3, nil)
 	waitFor(t, "convergence", func() bool { return converged(c.rings...) })
 	r := c.rings[0]
-	var last *View
+	var last *ring.View
 	waitFor(t, "latest view on Changes", func() bool {
 		select {
 		case v := <-r.Changes():

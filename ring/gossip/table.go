@@ -1,9 +1,11 @@
-package ring
+package gossip
 
 import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/weir-rl/weir/ring"
 )
 
 // eventKind is what memberlist reported about a node.
@@ -25,7 +27,7 @@ type event struct {
 
 // entry is a known member and when its state last changed.
 type entry struct {
-	m       Member
+	m       ring.Member
 	since   time.Time
 	leaving bool // its metadata announced a graceful leave
 }
@@ -34,7 +36,7 @@ type entry struct {
 // memberlist events and polls, with time passed in. It remembers failed
 // members after memberlist forgets them (GossipToTheDeadTime), so that the
 // majority rule and the rejoin loop still see them. Not safe for concurrent
-// use; Ring guards it with its mutex.
+// use; Membership guards it with its mutex.
 type table struct {
 	self    string
 	members map[string]*entry
@@ -45,13 +47,13 @@ type table struct {
 	badMeta int
 }
 
-func newTable(self string, meta Meta, now time.Time) *table {
+func newTable(self string, meta ring.Meta, now time.Time) *table {
 	t := &table{self: self, members: make(map[string]*entry), left: make(map[string]time.Time)}
-	t.members[self] = &entry{m: Member{Name: self, Meta: meta, State: Alive}, since: now}
+	t.members[self] = &entry{m: ring.Member{Name: self, Meta: meta, State: ring.Alive}, since: now}
 	return t
 }
 
-func (t *table) decode(b []byte) (Meta, bool) {
+func (t *table) decode(b []byte) (ring.Meta, bool) {
 	m, flags, err := decodeMeta(b)
 	if err != nil {
 		t.badMeta++
@@ -61,7 +63,7 @@ func (t *table) decode(b []byte) (Meta, bool) {
 
 // setState moves e to s, stamping the change; it reports whether anything
 // changed.
-func setState(e *entry, s State, now time.Time) bool {
+func setState(e *entry, s ring.State, now time.Time) bool {
 	if e.m.State == s {
 		return false
 	}
@@ -78,7 +80,7 @@ func (t *table) apply(ev event, now time.Time) bool {
 		meta, leaving := t.decode(ev.meta)
 		delete(t.left, ev.addr)
 		if e == nil {
-			t.members[ev.name] = &entry{m: Member{Name: ev.name, Addr: ev.addr, Meta: meta, State: Alive}, since: now, leaving: leaving}
+			t.members[ev.name] = &entry{m: ring.Member{Name: ev.name, Addr: ev.addr, Meta: meta, State: ring.Alive}, since: now, leaving: leaving}
 			return true
 		}
 		if ev.name == t.self {
@@ -88,13 +90,13 @@ func (t *table) apply(ev event, now time.Time) bool {
 		}
 		changed := e.m.Addr != ev.addr || e.m.Meta != meta
 		e.m.Addr, e.m.Meta, e.leaving = ev.addr, meta, leaving
-		return setState(e, Alive, now) || changed
+		return setState(e, ring.Alive, now) || changed
 	case evLeave:
 		if e == nil {
 			return false // forgotten already (or never seen alive)
 		}
 		if ev.name == t.self {
-			return false // Ring.Leave marks self; otherwise memberlist refutes
+			return false // Membership.Leave marks self; otherwise memberlist refutes
 		}
 		if e.leaving {
 			delete(t.members, ev.name)
@@ -103,7 +105,7 @@ func (t *table) apply(ev event, now time.Time) bool {
 			}
 			return true
 		}
-		return setState(e, Dead, now)
+		return setState(e, ring.Dead, now)
 	}
 	return false
 }
@@ -113,7 +115,7 @@ func (t *table) apply(ev event, now time.Time) bool {
 func (t *table) expire(now time.Time, forgetAfter time.Duration) bool {
 	changed := false
 	for name, e := range t.members {
-		if e.m.State == Dead && now.Sub(e.since) >= forgetAfter {
+		if e.m.State == ring.Dead && now.Sub(e.since) >= forgetAfter {
 			delete(t.members, name)
 			changed = true
 		}
@@ -138,10 +140,10 @@ func (t *table) forget(name string) bool {
 }
 
 // selfLeft marks this node as having left.
-func (t *table) selfLeft(now time.Time) bool { return setState(t.members[t.self], Left, now) }
+func (t *table) selfLeft(now time.Time) bool { return setState(t.members[t.self], ring.Left, now) }
 
 // setSelfMeta records this node's new metadata.
-func (t *table) setSelfMeta(m Meta) bool {
+func (t *table) setSelfMeta(m ring.Meta) bool {
 	e := t.members[t.self]
 	if e.m.Meta == m {
 		return false
@@ -151,12 +153,12 @@ func (t *table) setSelfMeta(m Meta) bool {
 }
 
 // list returns the known members sorted by name.
-func (t *table) list() []Member {
-	ms := make([]Member, 0, len(t.members))
+func (t *table) list() []ring.Member {
+	ms := make([]ring.Member, 0, len(t.members))
 	for _, e := range t.members {
 		ms = append(ms, e.m)
 	}
-	slices.SortFunc(ms, func(a, b Member) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(ms, func(a, b ring.Member) int { return strings.Compare(a.Name, b.Name) })
 	return ms
 }
 
@@ -190,7 +192,7 @@ func (t *table) rejoinTargets(seeds []string) []string {
 		}
 	}
 	for _, m := range t.list() {
-		if m.State == Dead && m.Addr != "" && !skip[m.Addr] {
+		if m.State == ring.Dead && m.Addr != "" && !skip[m.Addr] {
 			out = append(out, m.Addr)
 			skip[m.Addr] = true
 		}
@@ -205,4 +207,4 @@ func (t *table) rejoinTargets(seeds []string) []string {
 }
 
 // sameMembers reports whether two sorted member lists are identical.
-func sameMembers(a, b []Member) bool { return slices.Equal(a, b) }
+func sameMembers(a, b []ring.Member) bool { return slices.Equal(a, b) }

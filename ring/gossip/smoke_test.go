@@ -1,15 +1,17 @@
-package ring
+package gossip
 
 import (
 	"context"
 	"fmt"
 	"testing"
+
+	"github.com/weir-rl/weir/ring"
 )
 
 // TestLoopbackSmoke runs three rings on real UDP/TCP loopback sockets
 // (memberlist's own transport, free ports) and waits for one view.
 func TestLoopbackSmoke(t *testing.T) {
-	var rings []*Ring
+	var rings []*Membership
 	t.Cleanup(func() {
 		for _, r := range rings {
 			r.Close()
@@ -22,7 +24,7 @@ func TestLoopbackSmoke(t *testing.T) {
 		if seed != "" {
 			cfg.Join = []string{seed}
 		}
-		r, err := New(cfg, Meta{GRPCAddr: fmt.Sprintf("127.0.0.1:%d", 9000+i)})
+		r, err := New(cfg, ring.Meta{GRPCAddr: fmt.Sprintf("127.0.0.1:%d", 9000+i)})
 		if err != nil {
 			t.Fatal(err)
 		}
