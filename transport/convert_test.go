@@ -82,7 +82,10 @@ func TestStateRoundTrip(t *testing.T) {
 	// A kind without its state, an unknown kind and an unknown algorithm
 	// are dropped.
 	bad := []*peerpb.HandoffEntry{
-		{Kind: entryBucket, Limit: "a", Key: "k"}, {Kind: entryLease}, {Kind: 9, Bucket: &peerpb.BucketState{}}, {Kind: 1 << 20},
+		{Kind: entryBucket, Limit: "a", Key: "k"},
+		{Kind: entryLease},
+		{Kind: 9, Bucket: &peerpb.BucketState{}},
+		{Kind: 1 << 20},
 		{Kind: entryBucket, Limit: "a", Key: "future", Bucket: &peerpb.BucketState{Algorithm: uint32(bucket.FixedWindow) + 1}},
 	}
 	if got := decodeState(bad); got.Len() != 0 {

@@ -1,9 +1,6 @@
 package transport
 
 import (
-	"github.com/weir-rl/weir/api"
-	"github.com/weir-rl/weir/bucket"
-
 	"bytes"
 	"context"
 	"crypto/ed25519"
@@ -20,6 +17,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/weir-rl/weir/api"
+	"github.com/weir-rl/weir/bucket"
 )
 
 func TestDerivedCertificateIsDeterministic(t *testing.T) {

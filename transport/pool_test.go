@@ -1,20 +1,19 @@
 package transport
 
 import (
-	"reflect"
-
-	"github.com/weir-rl/weir/api"
-	"github.com/weir-rl/weir/bucket"
-	"github.com/weir-rl/weir/lease"
-
 	"context"
 	"errors"
 	"fmt"
 	"net"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/weir-rl/weir/api"
+	"github.com/weir-rl/weir/bucket"
+	"github.com/weir-rl/weir/lease"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"

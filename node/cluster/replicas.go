@@ -49,9 +49,11 @@ type noReplicas struct{}
 func (noReplicas) apply(time.Time, *limits.File, string, transport.State, []transport.Key) error {
 	return errReplicationOff
 }
+
 func (noReplicas) takeBucket(time.Time, string, string) (bucket.Entry, bool) {
 	return bucket.Entry{}, false
 }
+
 func (noReplicas) takeLeases(time.Time, string, string) (lease.Handoff, bool) {
 	return lease.Handoff{}, false
 }
