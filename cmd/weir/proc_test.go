@@ -181,8 +181,10 @@ func threeNodes(t *testing.T, bin string, extra []string) {
 		// ceiling, which the test counts as a failed forward: the
 		// default 50 ms (first forwards dial, TLS with a secret) is not
 		// what two loaded cores can promise.
-		args := append([]string{"serve", "--http-addr", httpAddr, "--grpc-addr", grpcAddr, "--gossip-addr", gossip,
-			"--forward-timeout", "5s"}, extra...)
+		args := append([]string{
+			"serve", "--http-addr", httpAddr, "--grpc-addr", grpcAddr, "--gossip-addr", gossip,
+			"--forward-timeout", "5s",
+		}, extra...)
 		if i == 0 {
 			seed = gossip
 		} else {
