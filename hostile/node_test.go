@@ -264,6 +264,7 @@ type canary struct {
 	n       *node
 	stop    chan struct{}
 	done    chan struct{}
+	warm    chan struct{} // closed once HTTP and gRPC have each answered
 	ok      atomic.Int64
 	fails   atomic.Int64
 	slowest atomic.Int64 // nanoseconds
@@ -278,13 +279,14 @@ func (n *node) startCanary(t *testing.T) *canary {
 		t.Fatal(err)
 	}
 	cl := weirv1.NewLimiterClient(conn)
-	c := &canary{n: n, stop: make(chan struct{}), done: make(chan struct{})}
+	c := &canary{n: n, stop: make(chan struct{}), done: make(chan struct{}), warm: make(chan struct{})}
 	body := `{"checks":[{"limit":"canary","key":"canary","cost":1}]}`
 	go func() {
 		defer close(c.done)
 		defer conn.Close()
 		tick := time.NewTicker(20 * time.Millisecond)
 		defer tick.Stop()
+		var answered [2]bool // by HTTP, by gRPC
 		for i := 0; ; i++ {
 			select {
 			case <-c.stop:
@@ -319,6 +321,12 @@ func (n *node) startCanary(t *testing.T) *canary {
 				continue
 			}
 			c.ok.Add(1)
+			if !answered[i%2] {
+				answered[i%2] = true
+				if answered[0] && answered[1] {
+					close(c.warm)
+				}
+			}
 			for {
 				s := c.slowest.Load()
 				if int64(d) <= s || c.slowest.CompareAndSwap(s, int64(d)) {
@@ -394,7 +402,14 @@ func attack(t *testing.T, extra []string, hit func(t *testing.T, n *node, sc sca
 	sc := currentScale()
 	n := startNode(t, sc, extra...)
 	warm := n.startCanary(t)
-	time.Sleep(100 * time.Millisecond) // let the canary open its connections before the baseline
+	// The baseline counts the canary's connections: wait until it has
+	// been answered over both, so they are open.
+	select {
+	case <-warm.warm:
+	case <-time.After(20 * time.Second):
+		warm.finish(t)
+		t.Fatal("canary: not answered over both HTTP and gRPC within 20s")
+	}
 	base := n.metrics()
 	baseFDs := n.openFDs()
 	rss := n.sampleRSS()
