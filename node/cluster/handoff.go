@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/weir-rl/weir/bucket"
+	"github.com/weir-rl/weir/node/placement"
 	"github.com/weir-rl/weir/ring"
 	"github.com/weir-rl/weir/transport"
 )
@@ -67,37 +68,30 @@ func (c *Cluster) warm(ctx context.Context, v *ring.View, seen map[string]bool) 
 // only one of them extracts each bucket.
 func (c *Cluster) pushMoved(ctx context.Context, v *ring.View) {
 	now := c.now()
-	ownerOf := func(limit, key string) (string, bool) {
-		m, ok := v.Owner(ring.HashKey(limit, key))
-		return m.Name, ok && m.Name != c.self && m.State == ring.Alive
-	}
-	pick := func(limit, key string) bool { _, ok := ownerOf(limit, key); return ok }
-	byOwner := map[string]*transport.State{}
-	to := func(name string) *transport.State {
-		st := byOwner[name]
+	snap := placement.New(c.rules, placement.State{View: v, Joined: true})
+	pick := func(limit, key string) bool { _, ok := snap.HandTo(limit, key); return ok }
+	byOwner := map[placement.Placement]*transport.State{}
+	to := func(limit, key string) *transport.State {
+		p, _ := snap.HandTo(limit, key)
+		st := byOwner[p]
 		if st == nil {
 			st = &transport.State{}
-			byOwner[name] = st
+			byOwner[p] = st
 		}
 		return st
 	}
 	for _, e := range c.run.Holdings.ExportBuckets(now, pick, false) {
-		name, _ := ownerOf(e.Name, e.Key)
-		st := to(name)
+		st := to(e.Name, e.Key)
 		st.Buckets = append(st.Buckets, e)
 	}
 	h := c.run.Holdings.ExportLeases(now, pick, true)
 	for _, l := range h.Leases {
-		name, _ := ownerOf(l.Limit, l.Key)
-		st := to(name)
+		st := to(l.Limit, l.Key)
 		st.Leases.Leases = append(st.Leases.Leases, l)
 		st.Leases.NextFencing = h.NextFencing
 	}
-	for name, st := range byOwner {
-		addr := addrOf(v, name)
-		if addr == "" {
-			continue
-		}
+	for p, st := range byOwner {
+		name, addr := p.Peer, p.Addr
 		if err := c.pool.Handoff(ctx, addr, *st); err != nil {
 			// The leases left the table when they were exported: put them
 			// back, so the new owner's pull finds them here. Dropped, a

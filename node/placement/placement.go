@@ -293,6 +293,25 @@ func (s *Snapshot) Successor(limit, key string) (Placement, bool) {
 	return p, p.Kind == Forward
 }
 
+// HandTo names the member that state for (limit, key) held at this node
+// must be handed to in the snapshot's view: the key's owner, when that is
+// another member that is alive and reachable (Forward). ok is false when
+// this node owns the key, the view has no ring, or the owner cannot be
+// reached; then the state stays here, where a pull finds it. A node pushes
+// what it holds by this rule when its view changes and when it leaves.
+func (s *Snapshot) HandTo(limit, key string) (Placement, bool) {
+	v := s.st.View
+	if v == nil {
+		return Placement{}, false
+	}
+	m, ok := v.Owner(ring.HashKey(limit, key))
+	if !ok || m.Name == s.cfg.Self {
+		return Placement{}, false
+	}
+	p := s.forward(v, m.Name, ByOwner)
+	return p, p.Kind == Forward
+}
+
 // forward answers Forward to name, or Ceiling when it cannot be reached.
 func (s *Snapshot) forward(v *ring.View, name string, why Reason) Placement {
 	m, ok := v.Member(name)

@@ -325,6 +325,36 @@ func TestSuccessorRule(t *testing.T) {
 	}
 }
 
+// HandTo: state held here goes to the key's owner in the view when that
+// is another live, reachable member, and stays here otherwise.
+func TestHandToRule(t *testing.T) {
+	v := view("n1", ring.Alive, ring.Alive, ring.Dead)
+	s := New(cfg("n1"), State{View: v, Joined: true})
+	mine := keyWhere(t, func(hk string) bool { return owner(v, hk) == "n1" })
+	theirs := keyWhere(t, func(hk string) bool { return owner(v, hk) == "n2" })
+	if _, ok := s.HandTo(limit, mine); ok {
+		t.Error("a key this node owns is handed away")
+	}
+	if p, ok := s.HandTo(limit, theirs); !ok || p != fwd("n2", ByOwner) {
+		t.Errorf("a key n2 owns: %+v, %v; want a forward to n2", p, ok)
+	}
+	// The minority view of n1, n2 and a dead n3 still maps some keys to
+	// n3 (the known ring); those stay here.
+	minority := view("n1", ring.Alive, ring.Dead, ring.Dead)
+	s = New(cfg("n1"), State{View: minority, Joined: true})
+	dead := keyWhere(t, func(hk string) bool { return owner(minority, hk) == "n3" })
+	if _, ok := s.HandTo(limit, dead); ok {
+		t.Error("state handed to a dead owner")
+	}
+	// An owner without a peer address cannot take anything.
+	noAddr := ring.NewView(1, "n1", []ring.Member{{Name: "n1", State: ring.Alive}, {Name: "n2", State: ring.Alive}})
+	s = New(cfg("n1"), State{View: noAddr, Joined: true})
+	far := keyWhere(t, func(hk string) bool { return owner(noAddr, hk) == "n2" })
+	if _, ok := s.HandTo(limit, far); ok {
+		t.Error("state handed to an owner with no peer address")
+	}
+}
+
 // Serve: the rules for a take a peer forwarded here.
 func TestServeRules(t *testing.T) {
 	prev, next := failed("n1")
