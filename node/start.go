@@ -44,48 +44,12 @@ func (n *Node) Start(ctx context.Context) error {
 		}
 		return err
 	}
-	metricsHandler := promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{})
-	lim := n.cfg.Security.Limits.withDefaults()
-	var httpTLS, grpcTLS *tls.Config
-	if n.tls != nil {
-		httpTLS, grpcTLS = n.tls.ServerConfig(), n.tls.ServerConfig()
-	}
-	public := api.AuthorizingDecider(n, n.authConfig())
-	httpLn, httpSrv := newHTTPServer(n.httpLn, api.RequireTokens(api.NewHTTPHandler(public, n.httpConfig(), metricsHandler, n.log), n.authConfig()), lim, httpTLS, n.log)
-	grpcLn := limitListener(n.grpcLn, lim)
-	unaryAuth, streamAuth := api.GRPCAuth(n.authConfig())
-	n.httpSrv, n.grpcSrv = httpSrv, grpc.NewServer(grpcServerOptions(lim, grpcTLS, unaryAuth, streamAuth)...)
-	// One key bound for every surface: the engine's (Config.HTTP.MaxKeyBytes).
-	gc := api.DefaultGRPCConfig()
-	gc.MaxKeyBytes = n.cfg.maxKeyBytes()
-	api.RegisterGRPC(n.grpcSrv, public, gc)
-	envoyCfg := n.cfg.Envoy
-	envoyCfg.MaxKeyBytes = n.cfg.maxKeyBytes()
-	envoyCfg.Now = n.clock
-	envoyCfg.Rules = n.envoy.current
-	api.RegisterEnvoy(n.grpcSrv, public, envoyCfg)
+	serving, serve := n.publicServers()
 	n.runSecurity(runCtx)
-
 	n.cancel = cancel
 	n.started = true
-	n.goRun(func() {
-		if err := n.httpSrv.Serve(httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			n.log.Error("http server stopped", "err", err)
-		}
-	})
-	n.goRun(func() {
-		if err := n.grpcSrv.Serve(grpcLn); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-			n.log.Error("grpc server stopped", "err", err)
-		}
-	})
-	if n.respLn != nil {
-		respLn := limitListener(n.respLn, lim)
-		n.respSrv = resp.New(public, n.respConfig(), n.log)
-		n.goRun(func() {
-			if err := n.respSrv.Serve(respLn); err != nil && !errors.Is(err, resp.ErrServerClosed) {
-				n.log.Error("resp server stopped", "err", err)
-			}
-		})
+	for i, ln := range serving {
+		n.goRun(func() { serve[i](ln) })
 	}
 	n.goRun(func() {
 		if err := n.limits.Run(runCtx); err != nil && !errors.Is(err, context.Canceled) {
@@ -98,12 +62,62 @@ func (n *Node) Start(ctx context.Context) error {
 		}
 	})
 	n.goRun(func() { n.eng.Run(runCtx) })
+	attrs := []any{"node", n.cfg.NodeName, "http", n.httpLn.Addr().String(), "grpc", n.grpcLn.Addr().String()}
 	if n.respLn != nil {
-		n.log.Info("serving", "node", n.cfg.NodeName, "http", n.httpLn.Addr().String(), "grpc", n.grpcLn.Addr().String(), "resp", n.respLn.Addr().String())
-	} else {
-		n.log.Info("serving", "node", n.cfg.NodeName, "http", n.httpLn.Addr().String(), "grpc", n.grpcLn.Addr().String())
+		attrs = append(attrs, "resp", n.respLn.Addr().String())
 	}
+	n.log.Info("serving", attrs...)
 	return nil
+}
+
+// publicServers builds the public HTTP, gRPC (weir.v1.Limiter and Envoy's
+// rate limit service) and, when configured, RESP servers on the bound
+// listeners, bounded by the server limits and behind the caller policy,
+// and returns each listener with the function that serves it. Called
+// with n.mu held.
+func (n *Node) publicServers() ([]net.Listener, []func(net.Listener)) {
+	lim := n.cfg.Security.Limits.withDefaults()
+	var httpTLS, grpcTLS *tls.Config
+	if n.tls != nil {
+		httpTLS, grpcTLS = n.tls.ServerConfig(), n.tls.ServerConfig()
+	}
+	public := api.AuthorizingDecider(n, n.authConfig())
+	metricsHandler := promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{})
+	httpLn, httpSrv := newHTTPServer(n.httpLn, api.RequireTokens(api.NewHTTPHandler(public, n.httpConfig(), metricsHandler, n.log), n.authConfig()), lim, httpTLS, n.log)
+	unaryAuth, streamAuth := api.GRPCAuth(n.authConfig())
+	n.httpSrv, n.grpcSrv = httpSrv, grpc.NewServer(grpcServerOptions(lim, grpcTLS, unaryAuth, streamAuth)...)
+	// One key bound for every surface: the engine's (Config.HTTP.MaxKeyBytes).
+	gc := api.DefaultGRPCConfig()
+	gc.MaxKeyBytes = n.cfg.maxKeyBytes()
+	api.RegisterGRPC(n.grpcSrv, public, gc)
+	envoyCfg := n.cfg.Envoy
+	envoyCfg.MaxKeyBytes = n.cfg.maxKeyBytes()
+	envoyCfg.Now = n.clock
+	envoyCfg.Rules = n.envoy.current
+	api.RegisterEnvoy(n.grpcSrv, public, envoyCfg)
+	lns := []net.Listener{httpLn, limitListener(n.grpcLn, lim)}
+	serve := []func(net.Listener){
+		func(ln net.Listener) {
+			if err := n.httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				n.log.Error("http server stopped", "err", err)
+			}
+		},
+		func(ln net.Listener) {
+			if err := n.grpcSrv.Serve(ln); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+				n.log.Error("grpc server stopped", "err", err)
+			}
+		},
+	}
+	if n.respLn != nil {
+		n.respSrv = resp.New(public, n.respConfig(), n.log)
+		lns = append(lns, limitListener(n.respLn, lim))
+		serve = append(serve, func(ln net.Listener) {
+			if err := n.respSrv.Serve(ln); err != nil && !errors.Is(err, resp.ErrServerClosed) {
+				n.log.Error("resp server stopped", "err", err)
+			}
+		})
+	}
+	return lns, serve
 }
 
 // listen binds the public listeners: HTTP, gRPC and, when RESPAddr is

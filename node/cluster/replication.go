@@ -8,6 +8,7 @@ import (
 	"github.com/weir-rl/weir/bucket"
 	"github.com/weir-rl/weir/lease"
 	"github.com/weir-rl/weir/node/engine"
+	"github.com/weir-rl/weir/node/placement"
 	"github.com/weir-rl/weir/ring"
 	"github.com/weir-rl/weir/transport"
 )
@@ -182,26 +183,35 @@ type replBatch struct {
 	oldest  time.Time
 }
 
+// replBatches are one flush's batches by successor address, built from
+// one placement snapshot at one now.
+type replBatches struct {
+	snap   *placement.Snapshot
+	now    time.Time
+	byAddr map[string]*replBatch
+}
+
+// of returns the batch of the successor of (limit, key), or nil when this
+// node does not own the key (any more) or it has no live successor.
+func (bs *replBatches) of(limit, key string) *replBatch {
+	p, ok := bs.snap.Successor(limit, key)
+	if !ok {
+		return nil
+	}
+	b := bs.byAddr[p.Addr]
+	if b == nil {
+		b = &replBatch{oldest: bs.now}
+		bs.byAddr[p.Addr] = b
+	}
+	return b
+}
+
 // flush sends the changes r recorded since the last flush to their
 // successors and returns the addresses it sent to.
 func (c *Cluster) flush(ctx context.Context, r *changeLog) map[string]bool {
 	dirtyB, dirtyL, all := r.take()
-	snap := c.placement()
 	now := c.now()
 	owner := c.run.Holdings
-	batches := map[string]*replBatch{}
-	batchOf := func(limit, key string) *replBatch {
-		p, ok := snap.Successor(limit, key)
-		if !ok {
-			return nil
-		}
-		b := batches[p.Addr]
-		if b == nil {
-			b = &replBatch{oldest: now}
-			batches[p.Addr] = b
-		}
-		return b
-	}
 	if all {
 		for _, e := range owner.ExportBuckets(now, nil, false) {
 			dirtyB[keyID{Limit: e.Name, Key: e.Key}] = now
@@ -210,48 +220,12 @@ func (c *Cluster) flush(ctx context.Context, r *changeLog) map[string]bool {
 			dirtyL[keyID{Limit: l.Limit, Key: l.Key}] = now
 		}
 	}
-	for k, at := range dirtyB {
-		e, held := owner.SnapshotBucket(now, k.Limit, k.Key)
-		if held && refilled(e.Snapshot) {
-			continue // the replica refills to full by itself: nothing to send
-		}
-		b := batchOf(k.Limit, k.Key)
-		if b == nil {
-			continue // not ours (any more), or no live successor
-		}
-		b.buckets = append(b.buckets, k)
-		b.oldest = minTime(b.oldest, at)
-		if held {
-			b.st.Buckets = append(b.st.Buckets, e)
-		} else {
-			b.dropped = append(b.dropped, k)
-		}
-	}
-	if len(dirtyL) > 0 {
-		h := owner.ExportLeases(now, func(l, k string) bool { _, ok := dirtyL[keyID{Limit: l, Key: k}]; return ok }, false)
-		held := map[keyID][]lease.Snapshot{}
-		for _, l := range h.Leases {
-			k := keyID{Limit: l.Limit, Key: l.Key}
-			held[k] = append(held[k], l)
-		}
-		for k, at := range dirtyL {
-			b := batchOf(k.Limit, k.Key)
-			if b == nil {
-				continue
-			}
-			b.leases = append(b.leases, k)
-			b.oldest = minTime(b.oldest, at)
-			if ls, ok := held[k]; ok {
-				b.st.Leases.Leases = append(b.st.Leases.Leases, ls...)
-				b.st.Leases.NextFencing = h.NextFencing
-			} else {
-				b.dropped = append(b.dropped, k)
-			}
-		}
-	}
+	bs := &replBatches{snap: c.placement(), now: now, byAddr: map[string]*replBatch{}}
+	c.batchBuckets(bs, dirtyB)
+	c.batchLeases(bs, dirtyL)
 	r.recycle(dirtyB, dirtyL)
 	sent := map[string]bool{}
-	for addr, b := range batches {
+	for addr, b := range bs.byAddr {
 		n, err := c.pool.Replicate(ctx, addr, b.st, b.dropped)
 		r.m.bytes.Add(float64(n))
 		if err != nil {
@@ -266,6 +240,56 @@ func (c *Cluster) flush(ctx context.Context, r *changeLog) map[string]bool {
 		r.m.entries.WithLabelValues("dropped").Add(float64(len(b.dropped)))
 	}
 	return sent
+}
+
+// batchBuckets adds the changed buckets still in debt to their successors'
+// batches, and those no longer held as dropped.
+func (c *Cluster) batchBuckets(bs *replBatches, dirty map[keyID]time.Time) {
+	for k, at := range dirty {
+		e, held := c.run.Holdings.SnapshotBucket(bs.now, k.Limit, k.Key)
+		if held && refilled(e.Snapshot) {
+			continue // the replica refills to full by itself: nothing to send
+		}
+		b := bs.of(k.Limit, k.Key)
+		if b == nil {
+			continue
+		}
+		b.buckets = append(b.buckets, k)
+		b.oldest = minTime(b.oldest, at)
+		if held {
+			b.st.Buckets = append(b.st.Buckets, e)
+		} else {
+			b.dropped = append(b.dropped, k)
+		}
+	}
+}
+
+// batchLeases adds the leases of the changed lease keys to their
+// successors' batches, and keys that hold no lease any more as dropped.
+func (c *Cluster) batchLeases(bs *replBatches, dirty map[keyID]time.Time) {
+	if len(dirty) == 0 {
+		return
+	}
+	h := c.run.Holdings.ExportLeases(bs.now, func(l, k string) bool { _, ok := dirty[keyID{Limit: l, Key: k}]; return ok }, false)
+	held := map[keyID][]lease.Snapshot{}
+	for _, l := range h.Leases {
+		k := keyID{Limit: l.Limit, Key: l.Key}
+		held[k] = append(held[k], l)
+	}
+	for k, at := range dirty {
+		b := bs.of(k.Limit, k.Key)
+		if b == nil {
+			continue
+		}
+		b.leases = append(b.leases, k)
+		b.oldest = minTime(b.oldest, at)
+		if ls, ok := held[k]; ok {
+			b.st.Leases.Leases = append(b.st.Leases.Leases, ls...)
+			b.st.Leases.NextFencing = h.NextFencing
+		} else {
+			b.dropped = append(b.dropped, k)
+		}
+	}
 }
 
 // heartbeat tells every live peer not sent to in this round that this

@@ -100,9 +100,41 @@ func (p *parser) file(data []byte) *File {
 		p.errorf(0, "file is larger than %d bytes", MaxFileSize)
 		return nil
 	}
-	// The document is decoded into a yaml.Node tree and walked by hand:
-	// stricter than KnownFields (which cannot see fields that belong to
-	// another algorithm), and every value keeps its line.
+	root := p.document(data)
+	if root == nil {
+		return nil
+	}
+	f := &File{}
+	fs := p.fields(root, "", topFields)
+	if v, ok := fs.m["version"]; !ok {
+		p.errorf(root.Line, `missing "version": add a version number, and bump it on every change`)
+	} else if n, ok := p.int(v.val, "", "version"); ok {
+		if n < 0 {
+			p.errorf(v.val.Line, `"version" must be >= 0, got %d`, n)
+		}
+		f.Version = n
+	}
+	if v, ok := fs.m["inline_limits"]; ok {
+		f.InlineLimits, _ = p.bool(v.val, "", "inline_limits")
+	}
+	limitsLine := root.Line
+	if v, ok := fs.m["limits"]; ok {
+		limitsLine = v.key.Line
+		f.Limits = p.limits(deref(v.val))
+	}
+	if len(f.Limits) == 0 && !f.InlineLimits && len(p.errs) == 0 {
+		p.errorf(limitsLine, "no limits defined and inline_limits is false: every request would be refused")
+	}
+	p.index(f)
+	return f
+}
+
+// document decodes data, which must be one YAML document holding a
+// mapping, and returns that mapping; nil when it reported why not. The
+// document is decoded into a yaml.Node tree and walked by hand: stricter
+// than KnownFields (which cannot see fields that belong to another
+// algorithm), and every value keeps its line.
+func (p *parser) document(data []byte) *yaml.Node {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
@@ -141,27 +173,11 @@ func (p *parser) file(data []byte) *File {
 		return nil
 	}
 
-	f := &File{}
-	fs := p.fields(root, "", topFields)
-	if v, ok := fs.m["version"]; !ok {
-		p.errorf(root.Line, `missing "version": add a version number, and bump it on every change`)
-	} else if n, ok := p.int(v.val, "", "version"); ok {
-		if n < 0 {
-			p.errorf(v.val.Line, `"version" must be >= 0, got %d`, n)
-		}
-		f.Version = n
-	}
-	if v, ok := fs.m["inline_limits"]; ok {
-		f.InlineLimits, _ = p.bool(v.val, "", "inline_limits")
-	}
-	limitsLine := root.Line
-	if v, ok := fs.m["limits"]; ok {
-		limitsLine = v.key.Line
-		f.Limits = p.limits(deref(v.val))
-	}
-	if len(f.Limits) == 0 && !f.InlineLimits && len(p.errs) == 0 {
-		p.errorf(limitsLine, "no limits defined and inline_limits is false: every request would be refused")
-	}
+	return root
+}
+
+// index builds f's name index and reports duplicate names.
+func (p *parser) index(f *File) {
 	f.index = make(map[string]int, len(f.Limits))
 	first := make(map[string]int, len(f.Limits))
 	for i := range f.Limits {
@@ -176,7 +192,6 @@ func (p *parser) file(data []byte) *File {
 		first[l.Name] = l.Line
 		f.index[l.Name] = i
 	}
-	return f
 }
 
 // limits parses the limits list.
@@ -218,42 +233,8 @@ func (p *parser) limit(n *yaml.Node, idx int) Limit {
 	}
 
 	// Kind and algorithm decide which other fields belong.
-	kindOK, algOK := true, true
-	if v, ok := fs.m["kind"]; ok {
-		if s, ok := p.str(v.val, label, "kind"); ok {
-			switch s {
-			case "rate":
-				l.Kind = KindRate
-			case "concurrency":
-				l.Kind = KindConcurrency
-			default:
-				p.errorf(v.val.Line, `%sunknown kind %q (want rate or concurrency)`, label, clip(s))
-				kindOK = false
-			}
-		} else {
-			kindOK = false
-		}
-	}
-	alg := bucket.TokenBucket
-	if v, ok := fs.m["algorithm"]; ok {
-		switch {
-		case kindOK && l.Kind == KindConcurrency:
-			p.errorf(v.key.Line, `%s"algorithm" does not apply to kind concurrency (a concurrency limit counts permits)`, label)
-			algOK = false
-		default:
-			s, ok := p.str(v.val, label, "algorithm")
-			if ok {
-				a, err := bucket.ParseAlgorithm(s)
-				if _, known := algFields[a]; err != nil || !known {
-					p.errorf(v.val.Line, `%sunknown algorithm %q (want token_bucket, gcra, sliding_window or fixed_window)`, label, clip(s))
-					ok = false
-				} else {
-					alg = a
-				}
-			}
-			algOK = ok
-		}
-	}
+	kindOK := p.kind(fs, label, &l)
+	alg, algOK := p.algorithm(fs, label, l.Kind, kindOK)
 	if v, ok := fs.m["on_owner_unreachable"]; ok {
 		if s, ok := p.str(v.val, label, "on_owner_unreachable"); ok {
 			pol, err := parsePolicy(s)
@@ -270,27 +251,7 @@ func (p *parser) limit(n *yaml.Node, idx int) Limit {
 		return l // which fields belong is unknown; the rest would only add noise
 	}
 
-	// Fields that belong to another kind or algorithm.
-	var own []string
-	if l.Kind == KindConcurrency {
-		own = concFields
-	} else {
-		af := algFields[alg]
-		own = af[:]
-	}
-	for _, k := range fs.order {
-		if slices.Contains(commonFields, k) || slices.Contains(own, k) {
-			continue
-		}
-		if l.Kind == KindConcurrency {
-			p.errorf(fs.m[k].key.Line, "%sfield %q does not apply to kind concurrency (it takes %s)", label, k, quoteList(concFields))
-		} else if slices.Contains(concFields, k) {
-			p.errorf(fs.m[k].key.Line, "%sfield %q applies only to kind concurrency", label, k)
-		} else {
-			p.errorf(fs.m[k].key.Line, "%sfield %q does not apply to algorithm %s (it takes %s)", label, k, alg, quoteList(own))
-		}
-	}
-
+	p.foreignFields(fs, label, l.Kind, alg)
 	before := len(p.errs)
 	if l.Kind == KindConcurrency {
 		p.concurrency(&l, fs, n.Line, label)
@@ -303,4 +264,75 @@ func (p *parser) limit(n *yaml.Node, idx int) Limit {
 		}
 	}
 	return l
+}
+
+// kind reads the limit's kind into l.Kind (rate when absent); false when
+// it is not one.
+func (p *parser) kind(fs fieldSet, label string, l *Limit) bool {
+	v, ok := fs.m["kind"]
+	if !ok {
+		return true
+	}
+	s, ok := p.str(v.val, label, "kind")
+	if !ok {
+		return false
+	}
+	switch s {
+	case "rate":
+		l.Kind = KindRate
+	case "concurrency":
+		l.Kind = KindConcurrency
+	default:
+		p.errorf(v.val.Line, `%sunknown kind %q (want rate or concurrency)`, label, clip(s))
+		return false
+	}
+	return true
+}
+
+// algorithm reads a rate limit's algorithm (token_bucket when absent);
+// false when it is not one, or is given for a concurrency limit.
+func (p *parser) algorithm(fs fieldSet, label string, kind Kind, kindOK bool) (bucket.Algorithm, bool) {
+	alg := bucket.TokenBucket
+	v, ok := fs.m["algorithm"]
+	if !ok {
+		return alg, true
+	}
+	if kindOK && kind == KindConcurrency {
+		p.errorf(v.key.Line, `%s"algorithm" does not apply to kind concurrency (a concurrency limit counts permits)`, label)
+		return alg, false
+	}
+	s, ok := p.str(v.val, label, "algorithm")
+	if !ok {
+		return alg, false
+	}
+	a, err := bucket.ParseAlgorithm(s)
+	if _, known := algFields[a]; err != nil || !known {
+		p.errorf(v.val.Line, `%sunknown algorithm %q (want token_bucket, gcra, sliding_window or fixed_window)`, label, clip(s))
+		return alg, false
+	}
+	return a, true
+}
+
+// foreignFields reports the fields that belong to another kind or
+// algorithm than the limit's.
+func (p *parser) foreignFields(fs fieldSet, label string, kind Kind, alg bucket.Algorithm) {
+	var own []string
+	if kind == KindConcurrency {
+		own = concFields
+	} else {
+		af := algFields[alg]
+		own = af[:]
+	}
+	for _, k := range fs.order {
+		if slices.Contains(commonFields, k) || slices.Contains(own, k) {
+			continue
+		}
+		if kind == KindConcurrency {
+			p.errorf(fs.m[k].key.Line, "%sfield %q does not apply to kind concurrency (it takes %s)", label, k, quoteList(concFields))
+		} else if slices.Contains(concFields, k) {
+			p.errorf(fs.m[k].key.Line, "%sfield %q applies only to kind concurrency", label, k)
+		} else {
+			p.errorf(fs.m[k].key.Line, "%sfield %q does not apply to algorithm %s (it takes %s)", label, k, alg, quoteList(own))
+		}
+	}
 }
