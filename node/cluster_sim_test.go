@@ -404,10 +404,26 @@ func TestClusterHandoffKeepsDebt(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(300 * time.Millisecond) // load runs before the join
+	// Each phase runs until the load has admitted more takes: six keys
+	// at 20 + 10/s admit at least 60 a second.
+	count := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, spans := range admitted {
+			n += len(spans)
+		}
+		return n
+	}
+	phase := func(what string) {
+		t.Helper()
+		want := count() + 30
+		waitFor(t, 10*time.Second, what, func() bool { return count() >= want })
+	}
+	phase("the load to run before the join")
 	c.add("n4", "10.0.0.4", "10.0.0.1", "")
 	c.waitConverged(4)
-	time.Sleep(300 * time.Millisecond) // and between the join and the leave
+	phase("the load to run between the join and the leave")
 	nodesMu.Lock()
 	live = []*Node{c.nodes["n1"], c.nodes["n2"], c.nodes["n4"]}
 	nodesMu.Unlock()
@@ -416,7 +432,7 @@ func TestClusterHandoffKeepsDebt(t *testing.T) {
 	}
 	delete(c.nodes, "n3")
 	c.waitConverged(3)
-	time.Sleep(300 * time.Millisecond)
+	phase("the load to run after the leave")
 	close(stop)
 	wg.Wait()
 	total := 0
