@@ -153,10 +153,10 @@ func RequireTokens(h http.Handler, cfg AuthConfig) http.Handler {
 func writeRefusal(w http.ResponseWriter, e *Error) {
 	if e.Code == CodeUnauthenticated {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="weir"`)
-		writeJSON(w, http.StatusUnauthorized, errorBody{Error: "unauthenticated", Detail: e.Detail})
+		WriteJSON(w, http.StatusUnauthorized, errorBody{Error: "unauthenticated", Detail: e.Detail})
 		return
 	}
-	writeJSON(w, http.StatusForbidden, errorBody{Error: "forbidden", Detail: e.Detail})
+	WriteJSON(w, http.StatusForbidden, errorBody{Error: "forbidden", Detail: e.Detail})
 }
 
 // grpcCredential returns the token of an incoming call's metadata.
@@ -339,7 +339,7 @@ func (a authDecider) Release(ctx context.Context, id string) error {
 // only members and their addresses, which such a client dials anyway.
 func (a authDecider) Cluster(ctx context.Context, limit, key string) (ClusterInfo, error) {
 	scope := auth.ScopeRead
-	if t := CallerFrom(ctx); t != nil && ringRequest(ctx) && !t.Has(auth.ScopeRead) && t.Has(auth.ScopeDecide) {
+	if t := CallerFrom(ctx); t != nil && IsRingRequest(ctx) && !t.Has(auth.ScopeRead) && t.Has(auth.ScopeDecide) {
 		scope = auth.ScopeDecide
 	}
 	if err := a.authorize(ctx, scope, "", ""); err != nil {
@@ -347,15 +347,6 @@ func (a authDecider) Cluster(ctx context.Context, limit, key string) (ClusterInf
 	}
 	return a.d.Cluster(ctx, limit, key)
 }
-
-// ringKey marks a context whose Cluster call only publishes the ring.
-type ringKey struct{}
-
-// forRing returns ctx marked as asking for the ring alone.
-func forRing(ctx context.Context) context.Context { return context.WithValue(ctx, ringKey{}, true) }
-
-// ringRequest reports whether ctx asks for the ring alone.
-func ringRequest(ctx context.Context) bool { v, _ := ctx.Value(ringKey{}).(bool); return v }
 
 // Ready implements Decider; readiness is open.
 func (a authDecider) Ready() bool { return a.d.Ready() }

@@ -5,155 +5,18 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"math"
 	"net/http"
 	"net/url"
 	"reflect"
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 )
 
-// This file holds the request decoders and the cheap input checks that both
-// transports run before calling a Decider. They are plain functions of bytes
-// and strings so they can be fuzzed without a server. Every error they return
-// is an *Error with CodeInvalid whose detail never contains the caller's key.
-
-// maxLeaseIDBytes bounds a lease id taken from a URL path or a gRPC request.
-// Ids are opaque and may embed routing information, so the bound is generous;
-// anything longer cannot be an id this node issued.
-const maxLeaseIDBytes = 2048
-
-// maxDurationMs is the largest millisecond count that fits a time.Duration.
-const maxDurationMs = math.MaxInt64 / int64(time.Millisecond)
-
-// maxDetailValue bounds how much of a caller's value a detail may quote.
-const maxDetailValue = 48
-
-// inputLimits are the bounds the transports enforce before a Decider sees a
-// request.
-type inputLimits struct {
-	maxKeyBytes int // bytes in a limit name, key or lease holder
-	maxChecks   int // checks in one take
-}
-
-func invalidf(format string, args ...any) *Error { return Errorf(CodeInvalid, format, args...) }
-
-// checkField validates a limit name or key: present, at most max bytes, valid
-// UTF-8 (the gRPC transport between nodes cannot carry anything else). idx >= 0
-// prefixes the detail with checks[idx]. The detail names the field, never its
-// value.
-func checkField(idx int, field, s string, max int) *Error {
-	var problem string
-	switch {
-	case s == "":
-		problem = "is empty"
-	case len(s) > max:
-		problem = "is " + strconv.Itoa(len(s)) + " bytes, over the " + strconv.Itoa(max) + "-byte maximum"
-	case !utf8.ValidString(s):
-		problem = "is not valid UTF-8"
-	default:
-		return nil
-	}
-	if idx >= 0 {
-		return invalidf("checks[%d].%s %s", idx, field, problem)
-	}
-	return invalidf("%s %s", field, problem)
-}
-
-// checkChecks validates a whole take: a non-empty list within maxChecks, each
-// with a limit, a key and a positive cost. The range of the cost against the
-// limit's capacity is the Decider's to check.
-func checkChecks(checks []Check, lim inputLimits) *Error {
-	if len(checks) == 0 {
-		return invalidf("checks is empty")
-	}
-	if len(checks) > lim.maxChecks {
-		return invalidf("checks has %d entries, over the %d maximum", len(checks), lim.maxChecks)
-	}
-	for i, c := range checks {
-		if e := checkField(i, "limit", c.Limit, lim.maxKeyBytes); e != nil {
-			return e
-		}
-		if e := checkField(i, "key", c.Key, lim.maxKeyBytes); e != nil {
-			return e
-		}
-		if c.Cost < 1 {
-			return invalidf("checks[%d].cost must be a positive integer", i)
-		}
-	}
-	return checkInlines(checks)
-}
-
-// checkAcquire validates a lease request after its durations were converted.
-func checkAcquire(req AcquireRequest, lim inputLimits) *Error {
-	if e := checkField(-1, "limit", req.Limit, lim.maxKeyBytes); e != nil {
-		return e
-	}
-	if e := checkField(-1, "key", req.Key, lim.maxKeyBytes); e != nil {
-		return e
-	}
-	if len(req.Holder) > lim.maxKeyBytes {
-		return invalidf("holder is %d bytes, over the %d-byte maximum", len(req.Holder), lim.maxKeyBytes)
-	}
-	if !utf8.ValidString(req.Holder) {
-		return invalidf("holder is not valid UTF-8")
-	}
-	return nil
-}
-
-// checkLeaseID validates an opaque lease id.
-func checkLeaseID(id string) *Error {
-	return checkField(-1, "lease id", id, maxLeaseIDBytes)
-}
-
-// msDuration converts a caller's millisecond count; negative or overflowing
-// values are invalid.
-func msDuration(field string, ms int64) (time.Duration, *Error) {
-	if ms < 0 {
-		return 0, invalidf("%s must not be negative", field)
-	}
-	if ms > maxDurationMs {
-		return 0, invalidf("%s is too large", field)
-	}
-	return time.Duration(ms) * time.Millisecond, nil
-}
-
-// msUp returns d in whole milliseconds rounded up, 0 for d <= 0. Retry and
-// reset figures round up so a caller that waits them is never early.
-func msUp(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	ms := int64(d / time.Millisecond)
-	if d%time.Millisecond != 0 {
-		ms++
-	}
-	return ms
-}
-
-// msDown returns d in whole milliseconds rounded down, 0 for d <= 0. Lease
-// lifetimes round down so a holder never believes it holds a lease longer
-// than it does.
-func msDown(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	return int64(d / time.Millisecond)
-}
-
-// secondsUp returns d in whole seconds rounded up, 0 for d <= 0.
-func secondsUp(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	s := int64(d / time.Second)
-	if d%time.Second != 0 {
-		s++
-	}
-	return s
-}
+// This file holds the request decoders of the HTTP API. They are plain
+// functions of bytes and strings so they can be fuzzed without a server.
+// Every error they return is an *Error with CodeInvalid whose detail never
+// contains the caller's key.
 
 // wireCheck is one check as JSON. Cost is a pointer to tell an omitted cost
 // (default 1) from an explicit 0 (invalid).
@@ -330,7 +193,7 @@ func keyFromHeader(h http.Header, name string) (string, *Error) {
 	}
 	vals := h.Values(name)
 	if len(vals) == 0 {
-		return "", invalidf("header %q named by %s is missing", clip(name), checkKeyHeaderParam)
+		return "", invalidf("header %q named by %s is missing", Clip(name), checkKeyHeaderParam)
 	}
 	if http.CanonicalHeaderKey(name) == xForwardedFor {
 		last := vals[len(vals)-1]
@@ -340,7 +203,7 @@ func keyFromHeader(h http.Header, name string) (string, *Error) {
 		return strings.TrimSpace(last), nil
 	}
 	if len(vals) > 1 {
-		return "", invalidf("header %q named by %s is given %d times", clip(name), checkKeyHeaderParam, len(vals))
+		return "", invalidf("header %q named by %s is given %d times", Clip(name), checkKeyHeaderParam, len(vals))
 	}
 	return strings.TrimSpace(vals[0]), nil
 }
@@ -354,24 +217,6 @@ func decodeAcquireRequest(body []byte, lim inputLimits) (AcquireRequest, bool, e
 	}
 	req, err := acquireRequest(w.Limit, w.Key, w.Holder, w.TTLMs, w.WaitMs, lim)
 	return req, w.Evidence, err
-}
-
-// acquireRequest builds and validates an AcquireRequest from wire fields; the
-// HTTP and gRPC transports share it.
-func acquireRequest(limit, key, holder string, ttlMs, waitMs int64, lim inputLimits) (AcquireRequest, error) {
-	ttl, e := msDuration("ttl_ms", ttlMs)
-	if e != nil {
-		return AcquireRequest{}, e
-	}
-	wait, e := msDuration("wait_ms", waitMs)
-	if e != nil {
-		return AcquireRequest{}, e
-	}
-	req := AcquireRequest{Limit: limit, Key: key, Holder: holder, TTL: ttl, Wait: wait}
-	if e := checkAcquire(req, lim); e != nil {
-		return AcquireRequest{}, e
-	}
-	return req, nil
 }
 
 // decodeRenewRequest decodes the optional body of POST /v1/leases/{id}/renew.
@@ -424,10 +269,10 @@ func jsonError(err error) *Error {
 		if typ.Field == "" {
 			return invalidf("request body must be a JSON object")
 		}
-		return invalidf("%s: want %s, got %s", typ.Field, jsonKind(typ.Type), clip(typ.Value))
+		return invalidf("%s: want %s, got %s", typ.Field, jsonKind(typ.Type), Clip(typ.Value))
 	}
 	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		return invalidf("unknown field %s", clip(name))
+		return invalidf("unknown field %s", Clip(name))
 	}
 	return invalidf("malformed JSON")
 }
@@ -453,14 +298,6 @@ func jsonKind(t reflect.Type) string {
 		return jsonKind(t.Elem())
 	}
 	return "another type"
-}
-
-// clip shortens a quoted caller value for a detail.
-func clip(s string) string {
-	if len(s) <= maxDetailValue {
-		return s
-	}
-	return s[:maxDetailValue] + "..."
 }
 
 // decodeClusterQuery decodes the optional limit and key of GET /v1/cluster.

@@ -7,11 +7,11 @@ import (
 
 // writeTake writes a 200 take answer. It encodes out by hand when it can
 // do so byte for byte like encoding/json (appendTakeJSON), and through
-// writeJSON otherwise.
+// WriteJSON otherwise.
 func writeTake(w http.ResponseWriter, out *takeResponseJSON) {
 	b, ok := appendTakeJSON(make([]byte, 0, 128+160*len(out.Results)), out)
 	if !ok {
-		writeJSON(w, http.StatusOK, out)
+		WriteJSON(w, http.StatusOK, out)
 		return
 	}
 	setJSONHeaders(w.Header())
@@ -19,7 +19,7 @@ func writeTake(w http.ResponseWriter, out *takeResponseJSON) {
 	_, _ = w.Write(append(b, '\n'))
 }
 
-// setJSONHeaders sets what writeJSON sets, with the keys already in
+// setJSONHeaders sets what WriteJSON sets, with the keys already in
 // canonical form and one allocation for both values.
 func setJSONHeaders(h http.Header) {
 	v := []string{"application/json", "no-store"}

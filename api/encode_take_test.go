@@ -48,7 +48,7 @@ func fill(v reflect.Value, rng *rand.Rand, strs []string) {
 }
 
 // TestAppendTakeJSONIsMarshal: whenever appendTakeJSON answers, its bytes
-// are json.Marshal's; and writeTake's response is writeJSON's in every
+// are json.Marshal's; and writeTake's response is WriteJSON's in every
 // case, the fallback included.
 func TestAppendTakeJSONIsMarshal(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -86,9 +86,9 @@ func TestAppendTakeJSONIsMarshal(t *testing.T) {
 		}
 		a, b := httptest.NewRecorder(), httptest.NewRecorder()
 		writeTake(a, &out)
-		writeJSON(b, http.StatusOK, &out)
+		WriteJSON(b, http.StatusOK, &out)
 		if a.Code != b.Code || a.Body.String() != b.Body.String() || !reflect.DeepEqual(a.Header(), b.Header()) {
-			t.Fatalf("writeTake: %d %v %q; writeJSON: %d %v %q", a.Code, a.Header(), a.Body, b.Code, b.Header(), b.Body)
+			t.Fatalf("writeTake: %d %v %q; WriteJSON: %d %v %q", a.Code, a.Header(), a.Body, b.Code, b.Header(), b.Body)
 		}
 	}
 	if fast < 500 {
@@ -120,7 +120,7 @@ func TestSetRateLimitHeadersIsHeaderSet(t *testing.T) {
 		}
 		legacy := rng.IntN(2) == 0
 		got := http.Header{}
-		setRateLimitHeaders(got, r, legacy)
+		SetResultHeaders(got, r, legacy)
 		want := http.Header{}
 		t0 := resetSeconds(r)
 		rem := max(0, r.Remaining)

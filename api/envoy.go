@@ -260,7 +260,7 @@ func envoyStatus(ctx context.Context, err error) *status.Status {
 // descriptor's key or value.
 func envoyChecks(req *rlsv3.RateLimitRequest, domain string, lim inputLimits) ([]Check, error) {
 	if domain != "" && req.GetDomain() != domain {
-		return nil, invalidf("domain %q is not served; this service serves %q", clip(req.GetDomain()), domain)
+		return nil, invalidf("domain %q is not served; this service serves %q", Clip(req.GetDomain()), domain)
 	}
 	descs := req.GetDescriptors()
 	switch {
@@ -427,15 +427,15 @@ func envoyResponse(resp TakeResponse, n int) (out *rlsv3.RateLimitResponse, ok b
 			DurationUntilReset: durationpb.New(max(0, r.ResetAfter)),
 		}
 	}
-	hr, _ := headerResult(resp.Results)
+	hr, _ := HeaderResult(resp.Results)
 	h := make(http.Header, 3)
-	setRateLimitHeaders(h, hr, false)
+	SetResultHeaders(h, hr, false)
 	out.ResponseHeadersToAdd = []*corev3.HeaderValue{
 		{Key: "RateLimit-Policy", Value: h.Get("RateLimit-Policy")},
 		{Key: "RateLimit", Value: h.Get("RateLimit")},
 	}
 	if !resp.Allowed {
-		secs := denialSeconds(max(resp.RetryAfter, hr.RetryAfter))
+		secs := DenialSeconds(max(resp.RetryAfter, hr.RetryAfter))
 		out.ResponseHeadersToAdd = append(out.ResponseHeadersToAdd,
 			&corev3.HeaderValue{Key: "Retry-After", Value: strconv.FormatInt(secs, 10)})
 	}

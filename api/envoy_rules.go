@@ -69,7 +69,7 @@ import (
 // decideRules answers req from cfg; see the contract above.
 func (s *envoyServer) decideRules(ctx context.Context, cfg *envoyconf.Config, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	if s.domain != "" && req.GetDomain() != s.domain {
-		return nil, status.Errorf(codes.InvalidArgument, "domain %q is not served; this service serves %q", clip(req.GetDomain()), s.domain)
+		return nil, status.Errorf(codes.InvalidArgument, "domain %q is not served; this service serves %q", Clip(req.GetDomain()), s.domain)
 	}
 	descs := req.GetDescriptors()
 	switch {
@@ -155,16 +155,16 @@ func (s *envoyServer) decideRules(ctx context.Context, cfg *envoyconf.Config, re
 			retry = max(retry, res.RetryAfter)
 		}
 	}
-	if hr, ok := headerResult(limited); ok {
+	if hr, ok := HeaderResult(limited); ok {
 		h := make(http.Header, 3)
-		setRateLimitHeaders(h, hr, false)
+		SetResultHeaders(h, hr, false)
 		out.ResponseHeadersToAdd = []*corev3.HeaderValue{
 			{Key: "RateLimit-Policy", Value: h.Get("RateLimit-Policy")},
 			{Key: "RateLimit", Value: h.Get("RateLimit")},
 		}
 		if out.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT {
 			out.ResponseHeadersToAdd = append(out.ResponseHeadersToAdd,
-				&corev3.HeaderValue{Key: "Retry-After", Value: strconv.FormatInt(denialSeconds(retry), 10)})
+				&corev3.HeaderValue{Key: "Retry-After", Value: strconv.FormatInt(DenialSeconds(retry), 10)})
 		}
 	}
 	return out, nil

@@ -51,7 +51,7 @@ func TestRounding(t *testing.T) {
 // A result without a window omits w; negative remaining is clamped to 0.
 func TestRateLimitHeadersEdges(t *testing.T) {
 	h := http.Header{}
-	setRateLimitHeaders(h, Result{Limit: "x", Allowed: true, Remaining: -2, Capacity: 1}, false)
+	SetResultHeaders(h, Result{Limit: "x", Allowed: true, Remaining: -2, Capacity: 1}, false)
 	if got := h.Get("RateLimit-Policy"); got != `"x";q=1` {
 		t.Errorf("policy %s", got)
 	}

@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -33,7 +32,7 @@ type HTTPConfig struct {
 // DefaultHTTPConfig returns the defaults: legacy headers on, 1 MiB bodies,
 // 512-byte keys, 100 checks per take.
 func DefaultHTTPConfig() HTTPConfig {
-	return HTTPConfig{LegacyHeaders: true, MaxBodyBytes: 1 << 20, MaxKeyBytes: 512, MaxChecks: 100}
+	return HTTPConfig{LegacyHeaders: true, MaxBodyBytes: 1 << 20, MaxKeyBytes: DefaultMaxKeyBytes, MaxChecks: DefaultMaxChecks}
 }
 
 // Validate reports a negative bound. It changes nothing.
@@ -124,7 +123,7 @@ func newHTTPHandler(d Decider, cfg HTTPConfig, metrics http.Handler, logger *slo
 		route(http.MethodGet, "/metrics", metrics)
 	}
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusNotFound, errorBody{Error: "not_found", Detail: "no such route"})
+		WriteJSON(w, http.StatusNotFound, errorBody{Error: "not_found", Detail: "no such route"})
 	})
 	return h
 }
@@ -143,7 +142,7 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// The URL is not logged: its query holds the caller's key.
 		h.logger.Error("api: panic serving HTTP request", "method", r.Method, "route", r.Pattern,
 			"panic", v, "stack", string(debug.Stack()))
-		writeJSON(w, http.StatusInternalServerError, errorBody{Error: "internal_error"})
+		WriteJSON(w, http.StatusInternalServerError, errorBody{Error: "internal_error"})
 	}()
 	h.serve(w, r)
 }
@@ -153,7 +152,7 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // clients do not follow redirects of POSTs, and every answer is JSON.
 func (h *httpHandler) serve(w http.ResponseWriter, r *http.Request) {
 	if !canonicalPath(r.URL.Path) {
-		writeJSON(w, http.StatusNotFound, errorBody{Error: "not_found", Detail: "no such route"})
+		WriteJSON(w, http.StatusNotFound, errorBody{Error: "not_found", Detail: "no such route"})
 		return
 	}
 	h.mux.ServeHTTP(w, r)
@@ -191,20 +190,6 @@ type statusBody struct {
 	Status string `json:"status"`
 }
 
-// writeJSON writes v with status. Every API response is JSON and, being a
-// decision or about one, never cacheable.
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil { // only our own types are marshalled; they always encode
-		status, b = http.StatusInternalServerError, []byte(`{"error":"internal_error"}`)
-	}
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
-}
-
 // writeError writes the response for an error from a decoder or a Decider.
 func (h *httpHandler) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	var e *Error
@@ -212,45 +197,45 @@ func (h *httpHandler) writeError(w http.ResponseWriter, r *http.Request, err err
 	case errors.As(err, &e):
 		switch e.Code {
 		case CodeInvalid:
-			writeJSON(w, http.StatusBadRequest, errorBody{Error: "invalid_request", Detail: e.Detail})
+			WriteJSON(w, http.StatusBadRequest, errorBody{Error: "invalid_request", Detail: e.Detail})
 			return
 		case CodeNotFound:
-			writeJSON(w, http.StatusNotFound, errorBody{Error: "not_found", Detail: e.Detail})
+			WriteJSON(w, http.StatusNotFound, errorBody{Error: "not_found", Detail: e.Detail})
 			return
 		case CodeUnavailable:
-			writeJSON(w, http.StatusServiceUnavailable, errorBody{Error: "limiter_unavailable", Detail: e.Detail})
+			WriteJSON(w, http.StatusServiceUnavailable, errorBody{Error: "limiter_unavailable", Detail: e.Detail})
 			return
 		case CodeOverloaded:
-			writeJSON(w, http.StatusServiceUnavailable, errorBody{Error: "limiter_overloaded"})
+			WriteJSON(w, http.StatusServiceUnavailable, errorBody{Error: "limiter_overloaded"})
 			return
 		case CodeUnauthenticated, CodeForbidden:
 			writeRefusal(w, e)
 			return
 		}
 	case errors.Is(err, context.DeadlineExceeded):
-		writeJSON(w, http.StatusServiceUnavailable, errorBody{Error: "limiter_unavailable", Detail: "deadline exceeded"})
+		WriteJSON(w, http.StatusServiceUnavailable, errorBody{Error: "limiter_unavailable", Detail: "deadline exceeded"})
 		return
 	case errors.Is(err, context.Canceled):
-		writeJSON(w, http.StatusServiceUnavailable, errorBody{Error: "limiter_unavailable", Detail: "request canceled"})
+		WriteJSON(w, http.StatusServiceUnavailable, errorBody{Error: "limiter_unavailable", Detail: "request canceled"})
 		return
 	}
 	h.logger.Error("api: unexpected decider error", "route", r.Pattern, "err", err)
-	writeJSON(w, http.StatusInternalServerError, errorBody{Error: "internal_error"})
+	WriteJSON(w, http.StatusInternalServerError, errorBody{Error: "internal_error"})
 }
 
 // readBody reads a request body of at most cfg.MaxBodyBytes. On failure it
 // has written the response (413 or 400) and returns false.
 func (h *httpHandler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	if r.ContentLength > h.cfg.MaxBodyBytes { // refuse before reading a byte
-		writeJSON(w, http.StatusRequestEntityTooLarge, errorBody{Error: "request_too_large"})
+		WriteJSON(w, http.StatusRequestEntityTooLarge, errorBody{Error: "request_too_large"})
 		return nil, false
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
 	if err != nil {
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			writeJSON(w, http.StatusRequestEntityTooLarge, errorBody{Error: "request_too_large"})
+			WriteJSON(w, http.StatusRequestEntityTooLarge, errorBody{Error: "request_too_large"})
 		} else {
-			writeJSON(w, http.StatusBadRequest, errorBody{Error: "invalid_request", Detail: "could not read the request body"})
+			WriteJSON(w, http.StatusBadRequest, errorBody{Error: "invalid_request", Detail: "could not read the request body"})
 		}
 		return nil, false
 	}
@@ -260,20 +245,20 @@ func (h *httpHandler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, 
 func methodNotAllowed(allow string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Allow", allow)
-		writeJSON(w, http.StatusMethodNotAllowed, errorBody{Error: "method_not_allowed", Detail: "use " + allow})
+		WriteJSON(w, http.StatusMethodNotAllowed, errorBody{Error: "method_not_allowed", Detail: "use " + allow})
 	})
 }
 
 func (h *httpHandler) healthz(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, statusBody{Status: "ok"})
+	WriteJSON(w, http.StatusOK, statusBody{Status: "ok"})
 }
 
 func (h *httpHandler) readyz(w http.ResponseWriter, _ *http.Request) {
 	if !h.d.Ready() {
-		writeJSON(w, http.StatusServiceUnavailable, statusBody{Status: "not_ready"})
+		WriteJSON(w, http.StatusServiceUnavailable, statusBody{Status: "not_ready"})
 		return
 	}
-	writeJSON(w, http.StatusOK, statusBody{Status: "ready"})
+	WriteJSON(w, http.StatusOK, statusBody{Status: "ready"})
 }
 
 type memberJSON struct {
@@ -309,7 +294,7 @@ func (h *httpHandler) cluster(w http.ResponseWriter, r *http.Request) {
 	if limit != "" {
 		out.Owner = info.Owner
 	}
-	writeJSON(w, http.StatusOK, out)
+	WriteJSON(w, http.StatusOK, out)
 }
 
 // forget serves DELETE /v1/cluster/members/{name}: 204 when the member was
@@ -326,7 +311,7 @@ func (h *httpHandler) forget(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !known {
-		h.writeError(w, r, Errorf(CodeNotFound, "no known member %q", clip(name)))
+		h.writeError(w, r, Errorf(CodeNotFound, "no known member %q", Clip(name)))
 		return
 	}
 	w.Header().Set("Cache-Control", "no-store")

@@ -44,13 +44,13 @@ func (h *httpHandler) acquire(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
-	setLeaseHeaders(w.Header(), req.Limit, resp, h.cfg.LegacyHeaders)
+	SetLeaseHeaders(w.Header(), req.Limit, resp, h.cfg.LegacyHeaders)
 	source := ""
 	if evidence {
 		source = resp.Source.String()
 	}
 	if !resp.Granted {
-		writeJSON(w, http.StatusTooManyRequests, denialBody{
+		WriteJSON(w, http.StatusTooManyRequests, denialBody{
 			Error:        "concurrency_limit_exceeded",
 			Limit:        req.Limit,
 			RetryAfterMs: msUp(resp.RetryAfter),
@@ -59,7 +59,7 @@ func (h *httpHandler) acquire(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Location", "/v1/leases/"+url.PathEscape(resp.ID))
-	writeJSON(w, http.StatusCreated, leaseJSON{ID: resp.ID, FencingToken: resp.FencingToken, TTLMs: msDown(resp.TTL), Source: source})
+	WriteJSON(w, http.StatusCreated, leaseJSON{ID: resp.ID, FencingToken: resp.FencingToken, TTLMs: msDown(resp.TTL), Source: source})
 }
 
 // renew serves POST /v1/leases/{id}/renew with an optional {"ttl_ms":N}:
@@ -84,7 +84,7 @@ func (h *httpHandler) renew(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, renewJSON{TTLMs: msDown(got)})
+	WriteJSON(w, http.StatusOK, renewJSON{TTLMs: msDown(got)})
 }
 
 // release serves DELETE /v1/leases/{id}: 204, also when already released.

@@ -84,14 +84,14 @@ func (h *httpHandler) hot(op Operator) http.HandlerFunc {
 			v, err := strconv.Atoi(s)
 			if err != nil || v < 1 || v > MaxHotN {
 				detail := "n must be an integer from 1 to " + strconv.Itoa(MaxHotN)
-				writeJSON(w, http.StatusBadRequest, errorBody{Error: "invalid_request", Detail: detail})
+				WriteJSON(w, http.StatusBadRequest, errorBody{Error: "invalid_request", Detail: detail})
 				return
 			}
 			n = v
 		}
 		limit := q.Get("limit")
 		if len(limit) > h.cfg.MaxKeyBytes {
-			writeJSON(w, http.StatusBadRequest, errorBody{Error: "invalid_request", Detail: "limit name too long"})
+			WriteJSON(w, http.StatusBadRequest, errorBody{Error: "invalid_request", Detail: "limit name too long"})
 			return
 		}
 		out, err := op.Hot(r.Context(), limit, n)
@@ -99,7 +99,7 @@ func (h *httpHandler) hot(op Operator) http.HandlerFunc {
 			h.writeError(w, r, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, out)
+		WriteJSON(w, http.StatusOK, out)
 	}
 }
 
@@ -111,6 +111,6 @@ func (h *httpHandler) stats(op Operator) http.HandlerFunc {
 			h.writeError(w, r, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, out)
+		WriteJSON(w, http.StatusOK, out)
 	}
 }

@@ -53,25 +53,6 @@ func toResultJSON(r Result) resultJSON {
 	}
 }
 
-// headerResult picks the result whose rate-limit headers a take carries: the
-// first denied one, else the allowed one with the least remaining (the first
-// of equals). ok is false when there are no results.
-func headerResult(results []Result) (r Result, ok bool) {
-	best := -1
-	for i, res := range results {
-		if !res.Allowed {
-			return res, true
-		}
-		if best < 0 || res.Remaining < results[best].Remaining {
-			best = i
-		}
-	}
-	if best < 0 {
-		return Result{}, false
-	}
-	return results[best], true
-}
-
 // take serves POST /v1/take: 200 whenever a decision was made, allowed or
 // not, with the rate-limit headers of the most constraining check.
 func (h *httpHandler) take(w http.ResponseWriter, r *http.Request) {
@@ -89,8 +70,8 @@ func (h *httpHandler) take(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
-	if res, ok := headerResult(resp.Results); ok {
-		setRateLimitHeaders(w.Header(), res, h.cfg.LegacyHeaders)
+	if res, ok := HeaderResult(resp.Results); ok {
+		SetResultHeaders(w.Header(), res, h.cfg.LegacyHeaders)
 	}
 	out := takeResponseJSON{
 		Allowed:      resp.Allowed,
@@ -125,7 +106,7 @@ func (h *httpHandler) check(w http.ResponseWriter, r *http.Request) {
 	}
 	if len(resp.Results) == 0 {
 		h.logger.Error("api: decider returned no result for a check", "limit", c.Limit)
-		writeJSON(w, http.StatusInternalServerError, errorBody{Error: "internal_error"})
+		WriteJSON(w, http.StatusInternalServerError, errorBody{Error: "internal_error"})
 		return
 	}
 	res := resp.Results[0]
@@ -139,5 +120,5 @@ func (h *httpHandler) check(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	SetHeaders(w.Header(), resp, h.cfg.LegacyHeaders)
-	writeJSON(w, http.StatusOK, toResultJSON(res))
+	WriteJSON(w, http.StatusOK, toResultJSON(res))
 }

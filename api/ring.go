@@ -31,7 +31,7 @@ func ringResponse(info ClusterInfo) *weirv1.RingResponse {
 
 // GetRing implements weirv1.LimiterServer.
 func (s *grpcServer) GetRing(ctx context.Context, _ *weirv1.GetRingRequest) (*weirv1.RingResponse, error) {
-	info, err := s.d.Cluster(forRing(ctx), "", "")
+	info, err := s.d.Cluster(ForRing(ctx), "", "")
 	if err != nil {
 		return nil, grpcStatus(err).Err()
 	}
@@ -62,7 +62,7 @@ type ringJSON struct {
 
 // ring serves GET /v1/ring: the node's ring view for clients (GetRing).
 func (h *httpHandler) ring(w http.ResponseWriter, r *http.Request) {
-	info, err := h.d.Cluster(forRing(r.Context()), "", "")
+	info, err := h.d.Cluster(ForRing(r.Context()), "", "")
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -80,5 +80,5 @@ func (h *httpHandler) ring(w http.ResponseWriter, r *http.Request) {
 		out.Members[i] = ringMemberJSON{Name: m.Name, GRPCAddr: m.GrpcAddr, HTTPAddr: m.HttpAddr, State: m.State}
 	}
 	w.Header().Set("Cache-Control", "no-store")
-	writeJSON(w, http.StatusOK, out)
+	WriteJSON(w, http.StatusOK, out)
 }

@@ -2,6 +2,10 @@ package api
 
 import "context"
 
+// This file holds what front ends pass to a Decider in a request's context
+// besides the caller (package api/authz): the take's request id and the
+// mark of a call that asks for the ring alone.
+
 // MaxRequestIDBytes bounds a take's request id (weir.v1.TakeRequest
 // request_id).
 const MaxRequestIDBytes = 32
@@ -31,3 +35,15 @@ func RequestID(ctx context.Context) string {
 func WithoutRequestID(ctx context.Context) context.Context {
 	return context.WithValue(ctx, requestIDKey{}, "")
 }
+
+// ringKey marks a context whose Cluster call only publishes the ring.
+type ringKey struct{}
+
+// ForRing returns ctx marked as asking for the ring alone: the front ends
+// mark the Cluster call behind GetRing and GET /v1/ring with it, and the
+// caller policy (package api/authz) serves that call to a token with the
+// decide scope, since a cluster-aware client routes its takes by the ring.
+func ForRing(ctx context.Context) context.Context { return context.WithValue(ctx, ringKey{}, true) }
+
+// IsRingRequest reports whether ctx was marked by ForRing.
+func IsRingRequest(ctx context.Context) bool { v, _ := ctx.Value(ringKey{}).(bool); return v }
