@@ -6,16 +6,13 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/metadata"
-
 	"github.com/weir-rl/weir/auth"
 	"github.com/weir-rl/weir/lease"
 )
 
 // This file enforces the caller policy of package auth on the transports.
 // Authentication happens at the edge of each transport, before a request
-// is read: RequireTokens (HTTP) and GRPCAuth (gRPC, the Envoy service
+// is read: RequireTokens (HTTP) and grpcapi.AuthInterceptors (gRPC, the Envoy service
 // included) turn the presented credential into the caller's *auth.Token
 // and refuse a missing or unknown one (Unauthenticated). Authorisation
 // happens in AuthorizingDecider, which wraps the Decider: every check of a
@@ -33,8 +30,6 @@ const (
 	// TokenHeader carries a bare token, for proxies. gRPC metadata key
 	// "x-weir-token" likewise.
 	TokenHeader = "X-Weir-Token"
-	// grpcTokenKey is TokenHeader as gRPC metadata (lower case).
-	grpcTokenKey = "x-weir-token"
 )
 
 // AuthConfig configures caller authentication. The zero value leaves the
@@ -96,8 +91,9 @@ func CallerFrom(ctx context.Context) *auth.Token {
 	return t
 }
 
-// bearer returns the token of an "Authorization: Bearer TOKEN" value.
-func bearer(v string) string {
+// Bearer returns the token of an "Authorization: Bearer TOKEN" value (the
+// scheme in any case), or "" for any other value.
+func Bearer(v string) string {
 	const p = "bearer "
 	if len(v) > len(p) && strings.EqualFold(v[:len(p)], p) {
 		return strings.TrimSpace(v[len(p):])
@@ -134,7 +130,7 @@ func RequireTokens(h http.Handler, cfg AuthConfig) http.Handler {
 		}
 		cred := r.Header.Get(TokenHeader)
 		if cred == "" {
-			cred = bearer(r.Header.Get("Authorization"))
+			cred = Bearer(r.Header.Get("Authorization"))
 		}
 		a := p.Authenticate(cred)
 		if a.OK() && metrics {
@@ -158,64 +154,6 @@ func writeRefusal(w http.ResponseWriter, e *Error) {
 	}
 	WriteJSON(w, http.StatusForbidden, errorBody{Error: "forbidden", Detail: e.Detail})
 }
-
-// grpcCredential returns the token of an incoming call's metadata.
-func grpcCredential(ctx context.Context) string {
-	md, _ := metadata.FromIncomingContext(ctx)
-	if v := md.Get(grpcTokenKey); len(v) > 0 {
-		return v[0]
-	}
-	if v := md.Get("authorization"); len(v) > 0 {
-		return bearer(v[0])
-	}
-	return ""
-}
-
-// grpcAuthenticate returns ctx with the caller's token, or the status error
-// that refuses the call. Without a policy ctx is returned unchanged.
-func grpcAuthenticate(ctx context.Context, cfg AuthConfig) (context.Context, error) {
-	p := cfg.policy()
-	if p == nil {
-		return ctx, nil
-	}
-	a := p.Authenticate(grpcCredential(ctx))
-	if !a.OK() {
-		cfg.failed(a.Reason)
-		return ctx, grpcStatus(refusal(a, 0, "")).Err()
-	}
-	return WithCaller(ctx, a.Token), nil
-}
-
-// GRPCAuth returns the unary and stream server interceptors that
-// authenticate every call of the public gRPC server (the Limiter and Envoy
-// services): metadata "x-weir-token: TOKEN" or "authorization: Bearer
-// TOKEN", else Unauthenticated before the request is read.
-func GRPCAuth(cfg AuthConfig) (grpc.UnaryServerInterceptor, grpc.StreamServerInterceptor) {
-	unary := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-		ctx, err := grpcAuthenticate(ctx, cfg)
-		if err != nil {
-			return nil, err
-		}
-		return h(ctx, req)
-	}
-	stream := func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-		ctx, err := grpcAuthenticate(ss.Context(), cfg)
-		if err != nil {
-			return err
-		}
-		return h(srv, callerStream{ServerStream: ss, ctx: ctx})
-	}
-	return unary, stream
-}
-
-// callerStream is a ServerStream whose context carries the caller.
-type callerStream struct {
-	grpc.ServerStream
-	ctx context.Context
-}
-
-// Context implements grpc.ServerStream.
-func (s callerStream) Context() context.Context { return s.ctx }
 
 // AuthorizingDecider returns d behind the caller policy: each call is
 // authorised against the token in its context (WithCaller) before d sees

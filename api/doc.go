@@ -1,9 +1,8 @@
 // Package api is Weir's public contract: the decision types and the Decider
-// interface a node implements (types.go), the HTTP API (NewHTTPHandler), the
-// gRPC service weir.v1.Limiter (NewGRPCServer; protobuf in weir/v1, generated
-// code in package weirv1), and Envoy's rate limit service (NewEnvoyServer;
-// the descriptor mapping is documented at the top of envoy.go, decisions by
-// an envoyproxy/ratelimit configuration at the top of envoy_rules.go).
+// interface a node implements (types.go), and the HTTP API (NewHTTPHandler).
+// The gRPC service weir.v1.Limiter is served by package api/grpcapi
+// (protobuf and generated code in package api/weirv1), Envoy's rate limit
+// service by package api/envoyrls.
 // SetHeaders and WriteDenied give transports in front of an application
 // (package middleware) the HTTP API's exact answers. Both of Weir's
 // own transports have the same semantics and the same input checks, and api
@@ -134,7 +133,7 @@
 // # Caller tokens
 //
 // With a policy (AuthConfig.Policy, from a tokens file, see package auth),
-// RequireTokens and GRPCAuth authenticate every request except /healthz,
+// RequireTokens and grpcapi.AuthInterceptors authenticate every request except /healthz,
 // /readyz and, unless protected, /metrics: the credential is X-Weir-Token
 // (a forward-auth proxy's own) or Authorization: Bearer over HTTP, and
 // x-weir-token or authorization metadata over gRPC. A missing or unknown

@@ -4,8 +4,6 @@ import (
 	"context"
 	"testing"
 	"time"
-
-	weirv1 "github.com/weir-rl/weir/api/weirv1"
 )
 
 // evidenceDecider answers every take with one result that carries
@@ -45,28 +43,6 @@ func TestHTTPEvidenceOnlyWhenAsked(t *testing.T) {
 	wantStatus(t, s.post(t, "/v1/take", `{"checks":[{"limit":"export","key":"k"}],"evidence":true}`), 200,
 		`{"allowed":true,"retry_after_ms":0,"rules_version":3,"results":[{"limit":"export","allowed":true,"remaining":5,"capacity":6,"retry_after_ms":0,"reset_after_ms":500,"source":"owner",`+
 			`"evidence":{"decider":"n2","decided_at_ns":1700000000123456789,"instance":"n2/ab12/30007"}}]}`)
-}
-
-func TestGRPCEvidenceOnlyWhenAsked(t *testing.T) {
-	c := newGRPC(t, evidenceDecider())
-	ctx := testCtx(t)
-	req := &weirv1.TakeRequest{Checks: []*weirv1.Check{{Limit: "export", Key: "k"}}}
-	resp, err := c.Take(ctx, req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ev := resp.GetResults()[0].GetEvidence(); ev != nil {
-		t.Errorf("evidence %v sent unasked", ev)
-	}
-	req.Evidence = true
-	resp, err = c.Take(ctx, req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ev := resp.GetResults()[0].GetEvidence()
-	if ev.GetDecider() != "n2" || ev.GetInstance() != "n2/ab12/30007" || ev.GetDecidedAtNs() != 1_700_000_000_123_456_789 {
-		t.Errorf("evidence = %v", ev)
-	}
 }
 
 // TestHTTPLeaseSourceOnlyWhenAsked: a lease answer names its source (owner

@@ -8,10 +8,6 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
-
-	"google.golang.org/protobuf/proto"
-
-	"github.com/weir-rl/weir/api/weirv1"
 )
 
 // The fuzz targets check that no input panics a decoder and that whatever a
@@ -89,48 +85,6 @@ func FuzzDecodeLeaseRequests(f *testing.F) {
 			wantInvalid(t, err)
 		} else if ttl < 0 {
 			t.Fatalf("accepted ttl %v", ttl)
-		}
-	})
-}
-
-// FuzzProtoRequests decodes arbitrary bytes as each gRPC request message, as
-// the gRPC codec does, and runs the conversion and checks of the server.
-func FuzzProtoRequests(f *testing.F) {
-	for _, m := range []proto.Message{
-		&weirv1.TakeRequest{Id: 7, Checks: []*weirv1.Check{{Limit: "export", Key: "tenant:acme", Cost: 1}, {Limit: "x", Key: "y", Cost: -1}}},
-		&weirv1.AcquireRequest{Limit: "export-db", Key: "k", Holder: "h", TtlMs: 30000, WaitMs: 10},
-		&weirv1.RenewRequest{Id: "l-1", TtlMs: -5},
-	} {
-		b, err := proto.Marshal(m)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b)
-	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		var take weirv1.TakeRequest
-		if proto.Unmarshal(data, &take) == nil {
-			checks, err := checksFromProto(take.GetChecks(), fuzzLimits)
-			if err != nil {
-				wantInvalid(t, err)
-			} else {
-				wantValidChecks(t, checks)
-			}
-		}
-		var acq weirv1.AcquireRequest
-		if proto.Unmarshal(data, &acq) == nil {
-			req, err := acquireFromProto(&acq, fuzzLimits)
-			if err != nil {
-				wantInvalid(t, err)
-			} else if req.Key == "" || req.TTL < 0 || req.Wait < 0 {
-				t.Fatalf("accepted %+v", req)
-			}
-		}
-		var renew weirv1.RenewRequest
-		if proto.Unmarshal(data, &renew) == nil {
-			if e := checkLeaseID(renew.GetId()); e != nil && e.Code != CodeInvalid {
-				t.Fatalf("lease id error %v", e)
-			}
 		}
 	})
 }

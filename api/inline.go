@@ -3,8 +3,6 @@ package api
 import (
 	"strconv"
 	"unicode/utf8"
-
-	"github.com/weir-rl/weir/api/weirv1"
 )
 
 // InlineLimit is a rate limit's parameters sent with a check instead of a
@@ -84,17 +82,6 @@ func (w *wireInline) inlineOf() *InlineLimit {
 		return nil
 	}
 	return &InlineLimit{Algorithm: w.Algorithm, Capacity: w.Capacity, Burst: w.Burst, Limit: w.Limit, Rate: w.Rate, Window: w.Window}
-}
-
-// inlineFromProto converts a gRPC inline limit; nil stays nil.
-func inlineFromProto(m *weirv1.InlineLimit) *InlineLimit {
-	if m == nil {
-		return nil
-	}
-	return &InlineLimit{
-		Algorithm: m.GetAlgorithm(), Capacity: m.GetCapacity(), Burst: m.GetBurst(),
-		Limit: m.GetLimit(), Rate: m.GetRate(), Window: m.GetWindow(),
-	}
 }
 
 // String formats an inline limit the way the limits file would hold it,

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/weir-rl/weir/api"
+	"github.com/weir-rl/weir/api/grpcapi"
 	"github.com/weir-rl/weir/api/weirv1"
 	"github.com/weir-rl/weir/node"
 )
@@ -95,7 +96,7 @@ func BenchmarkHTTPTake(b *testing.B) {
 // measures).
 func BenchmarkGRPCTake(b *testing.B) {
 	n := benchNode(b)
-	s := api.NewGRPCServer(n, api.DefaultGRPCConfig())
+	s := grpcapi.NewServer(n, grpcapi.DefaultConfig())
 	ctx := context.Background()
 	req := &weirv1.TakeRequest{Checks: []*weirv1.Check{{Limit: "bench", Key: "k0", Cost: 1}}}
 	b.ReportAllocs()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/weir-rl/weir/api"
+	"github.com/weir-rl/weir/api/envoyrls"
 	"github.com/weir-rl/weir/api/resp"
 	"github.com/weir-rl/weir/bucket"
 	"github.com/weir-rl/weir/internal/dedup"
@@ -44,7 +45,7 @@ type Config struct {
 	// domain it accepts; "" accepts any). Its Rules and Now are set by the
 	// node, and its MaxKeyBytes is replaced by HTTP.MaxKeyBytes, the one
 	// key bound.
-	Envoy api.EnvoyConfig
+	Envoy envoyrls.Config
 	// EnvoyConfigDir is a directory of envoyproxy/ratelimit configuration
 	// files (*.yaml, *.yml; package envoyconf), watched and reloaded like
 	// the limits file. With it, Envoy's rate limit service decides by those
@@ -122,7 +123,7 @@ func DefaultConfig() Config {
 		Leases:          lease.DefaultConfig(),
 		HTTP:            api.DefaultHTTPConfig(),
 		RESP:            resp.DefaultConfig(),
-		Envoy:           api.DefaultEnvoyConfig(),
+		Envoy:           envoyrls.DefaultConfig(),
 		SweepInterval:   10 * time.Second,
 		ShutdownTimeout: 10 * time.Second,
 		Clustered:       true,

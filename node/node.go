@@ -20,6 +20,8 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/weir-rl/weir/api"
+	"github.com/weir-rl/weir/api/envoyrls"
+	"github.com/weir-rl/weir/api/grpcapi"
 	"github.com/weir-rl/weir/api/resp"
 	"github.com/weir-rl/weir/auth"
 	"github.com/weir-rl/weir/bucket"
@@ -279,19 +281,19 @@ func (n *Node) Start(ctx context.Context) error {
 	public := api.AuthorizingDecider(n, n.authConfig())
 	httpLn, n.httpSrv = newHTTPServer(httpLn, api.RequireTokens(api.NewHTTPHandler(public, n.httpConfig(), metricsHandler, n.log), n.authConfig()), lim, httpTLS, n.log)
 	grpcLn = limitListener(grpcLn, lim)
-	unaryAuth, streamAuth := api.GRPCAuth(n.authConfig())
+	unaryAuth, streamAuth := grpcapi.AuthInterceptors(n.authConfig())
 	n.grpcSrv = grpc.NewServer(grpcServerOptions(lim, grpcTLS, unaryAuth, streamAuth)...)
 	// One key bound for every surface: the engine's (Config.HTTP.MaxKeyBytes).
-	gc := api.DefaultGRPCConfig()
+	gc := grpcapi.DefaultConfig()
 	gc.MaxKeyBytes = n.eng.maxKey
-	api.RegisterGRPC(n.grpcSrv, public, gc)
+	grpcapi.Register(n.grpcSrv, public, gc)
 	envoyCfg := n.cfg.Envoy
 	envoyCfg.MaxKeyBytes = n.eng.maxKey
 	envoyCfg.Now = n.eng.now
 	if n.envoy != nil {
 		envoyCfg.Rules = n.envoy.current
 	}
-	api.RegisterEnvoy(n.grpcSrv, public, envoyCfg)
+	envoyrls.Register(n.grpcSrv, public, envoyCfg)
 	n.runSecurity(runCtx)
 
 	n.cancel = cancel

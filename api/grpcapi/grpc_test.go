@@ -1,4 +1,4 @@
-package api
+package grpcapi
 
 import (
 	"context"
@@ -12,21 +12,22 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/weir-rl/weir/api"
 	"github.com/weir-rl/weir/api/weirv1"
+	"github.com/weir-rl/weir/internal/apitest"
 )
 
 // newGRPC serves f on a real listener on 127.0.0.1:0 and returns a client.
-func newGRPC(t *testing.T, f *fakeDecider) weirv1.LimiterClient {
+func newGRPC(t *testing.T, f *apitest.Decider) weirv1.LimiterClient {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := grpc.NewServer()
-	RegisterGRPC(s, f, DefaultGRPCConfig())
+	Register(s, f, DefaultConfig())
 	served := make(chan error, 1)
 	go func() { served <- s.Serve(lis) }()
 	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -43,32 +44,18 @@ func newGRPC(t *testing.T, f *fakeDecider) weirv1.LimiterClient {
 	return weirv1.NewLimiterClient(conn)
 }
 
-func testCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-func wantCode(t *testing.T, err error, code codes.Code, msg string) {
-	t.Helper()
-	st, _ := status.FromError(err)
-	if st.Code() != code || st.Message() != msg {
-		t.Fatalf("got %v %q, want %v %q", st.Code(), st.Message(), code, msg)
-	}
-}
-
 func TestGRPCTake(t *testing.T) {
-	f := &fakeDecider{takeFn: func(_ context.Context, checks []Check) (TakeResponse, error) {
-		ok := exportAllowed()
+	f := &apitest.Decider{TakeFn: func(_ context.Context, checks []api.Check) (api.TakeResponse, error) {
+		ok := apitest.ExportAllowed()
 		ok.Limit = "search"
-		ok.Source = SourceFallback
-		return TakeResponse{
+		ok.Source = api.SourceFallback
+		return api.TakeResponse{
 			Allowed: false, RetryAfter: 500 * time.Millisecond, RulesVersion: 3,
-			Results: []Result{ok, exportDenied()},
+			Results: []api.Result{ok, apitest.ExportDenied()},
 		}, nil
 	}}
 	c := newGRPC(t, f)
-	resp, err := c.Take(testCtx(t), &weirv1.TakeRequest{Id: 42, Checks: []*weirv1.Check{
+	resp, err := c.Take(apitest.Ctx(t), &weirv1.TakeRequest{Id: 42, Checks: []*weirv1.Check{
 		{Limit: "search", Key: "k"}, {Limit: "export", Key: "tenant:acme", Cost: 3},
 	}})
 	if err != nil {
@@ -81,16 +68,16 @@ func TestGRPCTake(t *testing.T) {
 	if !proto.Equal(resp, want) {
 		t.Fatalf("got %v\nwant %v", resp, want)
 	}
-	got := f.lastTake(t)
-	if len(got) != 2 || got[0] != (Check{Limit: "search", Key: "k", Cost: 1}) || got[1] != (Check{Limit: "export", Key: "tenant:acme", Cost: 3}) {
+	got := f.LastTake(t)
+	if len(got) != 2 || got[0] != (api.Check{Limit: "search", Key: "k", Cost: 1}) || got[1] != (api.Check{Limit: "export", Key: "tenant:acme", Cost: 3}) {
 		t.Fatalf("Decider got %+v (cost 0 must become 1)", got)
 	}
 }
 
 func TestGRPCTakeBadInput(t *testing.T) {
-	f := &fakeDecider{}
+	f := &apitest.Decider{}
 	c := newGRPC(t, f)
-	ctx := testCtx(t)
+	ctx := apitest.Ctx(t)
 	many := make([]*weirv1.Check, 101)
 	for i := range many {
 		many[i] = &weirv1.Check{Limit: "a", Key: "k"}
@@ -108,9 +95,9 @@ func TestGRPCTakeBadInput(t *testing.T) {
 		{"too many", many, "checks has 101 entries, over the 100 maximum"},
 	} {
 		_, err := c.Take(ctx, &weirv1.TakeRequest{Checks: tc.checks})
-		wantCode(t, err, codes.InvalidArgument, tc.msg)
+		apitest.WantCode(t, err, codes.InvalidArgument, tc.msg)
 	}
-	if n := f.calls(); n != 0 {
+	if n := f.Calls(); n != 0 {
 		t.Fatalf("Decider called %d times", n)
 	}
 }
@@ -121,36 +108,36 @@ func TestGRPCErrorCodes(t *testing.T) {
 		code codes.Code
 		msg  string
 	}{
-		{Errorf(CodeInvalid, "unknown limit"), codes.InvalidArgument, "unknown limit"},
-		{Errorf(CodeNotFound, "lease expired"), codes.NotFound, "lease expired"},
-		{Errorf(CodeUnavailable, "owner unreachable"), codes.Unavailable, "owner unreachable"},
-		{Errorf(CodeOverloaded, "bucket cap"), codes.ResourceExhausted, "bucket cap"},
+		{api.Errorf(api.CodeInvalid, "unknown limit"), codes.InvalidArgument, "unknown limit"},
+		{api.Errorf(api.CodeNotFound, "lease expired"), codes.NotFound, "lease expired"},
+		{api.Errorf(api.CodeUnavailable, "owner unreachable"), codes.Unavailable, "owner unreachable"},
+		{api.Errorf(api.CodeOverloaded, "bucket cap"), codes.ResourceExhausted, "bucket cap"},
 		{context.DeadlineExceeded, codes.DeadlineExceeded, context.DeadlineExceeded.Error()},
 		{errors.New("boom"), codes.Internal, "internal error"},
 	} {
-		f := &fakeDecider{
-			takeFn:    func(context.Context, []Check) (TakeResponse, error) { return TakeResponse{}, tc.err },
-			acquireFn: func(AcquireRequest) (AcquireResponse, error) { return AcquireResponse{}, tc.err },
-			renewFn:   func(string, time.Duration) (time.Duration, error) { return 0, tc.err },
-			releaseFn: func(string) error { return tc.err },
+		f := &apitest.Decider{
+			TakeFn:    func(context.Context, []api.Check) (api.TakeResponse, error) { return api.TakeResponse{}, tc.err },
+			AcquireFn: func(api.AcquireRequest) (api.AcquireResponse, error) { return api.AcquireResponse{}, tc.err },
+			RenewFn:   func(string, time.Duration) (time.Duration, error) { return 0, tc.err },
+			ReleaseFn: func(string) error { return tc.err },
 		}
 		c := newGRPC(t, f)
-		ctx := testCtx(t)
+		ctx := apitest.Ctx(t)
 		_, err := c.Take(ctx, &weirv1.TakeRequest{Checks: []*weirv1.Check{{Limit: "export", Key: "k"}}})
-		wantCode(t, err, tc.code, tc.msg)
+		apitest.WantCode(t, err, tc.code, tc.msg)
 		_, err = c.Acquire(ctx, &weirv1.AcquireRequest{Limit: "export-db", Key: "k"})
-		wantCode(t, err, tc.code, tc.msg)
+		apitest.WantCode(t, err, tc.code, tc.msg)
 		_, err = c.Renew(ctx, &weirv1.RenewRequest{Id: "l-1"})
-		wantCode(t, err, tc.code, tc.msg)
+		apitest.WantCode(t, err, tc.code, tc.msg)
 		_, err = c.Release(ctx, &weirv1.ReleaseRequest{Id: "l-1"})
-		wantCode(t, err, tc.code, tc.msg)
+		apitest.WantCode(t, err, tc.code, tc.msg)
 	}
 }
 
 func TestGRPCLeases(t *testing.T) {
-	f := &fakeDecider{}
+	f := &apitest.Decider{}
 	c := newGRPC(t, f)
-	ctx := testCtx(t)
+	ctx := apitest.Ctx(t)
 	resp, err := c.Acquire(ctx, &weirv1.AcquireRequest{Limit: "export-db", Key: "k", Holder: "w", TtlMs: 5000, WaitMs: 100})
 	if err != nil {
 		t.Fatal(err)
@@ -162,7 +149,7 @@ func TestGRPCLeases(t *testing.T) {
 	if !proto.Equal(resp, want) {
 		t.Fatalf("got %v, want %v", resp, want)
 	}
-	if got := f.acquires[0]; got != (AcquireRequest{"export-db", "k", "w", 5 * time.Second, 100 * time.Millisecond}) {
+	if got := f.Acquires[0]; got != (api.AcquireRequest{Limit: "export-db", Key: "k", Holder: "w", TTL: 5 * time.Second, Wait: 100 * time.Millisecond}) {
 		t.Fatalf("Acquire got %+v", got)
 	}
 	rn, err := c.Renew(ctx, &weirv1.RenewRequest{Id: "l-1", TtlMs: 2500})
@@ -174,15 +161,15 @@ func TestGRPCLeases(t *testing.T) {
 	}
 
 	// A refusal is a value.
-	f.acquireFn = func(AcquireRequest) (AcquireResponse, error) {
-		return AcquireResponse{Permits: 8, RetryAfter: 1500*time.Millisecond + 1}, nil
+	f.AcquireFn = func(api.AcquireRequest) (api.AcquireResponse, error) {
+		return api.AcquireResponse{Permits: 8, RetryAfter: 1500*time.Millisecond + 1}, nil
 	}
 	resp, err = c.Acquire(ctx, &weirv1.AcquireRequest{Limit: "export-db", Key: "k"})
 	if err != nil || resp.GetGranted() || resp.GetRetryAfterMs() != 1501 || resp.GetPermits() != 8 {
 		t.Fatalf("refusal: %v %v", resp, err)
 	}
 
-	calls := f.calls()
+	calls := f.Calls()
 	for _, tc := range []struct {
 		call func() error
 		msg  string
@@ -200,9 +187,9 @@ func TestGRPCLeases(t *testing.T) {
 		{func() error { _, err := c.Renew(ctx, &weirv1.RenewRequest{Id: "l", TtlMs: -1}); return err }, "ttl_ms must not be negative"},
 		{func() error { _, err := c.Release(ctx, &weirv1.ReleaseRequest{}); return err }, "lease id is empty"},
 	} {
-		wantCode(t, tc.call(), codes.InvalidArgument, tc.msg)
+		apitest.WantCode(t, tc.call(), codes.InvalidArgument, tc.msg)
 	}
-	if n := f.calls(); n != calls {
+	if n := f.Calls(); n != calls {
 		t.Fatalf("Decider called %d times for bad input", n-calls)
 	}
 }
@@ -210,16 +197,16 @@ func TestGRPCLeases(t *testing.T) {
 // TakeStream answers in order, echoes ids, and reports per-message errors
 // without ending the stream.
 func TestGRPCTakeStream(t *testing.T) {
-	f := &fakeDecider{takeFn: func(_ context.Context, checks []Check) (TakeResponse, error) {
+	f := &apitest.Decider{TakeFn: func(_ context.Context, checks []api.Check) (api.TakeResponse, error) {
 		if checks[0].Limit == "closed" {
-			return TakeResponse{}, Errorf(CodeUnavailable, "owner unreachable")
+			return api.TakeResponse{}, api.Errorf(api.CodeUnavailable, "owner unreachable")
 		}
-		r := exportAllowed()
+		r := apitest.ExportAllowed()
 		r.Limit = checks[0].Limit
-		return TakeResponse{Allowed: true, RulesVersion: 3, Results: []Result{r}}, nil
+		return api.TakeResponse{Allowed: true, RulesVersion: 3, Results: []api.Result{r}}, nil
 	}}
 	c := newGRPC(t, f)
-	stream, err := c.TakeStream(testCtx(t))
+	stream, err := c.TakeStream(apitest.Ctx(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,23 +245,23 @@ func TestGRPCTakeStream(t *testing.T) {
 	if _, err := stream.Recv(); !errors.Is(err, io.EOF) {
 		t.Fatalf("after the last response: %v, want EOF", err)
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if len(f.takes) != 3 || f.takes[2][0].Cost != 2 {
-		t.Fatalf("Decider takes %+v", f.takes)
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
+	if len(f.Takes) != 3 || f.Takes[2][0].Cost != 2 {
+		t.Fatalf("Decider takes %+v", f.Takes)
 	}
 }
 
 func TestGRPCConfig(t *testing.T) {
-	if err := DefaultGRPCConfig().Validate(); err != nil {
+	if err := DefaultConfig().Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if (GRPCConfig{MaxKeyBytes: -1}).Validate() == nil || (GRPCConfig{MaxChecks: -1}).Validate() == nil {
+	if (Config{MaxKeyBytes: -1}).Validate() == nil || (Config{MaxChecks: -1}).Validate() == nil {
 		t.Fatal("negative bound accepted")
 	}
 	// A custom bound applies.
-	f := &fakeDecider{}
-	s := NewGRPCServer(f, GRPCConfig{MaxKeyBytes: 4})
+	f := &apitest.Decider{}
+	s := NewServer(f, Config{MaxKeyBytes: 4})
 	_, err := s.Take(t.Context(), &weirv1.TakeRequest{Checks: []*weirv1.Check{{Limit: "a", Key: "12345"}}})
-	wantCode(t, err, codes.InvalidArgument, "checks[0].key is 5 bytes, over the 4-byte maximum")
+	apitest.WantCode(t, err, codes.InvalidArgument, "checks[0].key is 5 bytes, over the 4-byte maximum")
 }

@@ -1,4 +1,4 @@
-package api
+package grpcapi
 
 import (
 	"context"
@@ -8,16 +8,18 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/weir-rl/weir/api"
 	"github.com/weir-rl/weir/api/weirv1"
+	"github.com/weir-rl/weir/internal/apitest"
 	"github.com/weir-rl/weir/ring/ownership"
 )
 
 func TestGRPCRequestIDReachesTheDecider(t *testing.T) {
-	f := &fakeDecider{}
+	f := &apitest.Decider{}
 	var got []string
-	f.takeFn = func(ctx context.Context, checks []Check) (TakeResponse, error) {
-		got = append(got, RequestID(ctx))
-		return TakeResponse{Allowed: true, RingEpoch: 9, Forwarded: true, Results: []Result{exportAllowed()}}, nil
+	f.TakeFn = func(ctx context.Context, checks []api.Check) (api.TakeResponse, error) {
+		got = append(got, api.RequestID(ctx))
+		return api.TakeResponse{Allowed: true, RingEpoch: 9, Forwarded: true, Results: []api.Result{apitest.ExportAllowed()}}, nil
 	}
 	c := newGRPC(t, f)
 	resp, err := c.Take(t.Context(), &weirv1.TakeRequest{Checks: []*weirv1.Check{{Limit: "export", Key: "k"}}, RequestId: []byte("abc")})
@@ -27,7 +29,7 @@ func TestGRPCRequestIDReachesTheDecider(t *testing.T) {
 	if _, err := c.Take(t.Context(), &weirv1.TakeRequest{Checks: []*weirv1.Check{{Limit: "export", Key: "k"}}}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.Take(t.Context(), &weirv1.TakeRequest{Checks: []*weirv1.Check{{Limit: "export", Key: "k"}}, RequestId: []byte(strings.Repeat("x", MaxRequestIDBytes+1))})
+	_, err = c.Take(t.Context(), &weirv1.TakeRequest{Checks: []*weirv1.Check{{Limit: "export", Key: "k"}}, RequestId: []byte(strings.Repeat("x", api.MaxRequestIDBytes+1))})
 	if status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("oversized request id: %v; want InvalidArgument", err)
 	}
@@ -37,11 +39,11 @@ func TestGRPCRequestIDReachesTheDecider(t *testing.T) {
 }
 
 func TestGRPCGetRing(t *testing.T) {
-	f := &fakeDecider{}
+	f := &apitest.Decider{}
 	table := ownership.Build([]string{"n1", "n2"}, ownership.DefaultParams())
-	f.clusterFn = func(string, string) (ClusterInfo, error) {
-		return ClusterInfo{Node: "n1", Epoch: 4, Ring: RingInfo{
-			Members: []RingMember{{Name: "n1", GRPCAddr: "a:1", HTTPAddr: "a:2", State: "alive"}, {Name: "n2", State: "dead"}},
+	f.ClusterFn = func(string, string) (api.ClusterInfo, error) {
+		return api.ClusterInfo{Node: "n1", Epoch: 4, Ring: api.RingInfo{
+			Members: []api.RingMember{{Name: "n1", GRPCAddr: "a:1", HTTPAddr: "a:2", State: "alive"}, {Name: "n2", State: "dead"}},
 			Table:   table, Majority: true,
 		}}, nil
 	}
@@ -64,26 +66,4 @@ func TestGRPCGetRing(t *testing.T) {
 			t.Fatalf("key %q: published table names %s, the node's %s", k, got, want)
 		}
 	}
-}
-
-// TestHTTPRing pins GET /v1/ring's body: weir.v1.RingResponse's fields in
-// JSON, "ring" an empty list (not null) for a node with no ring.
-func TestHTTPRing(t *testing.T) {
-	table, err := ownership.FromOwners([]string{"n1", "n2"}, []uint32{0, 1, 1, 0})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &fakeDecider{}
-	f.clusterFn = func(string, string) (ClusterInfo, error) {
-		return ClusterInfo{Node: "n1", Epoch: 4, Ring: RingInfo{
-			Members: []RingMember{{Name: "n1", GRPCAddr: "a:1", HTTPAddr: "a:2", State: "alive"}, {Name: "n2", State: "dead"}},
-			Table:   table, Majority: true,
-		}}, nil
-	}
-	s := newTestServer(t, f, DefaultHTTPConfig())
-	wantStatus(t, s.get(t, "/v1/ring"), 200, `{"node":"n1","epoch":4,"members":[`+
-		`{"name":"n1","grpc_addr":"a:1","http_addr":"a:2","state":"alive"},{"name":"n2","grpc_addr":"","http_addr":"","state":"dead"}],`+
-		`"ring":["n1","n2"],"partition_owners":[0,1,1,0],"hash":"xxhash64","hash_tag":"redis-cluster","replication":40,"load":1.25,"majority":true}`)
-	f.clusterFn = func(string, string) (ClusterInfo, error) { return ClusterInfo{Node: "solo"}, nil }
-	wantStatus(t, s.get(t, "/v1/ring"), 200, `{"node":"solo","epoch":0,"members":[],"ring":[],"partition_owners":[],"hash":"xxhash64","hash_tag":"redis-cluster","replication":40,"load":1.25,"majority":false}`)
 }

@@ -1,4 +1,4 @@
-package api
+package envoyrls
 
 import (
 	"context"
@@ -10,6 +10,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/weir-rl/weir/api"
+	"github.com/weir-rl/weir/api/grpcapi"
+	"github.com/weir-rl/weir/internal/apitest"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
@@ -24,17 +28,20 @@ import (
 	"github.com/weir-rl/weir/api/weirv1"
 )
 
+// fuzzLimits are the bounds FuzzEnvoy converts requests with.
+var fuzzLimits = inputLimits{maxKeyBytes: apitest.FuzzMaxKeyBytes, maxChecks: apitest.FuzzMaxChecks}
+
 // newEnvoy serves f as both weir.v1.Limiter and Envoy's RateLimitService on
 // one real listener on 127.0.0.1:0, and returns a client of each.
-func newEnvoy(t *testing.T, f *fakeDecider, cfg EnvoyConfig) (rlsv3.RateLimitServiceClient, weirv1.LimiterClient) {
+func newEnvoy(t *testing.T, f *apitest.Decider, cfg Config) (rlsv3.RateLimitServiceClient, weirv1.LimiterClient) {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := grpc.NewServer()
-	RegisterGRPC(s, f, DefaultGRPCConfig())
-	RegisterEnvoy(s, f, cfg)
+	grpcapi.Register(s, f, grpcapi.DefaultConfig())
+	Register(s, f, cfg)
 	served := make(chan error, 1)
 	go func() { served <- s.Serve(lis) }()
 	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -71,15 +78,15 @@ func wantProto(t *testing.T, got, want proto.Message) {
 	}
 }
 
-func wantChecks(t *testing.T, f *fakeDecider, want ...Check) {
+func wantChecks(t *testing.T, f *apitest.Decider, want ...api.Check) {
 	t.Helper()
-	f.mu.Lock()
-	n := len(f.takes)
-	f.mu.Unlock()
+	f.Mu.Lock()
+	n := len(f.Takes)
+	f.Mu.Unlock()
 	if n != 1 {
 		t.Fatalf("Decider.Take called %d times, want once", n)
 	}
-	if got := f.lastTake(t); !reflect.DeepEqual(got, want) {
+	if got := f.LastTake(t); !reflect.DeepEqual(got, want) {
 		t.Fatalf("checks %+v, want %+v", got, want)
 	}
 }
@@ -107,13 +114,13 @@ func exportStatus(code rlsv3.RateLimitResponse_Code, remaining uint32, reset tim
 }
 
 func TestEnvoyOK(t *testing.T) {
-	f := &fakeDecider{}
-	c, _ := newEnvoy(t, f, EnvoyConfig{Domain: "weir"})
-	resp, err := c.ShouldRateLimit(testCtx(t), envoyReq(desc("generic_key", "export", "tenant", "acme")))
+	f := &apitest.Decider{}
+	c, _ := newEnvoy(t, f, Config{Domain: "weir"})
+	resp, err := c.ShouldRateLimit(apitest.Ctx(t), envoyReq(desc("generic_key", "export", "tenant", "acme")))
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantChecks(t, f, Check{Limit: "export", Key: "tenant=acme", Cost: 1})
+	wantChecks(t, f, api.Check{Limit: "export", Key: "tenant=acme", Cost: 1})
 	wantProto(t, resp, &rlsv3.RateLimitResponse{
 		OverallCode: rlsv3.RateLimitResponse_OK,
 		Statuses:    []*rlsv3.RateLimitResponse_DescriptorStatus{exportStatus(rlsv3.RateLimitResponse_OK, 5, 500*time.Millisecond)},
@@ -125,14 +132,14 @@ func TestEnvoyOK(t *testing.T) {
 }
 
 func TestEnvoyOverLimit(t *testing.T) {
-	f := &fakeDecider{takeFn: func(_ context.Context, checks []Check) (TakeResponse, error) {
-		ok := exportAllowed()
-		denied := exportDenied()
+	f := &apitest.Decider{TakeFn: func(_ context.Context, checks []api.Check) (api.TakeResponse, error) {
+		ok := apitest.ExportAllowed()
+		denied := apitest.ExportDenied()
 		denied.RetryAfter = 1500 * time.Millisecond
-		return TakeResponse{Allowed: false, RetryAfter: denied.RetryAfter, RulesVersion: 3, Results: []Result{ok, denied}}, nil
+		return api.TakeResponse{Allowed: false, RetryAfter: denied.RetryAfter, RulesVersion: 3, Results: []api.Result{ok, denied}}, nil
 	}}
-	c, _ := newEnvoy(t, f, DefaultEnvoyConfig())
-	resp, err := c.ShouldRateLimit(testCtx(t), envoyReq(
+	c, _ := newEnvoy(t, f, DefaultConfig())
+	resp, err := c.ShouldRateLimit(apitest.Ctx(t), envoyReq(
 		desc("generic_key", "export", "tenant", "acme"),
 		desc("generic_key", "export", "user", "bob"),
 	))
@@ -159,9 +166,9 @@ func TestEnvoyOverLimit(t *testing.T) {
 // TestEnvoySamePort checks that weir.v1.Limiter still answers beside the
 // Envoy service on one server.
 func TestEnvoySamePort(t *testing.T) {
-	f := &fakeDecider{}
-	_, weir := newEnvoy(t, f, DefaultEnvoyConfig())
-	if _, err := weir.Take(testCtx(t), &weirv1.TakeRequest{Checks: []*weirv1.Check{{Limit: "export", Key: "k"}}}); err != nil {
+	f := &apitest.Decider{}
+	_, weir := newEnvoy(t, f, DefaultConfig())
+	if _, err := weir.Take(apitest.Ctx(t), &weirv1.TakeRequest{Checks: []*weirv1.Check{{Limit: "export", Key: "k"}}}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -173,20 +180,20 @@ func TestEnvoyDeciderErrors(t *testing.T) {
 		code codes.Code
 		msg  string
 	}{
-		{"unavailable", Errorf(CodeUnavailable, "limit export fails closed: owner unreachable"), codes.Unavailable, "limit export fails closed: owner unreachable"},
-		{"overloaded", Errorf(CodeOverloaded, ""), codes.Unavailable, "limiter overloaded"},
-		{"unknown limit", Errorf(CodeInvalid, `unknown limit "nope"`), codes.InvalidArgument, `unknown limit "nope"`},
+		{"unavailable", api.Errorf(api.CodeUnavailable, "limit export fails closed: owner unreachable"), codes.Unavailable, "limit export fails closed: owner unreachable"},
+		{"overloaded", api.Errorf(api.CodeOverloaded, ""), codes.Unavailable, "limiter overloaded"},
+		{"unknown limit", api.Errorf(api.CodeInvalid, `unknown limit "nope"`), codes.InvalidArgument, `unknown limit "nope"`},
 		{"deadline from decider", context.DeadlineExceeded, codes.Unavailable, "no decision: context deadline exceeded"},
 		{"bug", errors.New("boom"), codes.Internal, "internal error"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := &fakeDecider{takeFn: func(context.Context, []Check) (TakeResponse, error) { return TakeResponse{}, tc.err }}
-			c, _ := newEnvoy(t, f, DefaultEnvoyConfig())
-			resp, err := c.ShouldRateLimit(testCtx(t), envoyReq(desc("generic_key", "export", "tenant", "acme")))
+			f := &apitest.Decider{TakeFn: func(context.Context, []api.Check) (api.TakeResponse, error) { return api.TakeResponse{}, tc.err }}
+			c, _ := newEnvoy(t, f, DefaultConfig())
+			resp, err := c.ShouldRateLimit(apitest.Ctx(t), envoyReq(desc("generic_key", "export", "tenant", "acme")))
 			if resp != nil {
 				t.Fatalf("answer %v with an error", resp)
 			}
-			wantCode(t, err, tc.code, tc.msg)
+			apitest.WantCode(t, err, tc.code, tc.msg)
 		})
 	}
 }
@@ -194,31 +201,31 @@ func TestEnvoyDeciderErrors(t *testing.T) {
 // TestEnvoyContextEnded calls the server directly: over the network the
 // client would see its own deadline, not the server's answer.
 func TestEnvoyContextEnded(t *testing.T) {
-	f := &fakeDecider{takeFn: func(ctx context.Context, _ []Check) (TakeResponse, error) {
+	f := &apitest.Decider{TakeFn: func(ctx context.Context, _ []api.Check) (api.TakeResponse, error) {
 		<-ctx.Done()
-		return TakeResponse{}, Errorf(CodeInvalid, "late")
+		return api.TakeResponse{}, api.Errorf(api.CodeInvalid, "late")
 	}}
-	s := NewEnvoyServer(f, DefaultEnvoyConfig())
+	s := NewServer(f, DefaultConfig())
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	_, err := s.ShouldRateLimit(ctx, envoyReq(desc("generic_key", "export", "k", "v")))
 	// A CodeInvalid from the Decider stays InvalidArgument even late; an
 	// unclassified error after the context ended is Unavailable.
-	wantCode(t, err, codes.InvalidArgument, "late")
-	f.takeFn = func(ctx context.Context, _ []Check) (TakeResponse, error) {
-		return TakeResponse{}, errors.New("forward aborted")
+	apitest.WantCode(t, err, codes.InvalidArgument, "late")
+	f.TakeFn = func(ctx context.Context, _ []api.Check) (api.TakeResponse, error) {
+		return api.TakeResponse{}, errors.New("forward aborted")
 	}
 	_, err = s.ShouldRateLimit(ctx, envoyReq(desc("generic_key", "export", "k", "v")))
-	wantCode(t, err, codes.Unavailable, "no decision: context canceled")
+	apitest.WantCode(t, err, codes.Unavailable, "no decision: context canceled")
 }
 
 func TestEnvoyBadDeciderAnswer(t *testing.T) {
-	f := &fakeDecider{takeFn: func(context.Context, []Check) (TakeResponse, error) {
-		return TakeResponse{Allowed: true, Results: []Result{exportAllowed()}}, nil
+	f := &apitest.Decider{TakeFn: func(context.Context, []api.Check) (api.TakeResponse, error) {
+		return api.TakeResponse{Allowed: true, Results: []api.Result{apitest.ExportAllowed()}}, nil
 	}}
-	c, _ := newEnvoy(t, f, DefaultEnvoyConfig())
-	_, err := c.ShouldRateLimit(testCtx(t), envoyReq(desc("generic_key", "a", "k", "v"), desc("generic_key", "b", "k", "v")))
-	wantCode(t, err, codes.Internal, "internal error")
+	c, _ := newEnvoy(t, f, DefaultConfig())
+	_, err := c.ShouldRateLimit(apitest.Ctx(t), envoyReq(desc("generic_key", "a", "k", "v"), desc("generic_key", "b", "k", "v")))
+	apitest.WantCode(t, err, codes.Internal, "internal error")
 }
 
 func TestEnvoyInvalid(t *testing.T) {
@@ -265,11 +272,11 @@ func TestEnvoyInvalid(t *testing.T) {
 		{"huge hits", envoyReq(huge), "descriptors[0].hits_addend is too large"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := &fakeDecider{}
-			c, _ := newEnvoy(t, f, EnvoyConfig{Domain: "weir"})
-			_, err := c.ShouldRateLimit(testCtx(t), tc.req)
-			wantCode(t, err, codes.InvalidArgument, tc.msg)
-			if n := f.calls(); n != 0 {
+			f := &apitest.Decider{}
+			c, _ := newEnvoy(t, f, Config{Domain: "weir"})
+			_, err := c.ShouldRateLimit(apitest.Ctx(t), tc.req)
+			apitest.WantCode(t, err, codes.InvalidArgument, tc.msg)
+			if n := f.Calls(); n != 0 {
 				t.Fatalf("Decider called %d times for an invalid request", n)
 			}
 		})
@@ -278,8 +285,8 @@ func TestEnvoyInvalid(t *testing.T) {
 
 func TestEnvoyDomain(t *testing.T) {
 	for _, tc := range []struct{ served, asked string }{{"weir", "weir"}, {"", "edge"}, {"", ""}} {
-		f := &fakeDecider{}
-		_, err := NewEnvoyServer(f, EnvoyConfig{Domain: tc.served}).ShouldRateLimit(t.Context(),
+		f := &apitest.Decider{}
+		_, err := NewServer(f, Config{Domain: tc.served}).ShouldRateLimit(t.Context(),
 			&rlsv3.RateLimitRequest{Domain: tc.asked, Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("generic_key", "export")}})
 		if err != nil {
 			t.Fatalf("served %q, asked %q: %v", tc.served, tc.asked, err)
@@ -306,22 +313,22 @@ func TestEnvoyCost(t *testing.T) {
 		{"max int64", 0, withHits(desc("generic_key", "export", "k", "v"), math.MaxInt64), math.MaxInt64},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := &fakeDecider{}
-			c, _ := newEnvoy(t, f, DefaultEnvoyConfig())
+			f := &apitest.Decider{}
+			c, _ := newEnvoy(t, f, DefaultConfig())
 			req := envoyReq(tc.d)
 			req.HitsAddend = tc.hits
-			if _, err := c.ShouldRateLimit(testCtx(t), req); err != nil {
+			if _, err := c.ShouldRateLimit(apitest.Ctx(t), req); err != nil {
 				t.Fatal(err)
 			}
-			wantChecks(t, f, Check{Limit: "export", Key: "k=v", Cost: tc.cost})
+			wantChecks(t, f, api.Check{Limit: "export", Key: "k=v", Cost: tc.cost})
 		})
 	}
 }
 
 func TestEnvoyDescriptors(t *testing.T) {
-	f := &fakeDecider{}
-	c, _ := newEnvoy(t, f, DefaultEnvoyConfig())
-	resp, err := c.ShouldRateLimit(testCtx(t), envoyReq(
+	f := &apitest.Decider{}
+	c, _ := newEnvoy(t, f, DefaultConfig())
+	resp, err := c.ShouldRateLimit(apitest.Ctx(t), envoyReq(
 		desc("remote_address", "10.0.0.7", "generic_key", "search", "path", "/a"),
 		desc("limit", "export", "tenant", "acme"),
 		desc("generic_key", "global"),
@@ -331,10 +338,10 @@ func TestEnvoyDescriptors(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantChecks(t, f,
-		Check{Limit: "search", Key: "remote_address=10.0.0.7,path=/a", Cost: 1},
-		Check{Limit: "export", Key: "tenant=acme", Cost: 1},
-		Check{Limit: "global", Key: "*", Cost: 1},
-		Check{Limit: "export", Key: "limit=x,h=a%2Cb%3Dc%25,h=", Cost: 1},
+		api.Check{Limit: "search", Key: "remote_address=10.0.0.7,path=/a", Cost: 1},
+		api.Check{Limit: "export", Key: "tenant=acme", Cost: 1},
+		api.Check{Limit: "global", Key: "*", Cost: 1},
+		api.Check{Limit: "export", Key: "limit=x,h=a%2Cb%3Dc%25,h=", Cost: 1},
 	)
 	var names []string
 	for _, s := range resp.GetStatuses() {
@@ -406,17 +413,17 @@ func TestEnvoyUnit(t *testing.T) {
 			t.Errorf("envoyUnit(%v) = %v × %d, want %v × %d", tc.w, unit, mult, tc.unit, tc.mult)
 		}
 	}
-	l := envoyLimit(Result{Limit: "x", Capacity: math.MaxInt64, Window: 0})
+	l := envoyLimit(api.Result{Limit: "x", Capacity: math.MaxInt64, Window: 0})
 	wantProto(t, l, &rlsv3.RateLimitResponse_RateLimit{Name: "x", RequestsPerUnit: math.MaxUint32})
-	l = envoyLimit(Result{Limit: "x", Capacity: 10, Window: time.Minute})
+	l = envoyLimit(api.Result{Limit: "x", Capacity: 10, Window: time.Minute})
 	wantProto(t, l, &rlsv3.RateLimitResponse_RateLimit{Name: "x", RequestsPerUnit: 10, Unit: min})
 }
 
 func TestEnvoyClamps(t *testing.T) {
-	r := exportAllowed()
+	r := apitest.ExportAllowed()
 	r.Remaining = -3
 	r.ResetAfter = -time.Second
-	out, ok := envoyResponse(TakeResponse{Allowed: true, Results: []Result{r}}, 1)
+	out, ok := envoyResponse(api.TakeResponse{Allowed: true, Results: []api.Result{r}}, 1)
 	if !ok {
 		t.Fatal("not ok")
 	}
@@ -424,19 +431,19 @@ func TestEnvoyClamps(t *testing.T) {
 	if s.GetLimitRemaining() != 0 || s.GetDurationUntilReset().AsDuration() != 0 {
 		t.Fatalf("status %v", s)
 	}
-	if _, ok := envoyResponse(TakeResponse{}, 0); ok {
+	if _, ok := envoyResponse(api.TakeResponse{}, 0); ok {
 		t.Fatal("an empty answer was accepted")
 	}
 }
 
 func TestEnvoyConfig(t *testing.T) {
-	if err := DefaultEnvoyConfig().Validate(); err != nil {
+	if err := DefaultConfig().Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if d := DefaultEnvoyConfig(); d.Domain != "" || d.MaxKeyBytes != 512 || d.MaxDescriptors != 100 || d.Rules != nil || d.Now != nil {
+	if d := DefaultConfig(); d.Domain != "" || d.MaxKeyBytes != 512 || d.MaxDescriptors != 100 || d.Rules != nil || d.Now != nil {
 		t.Fatalf("defaults %+v", d)
 	}
-	for _, c := range []EnvoyConfig{{MaxKeyBytes: -1}, {MaxDescriptors: -1}} {
+	for _, c := range []Config{{MaxKeyBytes: -1}, {MaxDescriptors: -1}} {
 		if err := c.Validate(); err == nil || !strings.HasPrefix(err.Error(), "api: ") {
 			t.Fatalf("Validate(%+v) = %v", c, err)
 		}
@@ -446,11 +453,11 @@ func TestEnvoyConfig(t *testing.T) {
 	for i := range many {
 		many[i] = desc("generic_key", "export", "k", "v")
 	}
-	_, err := NewEnvoyServer(&fakeDecider{}, EnvoyConfig{}).ShouldRateLimit(t.Context(), envoyReq(many...))
-	wantCode(t, err, codes.InvalidArgument, "descriptors has 101 entries, over the 100 maximum")
-	_, err = NewEnvoyServer(&fakeDecider{}, EnvoyConfig{MaxDescriptors: 1, MaxKeyBytes: 3}).ShouldRateLimit(t.Context(),
+	_, err := NewServer(&apitest.Decider{}, Config{}).ShouldRateLimit(t.Context(), envoyReq(many...))
+	apitest.WantCode(t, err, codes.InvalidArgument, "descriptors has 101 entries, over the 100 maximum")
+	_, err = NewServer(&apitest.Decider{}, Config{MaxDescriptors: 1, MaxKeyBytes: 3}).ShouldRateLimit(t.Context(),
 		envoyReq(desc("generic_key", "export", "k", "v")))
-	wantCode(t, err, codes.InvalidArgument, "descriptors[0].generic_key is 6 bytes, over the 3-byte maximum")
+	apitest.WantCode(t, err, codes.InvalidArgument, "descriptors[0].generic_key is 6 bytes, over the 3-byte maximum")
 }
 
 // FuzzEnvoy builds descriptor sets from arbitrary bytes (and, when the bytes
@@ -499,13 +506,13 @@ func fuzzEnvoyRequest(t *testing.T, req *rlsv3.RateLimitRequest, domain string) 
 	t.Helper()
 	checks, err := envoyChecks(req, domain, fuzzLimits)
 	if err != nil {
-		wantInvalid(t, err)
+		apitest.WantInvalid(t, err)
 		if strings.Contains(err.Error(), "SECRET") && !strings.Contains(req.GetDomain(), "SECRET") {
 			t.Fatalf("detail %q quotes a descriptor value", err)
 		}
 		return
 	}
-	wantValidChecks(t, checks)
+	apitest.WantValidChecks(t, checks)
 	if len(checks) != len(req.GetDescriptors()) {
 		t.Fatalf("%d checks for %d descriptors", len(checks), len(req.GetDescriptors()))
 	}
@@ -516,9 +523,9 @@ func fuzzEnvoyRequest(t *testing.T, req *rlsv3.RateLimitRequest, domain string) 
 		}
 	}
 	// Answer with a denial of every other check and check the shape.
-	resp := TakeResponse{Allowed: true}
+	resp := api.TakeResponse{Allowed: true}
 	for i, c := range checks {
-		r := exportAllowed()
+		r := apitest.ExportAllowed()
 		r.Limit, r.Capacity, r.Window = c.Limit, c.Cost, time.Duration(c.Cost)*time.Millisecond
 		if i%2 == 1 {
 			r.Allowed, r.RetryAfter = false, time.Duration(c.Cost)
@@ -599,7 +606,7 @@ func unescapeEnvoy(t *testing.T, s string) string {
 // descriptor of three entries in, a denial with its status and headers out)
 // against a Decider that does nothing, without the network.
 func BenchmarkEnvoyShouldRateLimit(b *testing.B) {
-	s := NewEnvoyServer(&benchDecider{}, DefaultEnvoyConfig())
+	s := NewServer(&apitest.BenchDecider{}, DefaultConfig())
 	req := envoyReq(desc("generic_key", "export", "tenant", "acme", "remote_address", "10.0.0.7"))
 	b.ReportAllocs()
 	for b.Loop() {

@@ -1,4 +1,4 @@
-package api
+package envoyrls
 
 import (
 	"context"
@@ -14,11 +14,12 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/weir-rl/weir/api"
 	"github.com/weir-rl/weir/envoyconf"
 )
 
 // This file decides a ShouldRateLimit request by an envoyproxy/ratelimit
-// configuration (EnvoyConfig.Rules), the way that service does.
+// configuration (Config.Rules), the way that service does.
 //
 // # Contract
 //
@@ -26,7 +27,7 @@ import (
 // specific entry first, wildcards, nesting depth) and decided on its own,
 // as envoyproxy/ratelimit does: one descriptor over its limit does not stop
 // the others from being counted, and overall_code is OVER_LIMIT when any
-// descriptor is. The domain restriction (EnvoyConfig.Domain), the bounds on
+// descriptor is. The domain restriction (Config.Domain), the bounds on
 // descriptors and keys, and is_negative_hits are checked as in the
 // generic_key mapping; a domain the configuration does not know matches
 // nothing. Then, for descriptor i, in this order:
@@ -67,9 +68,9 @@ import (
 // silent OK), so Envoy's failure_mode_deny applies.
 
 // decideRules answers req from cfg; see the contract above.
-func (s *envoyServer) decideRules(ctx context.Context, cfg *envoyconf.Config, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+func (s *server) decideRules(ctx context.Context, cfg *envoyconf.Config, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	if s.domain != "" && req.GetDomain() != s.domain {
-		return nil, status.Errorf(codes.InvalidArgument, "domain %q is not served; this service serves %q", Clip(req.GetDomain()), s.domain)
+		return nil, status.Errorf(codes.InvalidArgument, "domain %q is not served; this service serves %q", api.Clip(req.GetDomain()), s.domain)
 	}
 	descs := req.GetDescriptors()
 	switch {
@@ -97,7 +98,7 @@ func (s *envoyServer) decideRules(ctx context.Context, cfg *envoyconf.Config, re
 	}
 
 	out := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK, Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(descs))}
-	var limited []Result // for the headers
+	var limited []api.Result // for the headers
 	var retry time.Duration
 	for i, d := range descs {
 		m := matches[i]
@@ -120,7 +121,7 @@ func (s *envoyServer) decideRules(ctx context.Context, cfg *envoyconf.Config, re
 		}
 		if r.Limit.RequestsPerUnit == 0 || hits > uint64(r.Capacity()) {
 			reset := untilPeriodEnd(s.now(), r.Limit.Unit.Duration())
-			res := Result{Limit: r.LimitName(), Capacity: r.Capacity(), RetryAfter: reset, ResetAfter: reset, Window: r.Limit.Unit.Duration(), Allowed: r.ShadowMode}
+			res := api.Result{Limit: r.LimitName(), Capacity: r.Capacity(), RetryAfter: reset, ResetAfter: reset, Window: r.Limit.Unit.Duration(), Allowed: r.ShadowMode}
 			out.Statuses[i] = &rlsv3.RateLimitResponse_DescriptorStatus{
 				Code: envoyCode(res.Allowed), CurrentLimit: current, DurationUntilReset: durationpb.New(reset),
 			}
@@ -135,7 +136,7 @@ func (s *envoyServer) decideRules(ctx context.Context, cfg *envoyconf.Config, re
 		if e != nil {
 			return nil, envoyStatus(ctx, e).Err()
 		}
-		resp, err := s.d.Take(ctx, []Check{{Limit: r.LimitName(), Key: key, Cost: int64(hits)}})
+		resp, err := s.d.Take(ctx, []api.Check{{Limit: r.LimitName(), Key: key, Cost: int64(hits)}})
 		if err != nil {
 			return nil, envoyStatus(ctx, err).Err()
 		}
@@ -155,16 +156,16 @@ func (s *envoyServer) decideRules(ctx context.Context, cfg *envoyconf.Config, re
 			retry = max(retry, res.RetryAfter)
 		}
 	}
-	if hr, ok := HeaderResult(limited); ok {
+	if hr, ok := api.HeaderResult(limited); ok {
 		h := make(http.Header, 3)
-		SetResultHeaders(h, hr, false)
+		api.SetResultHeaders(h, hr, false)
 		out.ResponseHeadersToAdd = []*corev3.HeaderValue{
 			{Key: "RateLimit-Policy", Value: h.Get("RateLimit-Policy")},
 			{Key: "RateLimit", Value: h.Get("RateLimit")},
 		}
 		if out.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT {
 			out.ResponseHeadersToAdd = append(out.ResponseHeadersToAdd,
-				&corev3.HeaderValue{Key: "Retry-After", Value: strconv.FormatInt(DenialSeconds(retry), 10)})
+				&corev3.HeaderValue{Key: "Retry-After", Value: strconv.FormatInt(api.DenialSeconds(retry), 10)})
 		}
 	}
 	return out, nil

@@ -1,4 +1,4 @@
-package api
+package envoyrls
 
 import (
 	"context"
@@ -17,6 +17,8 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/weir-rl/weir/api"
+	"github.com/weir-rl/weir/api/grpcapi"
 	"github.com/weir-rl/weir/envoyconf"
 )
 
@@ -27,7 +29,7 @@ import (
 //
 // # Contract
 //
-// This is the generic_key mapping, in force when EnvoyConfig.Rules gives no
+// This is the generic_key mapping, in force when Config.Rules gives no
 // configuration. With an envoyproxy/ratelimit configuration loaded, the
 // contract at the top of envoy_rules.go applies instead.
 //
@@ -35,7 +37,7 @@ import (
 // descriptor, in descriptor order: all descriptors are spent or none is, as
 // with weir.v1 Take and POST /v1/take.
 //
-// Domain. When EnvoyConfig.Domain is not empty, a request whose domain
+// Domain. When Config.Domain is not empty, a request whose domain
 // differs is InvalidArgument (`domain "x" is not served; this service
 // serves "weir"`). With Domain empty any domain is accepted. The domain is
 // not part of the bucket: two domains sending the same descriptor share it.
@@ -96,7 +98,7 @@ import (
 // response_headers_to_add carries, for the result that the HTTP API's
 // /v1/take would pick (the first denied descriptor, else the allowed one with
 // the least remaining), in this order and with exactly the HTTP syntax
-// (draft-ietf-httpapi-ratelimit-headers-10, see headers.go):
+// (draft-ietf-httpapi-ratelimit-headers-10, see api.SetHeaders):
 //
 //	RateLimit-Policy: "export";q=6;w=3
 //	RateLimit: "export";r=0;t=1
@@ -118,9 +120,9 @@ import (
 // Envoy treats every error the same way: its failure_mode_deny setting
 // decides whether the request passes (the default) or gets a 500.
 
-// EnvoyConfig configures the Envoy rate limit service. Start from
-// DefaultEnvoyConfig; a zero bound means its default.
-type EnvoyConfig struct {
+// Config configures the Envoy rate limit service. Start from
+// DefaultConfig; a zero bound means its default.
+type Config struct {
 	// Domain is the only RateLimitRequest.domain accepted; "" accepts any
 	// domain. Default "".
 	Domain string
@@ -142,15 +144,14 @@ type EnvoyConfig struct {
 	Now func() time.Time
 }
 
-// DefaultEnvoyConfig returns the defaults: any domain, and the same bounds
-// as DefaultHTTPConfig.
-func DefaultEnvoyConfig() EnvoyConfig {
-	d := DefaultHTTPConfig()
-	return EnvoyConfig{MaxKeyBytes: d.MaxKeyBytes, MaxDescriptors: d.MaxChecks}
+// DefaultConfig returns the defaults: any domain, and the bounds every
+// front end shares (api.DefaultMaxKeyBytes, api.DefaultMaxChecks).
+func DefaultConfig() Config {
+	return Config{MaxKeyBytes: api.DefaultMaxKeyBytes, MaxDescriptors: api.DefaultMaxChecks}
 }
 
 // Validate reports a negative bound. It changes nothing.
-func (c EnvoyConfig) Validate() error {
+func (c Config) Validate() error {
 	switch {
 	case c.MaxKeyBytes < 0:
 		return errors.New("api: EnvoyConfig.MaxKeyBytes must not be negative")
@@ -160,6 +161,15 @@ func (c EnvoyConfig) Validate() error {
 	return nil
 }
 
+// inputLimits are the bounds the service enforces before a Decider sees a
+// request.
+type inputLimits struct {
+	maxKeyBytes int // bytes in a limit name or a rendered key
+	maxChecks   int // descriptors of one request
+}
+
+func invalidf(format string, args ...any) error { return api.Errorf(api.CodeInvalid, format, args...) }
+
 // Descriptor entry keys with a meaning of their own.
 const (
 	envoyLimitKey      = "generic_key" // Envoy's generic_key action
@@ -167,24 +177,24 @@ const (
 	envoyGlobalKey     = "*" // the key of a descriptor with no entry but the limit
 )
 
-// envoyServer implements rlsv3.RateLimitServiceServer on a Decider. It holds
+// server implements rlsv3.RateLimitServiceServer on a Decider. It holds
 // no mutable state and is safe for concurrent use.
-type envoyServer struct {
+type server struct {
 	rlsv3.UnimplementedRateLimitServiceServer
-	d      Decider
+	d      api.Decider
 	domain string
 	lim    inputLimits
 	rules  func() *envoyconf.Config // nil: no rules, the generic_key mapping
 	now    func() time.Time
 }
 
-// NewEnvoyServer returns Envoy's envoy.service.ratelimit.v3.RateLimitService
+// NewServer returns Envoy's envoy.service.ratelimit.v3.RateLimitService
 // served from d, for rlsv3.RegisterRateLimitServiceServer. Zero bounds in
 // cfg mean their defaults. The mapping of descriptors to checks, of results
 // to the answer and of errors to status codes is the contract at the top of
 // envoy.go. The server is safe for concurrent use.
-func NewEnvoyServer(d Decider, cfg EnvoyConfig) rlsv3.RateLimitServiceServer {
-	def := DefaultEnvoyConfig()
+func NewServer(d api.Decider, cfg Config) rlsv3.RateLimitServiceServer {
+	def := DefaultConfig()
 	if cfg.MaxKeyBytes <= 0 {
 		cfg.MaxKeyBytes = def.MaxKeyBytes
 	}
@@ -194,7 +204,7 @@ func NewEnvoyServer(d Decider, cfg EnvoyConfig) rlsv3.RateLimitServiceServer {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &envoyServer{
+	return &server{
 		d:      d,
 		domain: cfg.Domain,
 		lim:    inputLimits{maxKeyBytes: cfg.MaxKeyBytes, maxChecks: cfg.MaxDescriptors},
@@ -203,14 +213,14 @@ func NewEnvoyServer(d Decider, cfg EnvoyConfig) rlsv3.RateLimitServiceServer {
 	}
 }
 
-// RegisterEnvoy registers NewEnvoyServer(d, cfg) on s, typically the same
+// Register registers NewServer(d, cfg) on s, typically the same
 // *grpc.Server as RegisterGRPC.
-func RegisterEnvoy(s grpc.ServiceRegistrar, d Decider, cfg EnvoyConfig) {
-	rlsv3.RegisterRateLimitServiceServer(s, NewEnvoyServer(d, cfg))
+func Register(s grpc.ServiceRegistrar, d api.Decider, cfg Config) {
+	rlsv3.RegisterRateLimitServiceServer(s, NewServer(d, cfg))
 }
 
 // ShouldRateLimit implements rlsv3.RateLimitServiceServer.
-func (s *envoyServer) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+func (s *server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	if s.rules != nil {
 		if cfg := s.rules(); cfg != nil {
 			return s.decideRules(ctx, cfg, req)
@@ -233,18 +243,18 @@ func (s *envoyServer) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitR
 
 // envoyStatus maps a decoding or Decider error to a status; see the contract.
 func envoyStatus(ctx context.Context, err error) *status.Status {
-	if e, ok := errors.AsType[*Error](err); ok {
+	if e, ok := errors.AsType[*api.Error](err); ok {
 		switch e.Code {
-		case CodeUnavailable:
+		case api.CodeUnavailable:
 			return status.New(codes.Unavailable, e.Detail)
-		case CodeOverloaded:
+		case api.CodeOverloaded:
 			detail := e.Detail
 			if detail == "" {
 				detail = "limiter overloaded"
 			}
 			return status.New(codes.Unavailable, detail)
 		}
-		return grpcStatus(err)
+		return grpcapi.Status(err)
 	}
 	if ctx.Err() != nil {
 		return status.New(codes.Unavailable, "no decision: "+context.Cause(ctx).Error())
@@ -252,15 +262,15 @@ func envoyStatus(ctx context.Context, err error) *status.Status {
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		return status.New(codes.Unavailable, "no decision: "+err.Error())
 	}
-	return grpcStatus(err)
+	return grpcapi.Status(err)
 }
 
 // envoyChecks converts and validates a RateLimitRequest into the checks of
 // one take; every error is a CodeInvalid *Error whose detail never holds a
 // descriptor's key or value.
-func envoyChecks(req *rlsv3.RateLimitRequest, domain string, lim inputLimits) ([]Check, error) {
+func envoyChecks(req *rlsv3.RateLimitRequest, domain string, lim inputLimits) ([]api.Check, error) {
 	if domain != "" && req.GetDomain() != domain {
-		return nil, invalidf("domain %q is not served; this service serves %q", Clip(req.GetDomain()), domain)
+		return nil, invalidf("domain %q is not served; this service serves %q", api.Clip(req.GetDomain()), domain)
 	}
 	descs := req.GetDescriptors()
 	switch {
@@ -269,7 +279,7 @@ func envoyChecks(req *rlsv3.RateLimitRequest, domain string, lim inputLimits) ([
 	case len(descs) > lim.maxChecks: // bound before allocating
 		return nil, invalidf("descriptors has %d entries, over the %d maximum", len(descs), lim.maxChecks)
 	}
-	checks := make([]Check, len(descs))
+	checks := make([]api.Check, len(descs))
 	for i, d := range descs {
 		c, e := envoyCheck(i, d, req.GetHitsAddend(), lim)
 		if e != nil {
@@ -281,7 +291,7 @@ func envoyChecks(req *rlsv3.RateLimitRequest, domain string, lim inputLimits) ([
 }
 
 // envoyCheck converts descriptor i.
-func envoyCheck(i int, d *ratelimitv3.RateLimitDescriptor, hits uint32, lim inputLimits) (Check, *Error) {
+func envoyCheck(i int, d *ratelimitv3.RateLimitDescriptor, hits uint32, lim inputLimits) (api.Check, error) {
 	entries := d.GetEntries()
 	nameKey := envoyLimitKey
 	nameAt := -1
@@ -291,7 +301,7 @@ func envoyCheck(i int, d *ratelimitv3.RateLimitDescriptor, hits uint32, lim inpu
 				continue
 			}
 			if nameAt >= 0 {
-				return Check{}, invalidf("descriptors[%d] has more than one %q entry", i, k)
+				return api.Check{}, invalidf("descriptors[%d] has more than one %q entry", i, k)
 			}
 			nameAt = j
 		}
@@ -301,19 +311,19 @@ func envoyCheck(i int, d *ratelimitv3.RateLimitDescriptor, hits uint32, lim inpu
 		}
 	}
 	if nameAt < 0 {
-		return Check{}, invalidf("descriptors[%d] has no %q or %q entry naming the limit", i, envoyLimitKey, envoyLimitAliasKey)
+		return api.Check{}, invalidf("descriptors[%d] has no %q or %q entry naming the limit", i, envoyLimitKey, envoyLimitAliasKey)
 	}
-	c := Check{Limit: entries[nameAt].GetValue(), Cost: int64(hits)}
-	if e := checkField(-1, "descriptors["+strconv.Itoa(i)+"]."+nameKey, c.Limit, lim.maxKeyBytes); e != nil {
-		return Check{}, e
+	c := api.Check{Limit: entries[nameAt].GetValue(), Cost: int64(hits)}
+	if e := api.ValidateField("descriptors["+strconv.Itoa(i)+"]."+nameKey, c.Limit, lim.maxKeyBytes); e != nil {
+		return api.Check{}, e
 	}
 
 	if d.GetIsNegativeHits() {
-		return Check{}, invalidf("descriptors[%d].is_negative_hits is not supported: a take cannot be refunded", i)
+		return api.Check{}, invalidf("descriptors[%d].is_negative_hits is not supported: a take cannot be refunded", i)
 	}
 	if h := d.GetHitsAddend(); h != nil {
 		if h.GetValue() > math.MaxInt64 {
-			return Check{}, invalidf("descriptors[%d].hits_addend is too large", i)
+			return api.Check{}, invalidf("descriptors[%d].hits_addend is too large", i)
 		}
 		c.Cost = int64(h.GetValue())
 	}
@@ -323,7 +333,7 @@ func envoyCheck(i int, d *ratelimitv3.RateLimitDescriptor, hits uint32, lim inpu
 
 	key, e := envoyKey(i, entries, nameAt, lim.maxKeyBytes)
 	if e != nil {
-		return Check{}, e
+		return api.Check{}, e
 	}
 	c.Key = key
 	return c, nil
@@ -332,7 +342,7 @@ func envoyCheck(i int, d *ratelimitv3.RateLimitDescriptor, hits uint32, lim inpu
 // envoyKey renders the entries of descriptor i other than the one at skip as
 // the bucket key; see the contract. It measures before it renders, so an
 // over-long descriptor costs no allocation.
-func envoyKey(i int, entries []*ratelimitv3.RateLimitDescriptor_Entry, skip, maxBytes int) (string, *Error) {
+func envoyKey(i int, entries []*ratelimitv3.RateLimitDescriptor_Entry, skip, maxBytes int) (string, error) {
 	return renderKey(i, len(entries), func(j int) (string, string) {
 		return entries[j].GetKey(), entries[j].GetValue()
 	}, skip, maxBytes)
@@ -340,7 +350,7 @@ func envoyKey(i int, entries []*ratelimitv3.RateLimitDescriptor_Entry, skip, max
 
 // renderKey renders n entries, entry(j) giving each key and value, skipping
 // the one at skip, as "k=v" joined by ",", escaped; see the contract.
-func renderKey(i, n int, entry func(j int) (k, v string), skip, maxBytes int) (string, *Error) {
+func renderKey(i, n int, entry func(j int) (k, v string), skip, maxBytes int) (string, error) {
 	size := 0
 	for j := range n {
 		if j == skip {
@@ -376,7 +386,7 @@ func renderKey(i, n int, entry func(j int) (k, v string), skip, maxBytes int) (s
 		b = appendEscaped(b, v)
 	}
 	key := string(b)
-	if e := checkField(-1, field, key, maxBytes); e != nil { // UTF-8
+	if e := api.ValidateField(field, key, maxBytes); e != nil { // UTF-8
 		return "", e
 	}
 	return key, nil
@@ -411,7 +421,7 @@ func appendEscaped(b []byte, s string) []byte {
 
 // envoyResponse builds the answer to a take of n checks. ok is false when
 // the Decider did not return one result per check.
-func envoyResponse(resp TakeResponse, n int) (out *rlsv3.RateLimitResponse, ok bool) {
+func envoyResponse(resp api.TakeResponse, n int) (out *rlsv3.RateLimitResponse, ok bool) {
 	if len(resp.Results) != n || n == 0 {
 		return nil, false
 	}
@@ -427,15 +437,15 @@ func envoyResponse(resp TakeResponse, n int) (out *rlsv3.RateLimitResponse, ok b
 			DurationUntilReset: durationpb.New(max(0, r.ResetAfter)),
 		}
 	}
-	hr, _ := HeaderResult(resp.Results)
+	hr, _ := api.HeaderResult(resp.Results)
 	h := make(http.Header, 3)
-	SetResultHeaders(h, hr, false)
+	api.SetResultHeaders(h, hr, false)
 	out.ResponseHeadersToAdd = []*corev3.HeaderValue{
 		{Key: "RateLimit-Policy", Value: h.Get("RateLimit-Policy")},
 		{Key: "RateLimit", Value: h.Get("RateLimit")},
 	}
 	if !resp.Allowed {
-		secs := DenialSeconds(max(resp.RetryAfter, hr.RetryAfter))
+		secs := api.DenialSeconds(max(resp.RetryAfter, hr.RetryAfter))
 		out.ResponseHeadersToAdd = append(out.ResponseHeadersToAdd,
 			&corev3.HeaderValue{Key: "Retry-After", Value: strconv.FormatInt(secs, 10)})
 	}
@@ -451,7 +461,7 @@ func envoyCode(allowed bool) rlsv3.RateLimitResponse_Code {
 
 // envoyLimit describes r's limit as an Envoy RateLimit; see the contract for
 // the approximation of the window.
-func envoyLimit(r Result) *rlsv3.RateLimitResponse_RateLimit {
+func envoyLimit(r api.Result) *rlsv3.RateLimitResponse_RateLimit {
 	out := &rlsv3.RateLimitResponse_RateLimit{Name: r.Limit, RequestsPerUnit: clampUint32(r.Capacity)}
 	if r.Window <= 0 {
 		return out // unit UNKNOWN

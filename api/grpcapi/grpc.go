@@ -1,4 +1,4 @@
-package api
+package grpcapi
 
 import (
 	"context"
@@ -9,28 +9,28 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/weir-rl/weir/api"
 	"github.com/weir-rl/weir/api/weirv1"
 )
 
-// GRPCConfig bounds what the gRPC service accepts before calling a Decider.
-// Start from DefaultGRPCConfig; a zero field means its default.
-type GRPCConfig struct {
+// Config bounds what the service accepts before calling a Decider. Start
+// from DefaultConfig; a zero field means its default.
+type Config struct {
 	// MaxKeyBytes bounds a key, a limit name and a lease holder, in bytes.
-	// Default 512, at least 1.
+	// Default 512 (api.DefaultMaxKeyBytes), at least 1.
 	MaxKeyBytes int
-	// MaxChecks bounds the checks of one take. Default 100, at least 1.
+	// MaxChecks bounds the checks of one take. Default 100
+	// (api.DefaultMaxChecks), at least 1.
 	MaxChecks int
 }
 
-// DefaultGRPCConfig returns the defaults, the same bounds as
-// DefaultHTTPConfig.
-func DefaultGRPCConfig() GRPCConfig {
-	d := DefaultHTTPConfig()
-	return GRPCConfig{MaxKeyBytes: d.MaxKeyBytes, MaxChecks: d.MaxChecks}
+// DefaultConfig returns the defaults, the bounds every front end shares.
+func DefaultConfig() Config {
+	return Config{MaxKeyBytes: api.DefaultMaxKeyBytes, MaxChecks: api.DefaultMaxChecks}
 }
 
 // Validate reports a negative bound. It changes nothing.
-func (c GRPCConfig) Validate() error {
+func (c Config) Validate() error {
 	switch {
 	case c.MaxKeyBytes < 0:
 		return errors.New("api: GRPCConfig.MaxKeyBytes must not be negative")
@@ -40,50 +40,63 @@ func (c GRPCConfig) Validate() error {
 	return nil
 }
 
-// grpcServer implements weirv1.LimiterServer on a Decider. It holds no
+// inputLimits are the bounds the service enforces before a Decider sees a
+// request.
+type inputLimits struct {
+	maxKeyBytes int // bytes in a limit name, key or lease holder
+	maxChecks   int // checks in one take
+}
+
+func invalidf(format string, args ...any) error { return api.Errorf(api.CodeInvalid, format, args...) }
+
+// server implements weirv1.LimiterServer on a Decider. It holds no
 // mutable state and is safe for concurrent use.
-type grpcServer struct {
+type server struct {
 	weirv1.UnimplementedLimiterServer
-	d   Decider
+	d   api.Decider
 	lim inputLimits
 }
 
-// NewGRPCServer returns the weir.v1.Limiter service served from d, for
+// NewServer returns the weir.v1.Limiter service served from d, for
 // weirv1.RegisterLimiterServer. Zero bounds in cfg mean their defaults.
-// Decider errors map to status codes: CodeInvalid → InvalidArgument,
-// CodeNotFound → NotFound, CodeUnavailable → Unavailable, CodeOverloaded →
-// ResourceExhausted, with the detail as the message.
-func NewGRPCServer(d Decider, cfg GRPCConfig) weirv1.LimiterServer {
-	def := DefaultGRPCConfig()
+// Decider errors map to status codes as Status maps them. The server is
+// safe for concurrent use.
+func NewServer(d api.Decider, cfg Config) weirv1.LimiterServer {
+	def := DefaultConfig()
 	if cfg.MaxKeyBytes <= 0 {
 		cfg.MaxKeyBytes = def.MaxKeyBytes
 	}
 	if cfg.MaxChecks <= 0 {
 		cfg.MaxChecks = def.MaxChecks
 	}
-	return &grpcServer{d: d, lim: inputLimits{maxKeyBytes: cfg.MaxKeyBytes, maxChecks: cfg.MaxChecks}}
+	return &server{d: d, lim: inputLimits{maxKeyBytes: cfg.MaxKeyBytes, maxChecks: cfg.MaxChecks}}
 }
 
-// RegisterGRPC registers NewGRPCServer(d, cfg) on s.
-func RegisterGRPC(s grpc.ServiceRegistrar, d Decider, cfg GRPCConfig) {
-	weirv1.RegisterLimiterServer(s, NewGRPCServer(d, cfg))
+// Register registers NewServer(d, cfg) on s.
+func Register(s grpc.ServiceRegistrar, d api.Decider, cfg Config) {
+	weirv1.RegisterLimiterServer(s, NewServer(d, cfg))
 }
 
-// grpcStatus converts a decoder or Decider error to a status.
-func grpcStatus(err error) *status.Status {
-	if e, ok := errors.AsType[*Error](err); ok {
+// Status converts an input-check or Decider error to the status the service
+// answers with: CodeInvalid → InvalidArgument, CodeNotFound → NotFound,
+// CodeUnavailable → Unavailable, CodeOverloaded → ResourceExhausted,
+// CodeUnauthenticated → Unauthenticated, CodeForbidden → PermissionDenied,
+// each with the detail as the message; a context error → its own code;
+// anything else → Internal "internal error".
+func Status(err error) *status.Status {
+	if e, ok := errors.AsType[*api.Error](err); ok {
 		switch e.Code {
-		case CodeInvalid:
+		case api.CodeInvalid:
 			return status.New(codes.InvalidArgument, e.Detail)
-		case CodeNotFound:
+		case api.CodeNotFound:
 			return status.New(codes.NotFound, e.Detail)
-		case CodeUnavailable:
+		case api.CodeUnavailable:
 			return status.New(codes.Unavailable, e.Detail)
-		case CodeOverloaded:
+		case api.CodeOverloaded:
 			return status.New(codes.ResourceExhausted, e.Detail)
-		case CodeUnauthenticated:
+		case api.CodeUnauthenticated:
 			return status.New(codes.Unauthenticated, e.Detail)
-		case CodeForbidden:
+		case api.CodeForbidden:
 			return status.New(codes.PermissionDenied, e.Detail)
 		}
 	}
@@ -95,31 +108,31 @@ func grpcStatus(err error) *status.Status {
 
 // checksFromProto converts and validates the checks of a TakeRequest. A cost
 // of 0 is the proto3 default and means 1; a negative cost is invalid.
-func checksFromProto(in []*weirv1.Check, lim inputLimits) ([]Check, error) {
+func checksFromProto(in []*weirv1.Check, lim inputLimits) ([]api.Check, error) {
 	if len(in) > lim.maxChecks { // bound before allocating
 		return nil, invalidf("checks has %d entries, over the %d maximum", len(in), lim.maxChecks)
 	}
-	checks := make([]Check, len(in))
+	checks := make([]api.Check, len(in))
 	for i, c := range in {
-		checks[i] = Check{Limit: c.GetLimit(), Key: c.GetKey(), Cost: c.GetCost(), Inline: inlineFromProto(c.GetInline())}
+		checks[i] = api.Check{Limit: c.GetLimit(), Key: c.GetKey(), Cost: c.GetCost(), Inline: inlineFromProto(c.GetInline())}
 		if checks[i].Cost == 0 {
 			checks[i].Cost = 1
 		}
 	}
-	if e := checkChecks(checks, lim); e != nil {
-		return nil, e
+	if err := api.ValidateChecks(checks, lim.maxKeyBytes, lim.maxChecks); err != nil {
+		return nil, err
 	}
 	return checks, nil
 }
 
-func sourceToProto(s Source) weirv1.Source {
-	if s == SourceFallback {
+func sourceToProto(s api.Source) weirv1.Source {
+	if s == api.SourceFallback {
 		return weirv1.Source_SOURCE_FALLBACK
 	}
 	return weirv1.Source_SOURCE_OWNER
 }
 
-func takeResponseToProto(resp TakeResponse) *weirv1.TakeResponse {
+func takeResponseToProto(resp api.TakeResponse) *weirv1.TakeResponse {
 	var out *weirv1.TakeResponse
 	if len(resp.Results) == 1 {
 		// One allocation for the whole answer of a one-check take.
@@ -130,7 +143,7 @@ func takeResponseToProto(resp TakeResponse) *weirv1.TakeResponse {
 		out = &weirv1.TakeResponse{Results: make([]*weirv1.Result, len(resp.Results))}
 	}
 	out.Allowed = resp.Allowed
-	out.RetryAfterMs = msUp(resp.RetryAfter)
+	out.RetryAfterMs = api.MillisUp(resp.RetryAfter)
 	out.RulesVersion = resp.RulesVersion
 	out.RingEpoch, out.Forwarded = resp.RingEpoch, resp.Forwarded
 	for i, r := range resp.Results {
@@ -141,8 +154,8 @@ func takeResponseToProto(resp TakeResponse) *weirv1.TakeResponse {
 		}
 		p.Limit, p.Allowed = r.Limit, r.Allowed
 		p.Remaining, p.Capacity = r.Remaining, r.Capacity
-		p.RetryAfterMs, p.ResetAfterMs = msUp(r.RetryAfter), msUp(r.ResetAfter)
-		p.Source, p.WindowMs = sourceToProto(r.Source), msUp(r.Window)
+		p.RetryAfterMs, p.ResetAfterMs = api.MillisUp(r.RetryAfter), api.MillisUp(r.ResetAfter)
+		p.Source, p.WindowMs = sourceToProto(r.Source), api.MillisUp(r.Window)
 	}
 	return out
 }
@@ -157,16 +170,16 @@ type takeAnswer1 struct {
 }
 
 // take decides one TakeRequest; it is shared by Take and TakeStream.
-func (s *grpcServer) take(ctx context.Context, req *weirv1.TakeRequest) (*weirv1.TakeResponse, error) {
+func (s *server) take(ctx context.Context, req *weirv1.TakeRequest) (*weirv1.TakeResponse, error) {
 	checks, err := checksFromProto(req.GetChecks(), s.lim)
 	if err != nil {
 		return nil, err
 	}
 	if id := req.GetRequestId(); len(id) > 0 {
-		if len(id) > MaxRequestIDBytes {
-			return nil, invalidf("request_id has %d bytes, over the %d maximum", len(id), MaxRequestIDBytes)
+		if len(id) > api.MaxRequestIDBytes {
+			return nil, invalidf("request_id has %d bytes, over the %d maximum", len(id), api.MaxRequestIDBytes)
 		}
-		ctx = WithRequestID(ctx, string(id))
+		ctx = api.WithRequestID(ctx, string(id))
 	}
 	resp, err := s.d.Take(ctx, checks)
 	if err != nil {
@@ -185,10 +198,10 @@ func (s *grpcServer) take(ctx context.Context, req *weirv1.TakeRequest) (*weirv1
 }
 
 // Take implements weirv1.LimiterServer.
-func (s *grpcServer) Take(ctx context.Context, req *weirv1.TakeRequest) (*weirv1.TakeResponse, error) {
+func (s *server) Take(ctx context.Context, req *weirv1.TakeRequest) (*weirv1.TakeResponse, error) {
 	out, err := s.take(ctx, req)
 	if err != nil {
-		return nil, grpcStatus(err).Err()
+		return nil, Status(err).Err()
 	}
 	return out, nil
 }
@@ -197,7 +210,7 @@ func (s *grpcServer) Take(ctx context.Context, req *weirv1.TakeRequest) (*weirv1
 // turn, echoing its id; a request that fails gets a response carrying the
 // error and the stream goes on. The stream ends when the client closes its
 // side or the stream's context ends.
-func (s *grpcServer) TakeStream(stream grpc.BidiStreamingServer[weirv1.TakeRequest, weirv1.TakeResponse]) error {
+func (s *server) TakeStream(stream grpc.BidiStreamingServer[weirv1.TakeRequest, weirv1.TakeResponse]) error {
 	ctx := stream.Context()
 	for {
 		req, err := stream.Recv()
@@ -212,7 +225,7 @@ func (s *grpcServer) TakeStream(stream grpc.BidiStreamingServer[weirv1.TakeReque
 			if ctx.Err() != nil { // the stream itself is over
 				return status.FromContextError(ctx.Err()).Err()
 			}
-			st := grpcStatus(err)
+			st := Status(err)
 			out = &weirv1.TakeResponse{
 				Id:    req.GetId(),
 				Error: &weirv1.Error{Code: weirv1.ErrorCode(st.Code()), Detail: st.Message()},
@@ -225,28 +238,28 @@ func (s *grpcServer) TakeStream(stream grpc.BidiStreamingServer[weirv1.TakeReque
 }
 
 // acquireFromProto converts and validates an AcquireRequest.
-func acquireFromProto(req *weirv1.AcquireRequest, lim inputLimits) (AcquireRequest, error) {
-	return acquireRequest(req.GetLimit(), req.GetKey(), req.GetHolder(), req.GetTtlMs(), req.GetWaitMs(), lim)
+func acquireFromProto(req *weirv1.AcquireRequest, lim inputLimits) (api.AcquireRequest, error) {
+	return api.NewAcquireRequest(req.GetLimit(), req.GetKey(), req.GetHolder(), req.GetTtlMs(), req.GetWaitMs(), lim.maxKeyBytes)
 }
 
 // Acquire implements weirv1.LimiterServer. A refusal is a response with
 // granted false, not an error.
-func (s *grpcServer) Acquire(ctx context.Context, req *weirv1.AcquireRequest) (*weirv1.AcquireResponse, error) {
+func (s *server) Acquire(ctx context.Context, req *weirv1.AcquireRequest) (*weirv1.AcquireResponse, error) {
 	in, err := acquireFromProto(req, s.lim)
 	if err != nil {
-		return nil, grpcStatus(err).Err()
+		return nil, Status(err).Err()
 	}
 	resp, err := s.d.Acquire(ctx, in)
 	if err != nil {
-		return nil, grpcStatus(err).Err()
+		return nil, Status(err).Err()
 	}
 	return &weirv1.AcquireResponse{
 		Granted:      resp.Granted,
 		Id:           resp.ID,
 		FencingToken: resp.FencingToken,
-		TtlMs:        msDown(resp.TTL),
+		TtlMs:        api.MillisDown(resp.TTL),
 		Permits:      resp.Permits,
-		RetryAfterMs: msUp(resp.RetryAfter),
+		RetryAfterMs: api.MillisUp(resp.RetryAfter),
 		Source:       sourceToProto(resp.Source),
 		RulesVersion: resp.RulesVersion,
 		RingEpoch:    resp.RingEpoch,
@@ -255,28 +268,39 @@ func (s *grpcServer) Acquire(ctx context.Context, req *weirv1.AcquireRequest) (*
 }
 
 // Renew implements weirv1.LimiterServer.
-func (s *grpcServer) Renew(ctx context.Context, req *weirv1.RenewRequest) (*weirv1.RenewResponse, error) {
-	if e := checkLeaseID(req.GetId()); e != nil {
-		return nil, grpcStatus(e).Err()
+func (s *server) Renew(ctx context.Context, req *weirv1.RenewRequest) (*weirv1.RenewResponse, error) {
+	if err := api.ValidateLeaseID(req.GetId()); err != nil {
+		return nil, Status(err).Err()
 	}
-	ttl, e := msDuration("ttl_ms", req.GetTtlMs())
-	if e != nil {
-		return nil, grpcStatus(e).Err()
+	ttl, err := api.Milliseconds("ttl_ms", req.GetTtlMs())
+	if err != nil {
+		return nil, Status(err).Err()
 	}
 	got, err := s.d.Renew(ctx, req.GetId(), ttl)
 	if err != nil {
-		return nil, grpcStatus(err).Err()
+		return nil, Status(err).Err()
 	}
-	return &weirv1.RenewResponse{TtlMs: msDown(got)}, nil
+	return &weirv1.RenewResponse{TtlMs: api.MillisDown(got)}, nil
 }
 
 // Release implements weirv1.LimiterServer.
-func (s *grpcServer) Release(ctx context.Context, req *weirv1.ReleaseRequest) (*weirv1.ReleaseResponse, error) {
-	if e := checkLeaseID(req.GetId()); e != nil {
-		return nil, grpcStatus(e).Err()
+func (s *server) Release(ctx context.Context, req *weirv1.ReleaseRequest) (*weirv1.ReleaseResponse, error) {
+	if err := api.ValidateLeaseID(req.GetId()); err != nil {
+		return nil, Status(err).Err()
 	}
 	if err := s.d.Release(ctx, req.GetId()); err != nil {
-		return nil, grpcStatus(err).Err()
+		return nil, Status(err).Err()
 	}
 	return &weirv1.ReleaseResponse{}, nil
+}
+
+// inlineFromProto converts a gRPC inline limit; nil stays nil.
+func inlineFromProto(m *weirv1.InlineLimit) *api.InlineLimit {
+	if m == nil {
+		return nil
+	}
+	return &api.InlineLimit{
+		Algorithm: m.GetAlgorithm(), Capacity: m.GetCapacity(), Burst: m.GetBurst(),
+		Limit: m.GetLimit(), Rate: m.GetRate(), Window: m.GetWindow(),
+	}
 }
