@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"net/http"
 	"strings"
 	"time"
 
@@ -12,7 +11,7 @@ import (
 
 // This file enforces the caller policy of package auth on the transports.
 // Authentication happens at the edge of each transport, before a request
-// is read: RequireTokens (HTTP) and grpcapi.AuthInterceptors (gRPC, the Envoy service
+// is read: httpapi.RequireTokens (HTTP) and grpcapi.AuthInterceptors (gRPC, the Envoy service
 // included) turn the presented credential into the caller's *auth.Token
 // and refuse a missing or unknown one (Unauthenticated). Authorisation
 // happens in AuthorizingDecider, which wraps the Decider: every check of a
@@ -21,16 +20,6 @@ import (
 // spends and changes nothing. Another transport (a RESP AUTH command, say)
 // authenticates with Policy.Authenticate, stores the token with the
 // connection, passes it with WithCaller and calls the same wrapped Decider.
-
-// Credential headers. A forward-auth proxy (nginx auth_request, Traefik
-// ForwardAuth, Caddy forward_auth) passes the client's own Authorization
-// header through to Weir; it sets its own credential in TokenHeader, which
-// wins over Authorization.
-const (
-	// TokenHeader carries a bare token, for proxies. gRPC metadata key
-	// "x-weir-token" likewise.
-	TokenHeader = "X-Weir-Token"
-)
 
 // AuthConfig configures caller authentication. The zero value leaves the
 // API open.
@@ -110,51 +99,6 @@ func refusal(a auth.Answer, scope auth.Scope, limit string) *Error {
 	return &Error{Code: code, Detail: a.Detail(scope, limit)}
 }
 
-// openPath reports whether p answers without a token: probes must work
-// for orchestrators.
-func openPath(p string) bool { return p == "/healthz" || p == "/readyz" }
-
-// RequireTokens wraps the HTTP API h with authentication: a request other
-// than /healthz, /readyz and (unless cfg.ProtectMetrics) /metrics must
-// carry a known token in X-Weir-Token or Authorization: Bearer, or it is
-// 401 before its body is read. /metrics, when protected, also needs the
-// read scope (403). The caller's token goes into the request's context for
-// AuthorizingDecider. Without a policy h is served as is.
-func RequireTokens(h http.Handler, cfg AuthConfig) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p := cfg.policy()
-		metrics := r.URL.Path == "/metrics"
-		if p == nil || openPath(r.URL.Path) || (metrics && !cfg.ProtectMetrics) {
-			h.ServeHTTP(w, r)
-			return
-		}
-		cred := r.Header.Get(TokenHeader)
-		if cred == "" {
-			cred = Bearer(r.Header.Get("Authorization"))
-		}
-		a := p.Authenticate(cred)
-		if a.OK() && metrics {
-			a = a.Token.Authorize(auth.ScopeRead, "", "")
-		}
-		if !a.OK() {
-			cfg.failed(a.Reason)
-			writeRefusal(w, refusal(a, auth.ScopeRead, ""))
-			return
-		}
-		h.ServeHTTP(w, r.WithContext(WithCaller(r.Context(), a.Token)))
-	})
-}
-
-// writeRefusal writes the 401 or 403 for e.
-func writeRefusal(w http.ResponseWriter, e *Error) {
-	if e.Code == CodeUnauthenticated {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="weir"`)
-		WriteJSON(w, http.StatusUnauthorized, errorBody{Error: "unauthenticated", Detail: e.Detail})
-		return
-	}
-	WriteJSON(w, http.StatusForbidden, errorBody{Error: "forbidden", Detail: e.Detail})
-}
-
 // AuthorizingDecider returns d behind the caller policy: each call is
 // authorised against the token in its context (WithCaller) before d sees
 // it, and a refusal is CodeForbidden (or CodeUnauthenticated when the
@@ -162,20 +106,22 @@ func writeRefusal(w http.ResponseWriter, e *Error) {
 // Release need the decide scope and every (limit, key) within the token's
 // limits and key prefix (a lease's limit and key are read from its id);
 // Cluster needs read; Forget needs admin; Ready is open. Without a policy
-// it calls d directly. When d is also an Operator, so is the answer: Hot
-// and Stats need the read scope.
+// it calls d directly.
 func AuthorizingDecider(d Decider, cfg AuthConfig) Decider {
-	a := authDecider{d: d, cfg: cfg}
-	if op, ok := d.(Operator); ok {
-		return authOperator{authDecider: a, op: op}
-	}
-	return a
+	return authDecider{d: d, cfg: cfg}
 }
 
-// authOperator is an authDecider over a Decider that is also an Operator.
+// AuthorizingOperator returns op behind the caller policy, as
+// AuthorizingDecider does for a Decider: Hot and Stats need the read
+// scope, since hot keys name every tenant's keys.
+func AuthorizingOperator(op Operator, cfg AuthConfig) Operator {
+	return authOperator{op: op, cfg: cfg}
+}
+
+// authOperator is an Operator behind the caller policy.
 type authOperator struct {
-	authDecider
-	op Operator
+	op  Operator
+	cfg AuthConfig
 }
 
 var _ Operator = authOperator{}
@@ -183,7 +129,7 @@ var _ Operator = authOperator{}
 // Hot implements Operator: the read scope, since hot keys name every
 // tenant's keys.
 func (a authOperator) Hot(ctx context.Context, limit string, n int) (HotKeys, error) {
-	if err := a.authorize(ctx, auth.ScopeRead, "", ""); err != nil {
+	if err := a.cfg.authorize(ctx, auth.ScopeRead, "", ""); err != nil {
 		return HotKeys{}, err
 	}
 	return a.op.Hot(ctx, limit, n)
@@ -191,7 +137,7 @@ func (a authOperator) Hot(ctx context.Context, limit string, n int) (HotKeys, er
 
 // Stats implements Operator, with the read scope.
 func (a authOperator) Stats(ctx context.Context) (ClusterStats, error) {
-	if err := a.authorize(ctx, auth.ScopeRead, "", ""); err != nil {
+	if err := a.cfg.authorize(ctx, auth.ScopeRead, "", ""); err != nil {
 		return ClusterStats{}, err
 	}
 	return a.op.Stats(ctx)
@@ -204,18 +150,27 @@ type authDecider struct {
 
 var _ Decider = authDecider{}
 
-// authorize checks the caller of ctx for scope on (limit, key).
-func (a authDecider) authorize(ctx context.Context, scope auth.Scope, limit, key string) error {
-	if a.cfg.policy() == nil {
+// authorize checks the caller of ctx for scope on (limit, key) under the
+// policy in force; with none, every call is allowed.
+func (c AuthConfig) authorize(ctx context.Context, scope auth.Scope, limit, key string) error {
+	if c.policy() == nil {
 		return nil
 	}
-	t := CallerFrom(ctx)
+	return c.Authorize(CallerFrom(ctx), scope, limit, key)
+}
+
+// Authorize checks t, a caller's token that Credential returned, for scope
+// on (limit, key) (see auth.Token.Authorize). A refusal is a
+// CodeForbidden *Error, or CodeUnauthenticated for a nil t, counted by
+// OnFailure. It does not consult the policy: with none in force there is
+// no token and nothing to check.
+func (c AuthConfig) Authorize(t *auth.Token, scope auth.Scope, limit, key string) error {
 	if t == nil {
-		a.cfg.failed(auth.ReasonMissing)
+		c.failed(auth.ReasonMissing)
 		return refusal(auth.Answer{Outcome: auth.Unauthenticated, Reason: auth.ReasonMissing}, scope, limit)
 	}
 	if ans := t.Authorize(scope, limit, key); !ans.OK() {
-		a.cfg.failed(ans.Reason)
+		c.failed(ans.Reason)
 		return refusal(ans, scope, limit)
 	}
 	return nil
@@ -225,21 +180,21 @@ func (a authDecider) authorize(ctx context.Context, scope auth.Scope, limit, key
 func (a authDecider) authorizeLease(ctx context.Context, id string) error {
 	limit, key, ok := lease.ParseID(id)
 	if !ok { // malformed: d answers not found and changes nothing
-		return a.authorize(ctx, auth.ScopeDecide, "", "")
+		return a.cfg.authorize(ctx, auth.ScopeDecide, "", "")
 	}
-	return a.authorize(ctx, auth.ScopeDecide, limit, key)
+	return a.cfg.authorize(ctx, auth.ScopeDecide, limit, key)
 }
 
 // Take implements Decider.
 func (a authDecider) Take(ctx context.Context, checks []Check) (TakeResponse, error) {
 	if a.cfg.policy() != nil {
 		if len(checks) == 0 {
-			if err := a.authorize(ctx, auth.ScopeDecide, "", ""); err != nil {
+			if err := a.cfg.authorize(ctx, auth.ScopeDecide, "", ""); err != nil {
 				return TakeResponse{}, err
 			}
 		}
 		for _, c := range checks {
-			if err := a.authorize(ctx, auth.ScopeDecide, c.Limit, c.Key); err != nil {
+			if err := a.cfg.authorize(ctx, auth.ScopeDecide, c.Limit, c.Key); err != nil {
 				return TakeResponse{}, err
 			}
 		}
@@ -249,7 +204,7 @@ func (a authDecider) Take(ctx context.Context, checks []Check) (TakeResponse, er
 
 // Acquire implements Decider.
 func (a authDecider) Acquire(ctx context.Context, req AcquireRequest) (AcquireResponse, error) {
-	if err := a.authorize(ctx, auth.ScopeDecide, req.Limit, req.Key); err != nil {
+	if err := a.cfg.authorize(ctx, auth.ScopeDecide, req.Limit, req.Key); err != nil {
 		return AcquireResponse{}, err
 	}
 	return a.d.Acquire(ctx, req)
@@ -280,7 +235,7 @@ func (a authDecider) Cluster(ctx context.Context, limit, key string) (ClusterInf
 	if t := CallerFrom(ctx); t != nil && IsRingRequest(ctx) && !t.Has(auth.ScopeRead) && t.Has(auth.ScopeDecide) {
 		scope = auth.ScopeDecide
 	}
-	if err := a.authorize(ctx, scope, "", ""); err != nil {
+	if err := a.cfg.authorize(ctx, scope, "", ""); err != nil {
 		return ClusterInfo{}, err
 	}
 	return a.d.Cluster(ctx, limit, key)
@@ -291,7 +246,7 @@ func (a authDecider) Ready() bool { return a.d.Ready() }
 
 // Forget implements Decider.
 func (a authDecider) Forget(ctx context.Context, name string) (bool, error) {
-	if err := a.authorize(ctx, auth.ScopeAdmin, "", ""); err != nil {
+	if err := a.cfg.authorize(ctx, auth.ScopeAdmin, "", ""); err != nil {
 		return false, err
 	}
 	return a.d.Forget(ctx, name)

@@ -13,7 +13,7 @@ import (
 //	RateLimit-Policy: "<limit>";q=<capacity>;w=<window seconds, rounded up>
 //	RateLimit:        "<limit>";r=<remaining>;t=<seconds, see below>
 //	Retry-After:      <seconds>                 (429 only)
-//	X-RateLimit-Limit: <capacity>               (legacy trio, HTTPConfig.LegacyHeaders)
+//	X-RateLimit-Limit: <capacity>               (the legacy trio, when legacy is true)
 //	X-RateLimit-Remaining: <remaining>
 //	X-RateLimit-Reset: <t>                      (delta seconds, same number as t)
 //
@@ -21,7 +21,8 @@ import (
 // Retry-After, the wait until the request's cost fits; for an allowed result,
 // ceil(reset_after) — the wait until the bucket is full again. w is omitted
 // when the decider reports no window. Concurrency limits advertise
-// qu="concurrent-requests" and no w.
+// qu="concurrent-requests" and no w. A limit name outside printable ASCII
+// has those bytes replaced by '_'; '"' and '\' are escaped.
 
 // DenialSeconds is the whole-second wait sent with a denial (Retry-After,
 // and t in the RateLimit field): retry rounded up, and at least 1 so that
@@ -168,11 +169,18 @@ func SetHeaders(h http.Header, resp TakeResponse, legacy bool) {
 func WriteDenied(w http.ResponseWriter, status int, resp TakeResponse, legacy bool) {
 	SetHeaders(w.Header(), resp, legacy)
 	res, _ := HeaderResult(resp.Results)
-	WriteJSON(w, status, denialBody{
+	WriteJSON(w, status, deniedBody{
 		Error:        "rate_limit_exceeded",
 		Limit:        res.Limit,
 		RetryAfterMs: msUp(max(resp.RetryAfter, res.RetryAfter)),
 	})
+}
+
+// deniedBody is /v1/check's denial: it names the limit but never the key.
+type deniedBody struct {
+	Error        string `json:"error"`
+	Limit        string `json:"limit"`
+	RetryAfterMs int64  `json:"retry_after_ms"`
 }
 
 // HeaderResult picks the result whose rate-limit headers a take carries: the

@@ -65,25 +65,6 @@ func checkInlines(checks []Check) *Error {
 	return nil
 }
 
-// wireInline is an inline limit in a JSON take: the limits file's field
-// names.
-type wireInline struct {
-	Algorithm string `json:"algorithm"`
-	Capacity  int64  `json:"capacity"`
-	Burst     int64  `json:"burst"`
-	Limit     int64  `json:"limit"`
-	Rate      string `json:"rate"`
-	Window    string `json:"window"`
-}
-
-// inlineOf converts a JSON inline limit; nil stays nil.
-func (w *wireInline) inlineOf() *InlineLimit {
-	if w == nil {
-		return nil
-	}
-	return &InlineLimit{Algorithm: w.Algorithm, Capacity: w.Capacity, Burst: w.Burst, Limit: w.Limit, Rate: w.Rate, Window: w.Window}
-}
-
 // String formats an inline limit the way the limits file would hold it,
 // for logs and tests: "gcra burst=16 rate=30/60s".
 func (l InlineLimit) String() string {

@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/weir-rl/weir/api"
 	"github.com/weir-rl/weir/api/envoyrls"
+	"github.com/weir-rl/weir/api/httpapi"
 	"github.com/weir-rl/weir/api/resp"
 	"github.com/weir-rl/weir/bucket"
 	"github.com/weir-rl/weir/internal/dedup"
@@ -56,7 +56,7 @@ type Config struct {
 	// key limits). Its MaxKeyBytes (default 512; 0 means the default) is
 	// the key bound of every surface: HTTP, gRPC, Envoy and peers' forwards
 	// are all checked against it by the engine.
-	HTTP api.HTTPConfig
+	HTTP httpapi.Config
 	// SweepInterval is how often idle, fully refilled buckets are evicted. Default 10s; 0 disables.
 	SweepInterval time.Duration
 	// Clustered turns on gossip and the peer service. Off, the node is a
@@ -121,7 +121,7 @@ func DefaultConfig() Config {
 		Store:           bucket.DefaultConfig(),
 		FallbackStore:   fb,
 		Leases:          lease.DefaultConfig(),
-		HTTP:            api.DefaultHTTPConfig(),
+		HTTP:            httpapi.DefaultConfig(),
 		RESP:            resp.DefaultConfig(),
 		Envoy:           envoyrls.DefaultConfig(),
 		SweepInterval:   10 * time.Second,
@@ -207,7 +207,7 @@ func (c Config) maxKeyBytes() int {
 	if c.HTTP.MaxKeyBytes > 0 {
 		return c.HTTP.MaxKeyBytes
 	}
-	return api.DefaultHTTPConfig().MaxKeyBytes
+	return httpapi.DefaultConfig().MaxKeyBytes
 }
 
 // PeerListenAddr returns the address the peer service listens on:

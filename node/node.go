@@ -22,6 +22,7 @@ import (
 	"github.com/weir-rl/weir/api"
 	"github.com/weir-rl/weir/api/envoyrls"
 	"github.com/weir-rl/weir/api/grpcapi"
+	"github.com/weir-rl/weir/api/httpapi"
 	"github.com/weir-rl/weir/api/resp"
 	"github.com/weir-rl/weir/auth"
 	"github.com/weir-rl/weir/bucket"
@@ -279,7 +280,7 @@ func (n *Node) Start(ctx context.Context) error {
 		httpTLS, grpcTLS = n.tls.ServerConfig(), n.tls.ServerConfig()
 	}
 	public := api.AuthorizingDecider(n, n.authConfig())
-	httpLn, n.httpSrv = newHTTPServer(httpLn, api.RequireTokens(api.NewHTTPHandler(public, n.httpConfig(), metricsHandler, n.log), n.authConfig()), lim, httpTLS, n.log)
+	httpLn, n.httpSrv = newHTTPServer(httpLn, httpapi.RequireTokens(httpapi.NewHandler(public, api.AuthorizingOperator(n, n.authConfig()), n.httpConfig(), metricsHandler, n.log), n.authConfig()), lim, httpTLS, n.log)
 	grpcLn = limitListener(grpcLn, lim)
 	unaryAuth, streamAuth := grpcapi.AuthInterceptors(n.authConfig())
 	n.grpcSrv = grpc.NewServer(grpcServerOptions(lim, grpcTLS, unaryAuth, streamAuth)...)
@@ -345,7 +346,7 @@ func (n *Node) Start(ctx context.Context) error {
 }
 
 // httpConfig is Config.HTTP with the key bound in force.
-func (n *Node) httpConfig() api.HTTPConfig {
+func (n *Node) httpConfig() httpapi.Config {
 	hc := n.cfg.HTTP
 	hc.MaxKeyBytes = n.eng.maxKey
 	return hc

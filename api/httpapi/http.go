@@ -1,4 +1,4 @@
-package api
+package httpapi
 
 import (
 	"context"
@@ -9,12 +9,13 @@ import (
 	"path"
 	"runtime/debug"
 
+	"github.com/weir-rl/weir/api"
 	"github.com/weir-rl/weir/api/ui"
 )
 
-// HTTPConfig configures the HTTP API. Start from DefaultHTTPConfig; a zero
-// numeric field means its default.
-type HTTPConfig struct {
+// Config configures the HTTP API. Start from DefaultConfig; a zero numeric
+// field means its default.
+type Config struct {
 	// LegacyHeaders adds X-RateLimit-Limit, X-RateLimit-Remaining and
 	// X-RateLimit-Reset next to the IETF RateLimit fields. Default true.
 	LegacyHeaders bool
@@ -22,21 +23,22 @@ type HTTPConfig struct {
 	// request_too_large and reaches no Decider. Default 1 MiB, at least 1.
 	MaxBodyBytes int64
 	// MaxKeyBytes bounds a key, a limit name and a lease holder, in bytes.
-	// Longer is 400 before the Decider is called. Default 512, at least 1.
+	// Longer is 400 before the Decider is called. Default 512
+	// (api.DefaultMaxKeyBytes), at least 1.
 	MaxKeyBytes int
-	// MaxChecks bounds the checks of one POST /v1/take. Default 100, at
-	// least 1.
+	// MaxChecks bounds the checks of one POST /v1/take. Default 100
+	// (api.DefaultMaxChecks), at least 1.
 	MaxChecks int
 }
 
-// DefaultHTTPConfig returns the defaults: legacy headers on, 1 MiB bodies,
+// DefaultConfig returns the defaults: legacy headers on, 1 MiB bodies,
 // 512-byte keys, 100 checks per take.
-func DefaultHTTPConfig() HTTPConfig {
-	return HTTPConfig{LegacyHeaders: true, MaxBodyBytes: 1 << 20, MaxKeyBytes: DefaultMaxKeyBytes, MaxChecks: DefaultMaxChecks}
+func DefaultConfig() Config {
+	return Config{LegacyHeaders: true, MaxBodyBytes: 1 << 20, MaxKeyBytes: api.DefaultMaxKeyBytes, MaxChecks: api.DefaultMaxChecks}
 }
 
 // Validate reports a negative bound. It changes nothing.
-func (c HTTPConfig) Validate() error {
+func (c Config) Validate() error {
 	switch {
 	case c.MaxBodyBytes < 0:
 		return errors.New("api: HTTPConfig.MaxBodyBytes must not be negative")
@@ -49,8 +51,8 @@ func (c HTTPConfig) Validate() error {
 }
 
 // withDefaults replaces zero (or negative) bounds by the defaults.
-func (c HTTPConfig) withDefaults() HTTPConfig {
-	def := DefaultHTTPConfig()
+func (c Config) withDefaults() Config {
+	def := DefaultConfig()
 	if c.MaxBodyBytes <= 0 {
 		c.MaxBodyBytes = def.MaxBodyBytes
 	}
@@ -63,32 +65,35 @@ func (c HTTPConfig) withDefaults() HTTPConfig {
 	return c
 }
 
-// httpHandler serves the HTTP API. It holds no mutable state and is safe for
+// handler serves the HTTP API. It holds no mutable state and is safe for
 // concurrent use.
-type httpHandler struct {
-	d      Decider
-	cfg    HTTPConfig
+type handler struct {
+	d      api.Decider
+	cfg    Config
 	lim    inputLimits
 	logger *slog.Logger
 	mux    *http.ServeMux
 }
 
-// NewHTTPHandler returns the HTTP API of docs/architecture.md §5 (see the package doc for
-// routes, statuses, headers and bodies) served from d. metrics serves GET
-// /metrics and may be nil (then /metrics is 404). logger receives internal
-// errors and recovered panics, never a caller's key; nil discards. Zero
-// bounds in cfg mean their defaults; cfg.LegacyHeaders is taken as given.
-// The handler is safe for concurrent use.
-func NewHTTPHandler(d Decider, cfg HTTPConfig, metrics http.Handler, logger *slog.Logger) http.Handler {
-	return newHTTPHandler(d, cfg, metrics, logger)
+// NewHandler returns the HTTP API (see the package doc for routes,
+// statuses, headers and bodies; docs/architecture.md §5) served from d, and
+// its operator routes (GET /v1/cluster/hot and GET /v1/cluster/stats, which
+// the status page at /ui/ reads) from op. A nil op serves the operator
+// routes as unknown routes: 404. metrics serves GET /metrics and may be nil
+// (then /metrics is 404). logger receives internal errors and recovered
+// panics, never a caller's key; nil discards. Zero bounds in cfg mean
+// their defaults; cfg.LegacyHeaders is taken as given. The handler is safe
+// for concurrent use.
+func NewHandler(d api.Decider, op api.Operator, cfg Config, metrics http.Handler, logger *slog.Logger) http.Handler {
+	return newHandler(d, op, cfg, metrics, logger)
 }
 
-func newHTTPHandler(d Decider, cfg HTTPConfig, metrics http.Handler, logger *slog.Logger) *httpHandler {
+func newHandler(d api.Decider, op api.Operator, cfg Config, metrics http.Handler, logger *slog.Logger) *handler {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	cfg = cfg.withDefaults()
-	h := &httpHandler{
+	h := &handler{
 		d:      d,
 		cfg:    cfg,
 		lim:    inputLimits{maxKeyBytes: cfg.MaxKeyBytes, maxChecks: cfg.MaxChecks},
@@ -112,7 +117,7 @@ func newHTTPHandler(d Decider, cfg HTTPConfig, metrics http.Handler, logger *slo
 	route(http.MethodGet, "/v1/cluster", http.HandlerFunc(h.cluster))
 	route(http.MethodGet, "/v1/ring", http.HandlerFunc(h.ring))
 	route(http.MethodDelete, "/v1/cluster/members/{name}", http.HandlerFunc(h.forget))
-	if op, ok := d.(Operator); ok {
+	if op != nil {
 		route(http.MethodGet, "/v1/cluster/hot", h.hot(op))
 		route(http.MethodGet, "/v1/cluster/stats", h.stats(op))
 	}
@@ -123,14 +128,14 @@ func newHTTPHandler(d Decider, cfg HTTPConfig, metrics http.Handler, logger *slo
 		route(http.MethodGet, "/metrics", metrics)
 	}
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
-		WriteJSON(w, http.StatusNotFound, errorBody{Error: "not_found", Detail: "no such route"})
+		api.WriteJSON(w, http.StatusNotFound, errorBody{Error: "not_found", Detail: "no such route"})
 	})
 	return h
 }
 
 // ServeHTTP routes the request. A panic in a handler or the Decider becomes a
 // logged 500 rather than a dropped connection.
-func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer func() {
 		v := recover()
 		if v == nil {
@@ -142,7 +147,7 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// The URL is not logged: its query holds the caller's key.
 		h.logger.Error("api: panic serving HTTP request", "method", r.Method, "route", r.Pattern,
 			"panic", v, "stack", string(debug.Stack()))
-		WriteJSON(w, http.StatusInternalServerError, errorBody{Error: "internal_error"})
+		api.WriteJSON(w, http.StatusInternalServerError, errorBody{Error: "internal_error"})
 	}()
 	h.serve(w, r)
 }
@@ -150,9 +155,9 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // serve routes the request. A path that is not canonical ("/v1//take",
 // "/v1/take/.") is 404 in JSON rather than the mux's HTML redirect: API
 // clients do not follow redirects of POSTs, and every answer is JSON.
-func (h *httpHandler) serve(w http.ResponseWriter, r *http.Request) {
+func (h *handler) serve(w http.ResponseWriter, r *http.Request) {
 	if !canonicalPath(r.URL.Path) {
-		WriteJSON(w, http.StatusNotFound, errorBody{Error: "not_found", Detail: "no such route"})
+		api.WriteJSON(w, http.StatusNotFound, errorBody{Error: "not_found", Detail: "no such route"})
 		return
 	}
 	h.mux.ServeHTTP(w, r)
@@ -191,51 +196,51 @@ type statusBody struct {
 }
 
 // writeError writes the response for an error from a decoder or a Decider.
-func (h *httpHandler) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	var e *Error
+func (h *handler) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	var e *api.Error
 	switch {
 	case errors.As(err, &e):
 		switch e.Code {
-		case CodeInvalid:
-			WriteJSON(w, http.StatusBadRequest, errorBody{Error: "invalid_request", Detail: e.Detail})
+		case api.CodeInvalid:
+			api.WriteJSON(w, http.StatusBadRequest, errorBody{Error: "invalid_request", Detail: e.Detail})
 			return
-		case CodeNotFound:
-			WriteJSON(w, http.StatusNotFound, errorBody{Error: "not_found", Detail: e.Detail})
+		case api.CodeNotFound:
+			api.WriteJSON(w, http.StatusNotFound, errorBody{Error: "not_found", Detail: e.Detail})
 			return
-		case CodeUnavailable:
-			WriteJSON(w, http.StatusServiceUnavailable, errorBody{Error: "limiter_unavailable", Detail: e.Detail})
+		case api.CodeUnavailable:
+			api.WriteJSON(w, http.StatusServiceUnavailable, errorBody{Error: "limiter_unavailable", Detail: e.Detail})
 			return
-		case CodeOverloaded:
-			WriteJSON(w, http.StatusServiceUnavailable, errorBody{Error: "limiter_overloaded"})
+		case api.CodeOverloaded:
+			api.WriteJSON(w, http.StatusServiceUnavailable, errorBody{Error: "limiter_overloaded"})
 			return
-		case CodeUnauthenticated, CodeForbidden:
+		case api.CodeUnauthenticated, api.CodeForbidden:
 			writeRefusal(w, e)
 			return
 		}
 	case errors.Is(err, context.DeadlineExceeded):
-		WriteJSON(w, http.StatusServiceUnavailable, errorBody{Error: "limiter_unavailable", Detail: "deadline exceeded"})
+		api.WriteJSON(w, http.StatusServiceUnavailable, errorBody{Error: "limiter_unavailable", Detail: "deadline exceeded"})
 		return
 	case errors.Is(err, context.Canceled):
-		WriteJSON(w, http.StatusServiceUnavailable, errorBody{Error: "limiter_unavailable", Detail: "request canceled"})
+		api.WriteJSON(w, http.StatusServiceUnavailable, errorBody{Error: "limiter_unavailable", Detail: "request canceled"})
 		return
 	}
 	h.logger.Error("api: unexpected decider error", "route", r.Pattern, "err", err)
-	WriteJSON(w, http.StatusInternalServerError, errorBody{Error: "internal_error"})
+	api.WriteJSON(w, http.StatusInternalServerError, errorBody{Error: "internal_error"})
 }
 
 // readBody reads a request body of at most cfg.MaxBodyBytes. On failure it
 // has written the response (413 or 400) and returns false.
-func (h *httpHandler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+func (h *handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	if r.ContentLength > h.cfg.MaxBodyBytes { // refuse before reading a byte
-		WriteJSON(w, http.StatusRequestEntityTooLarge, errorBody{Error: "request_too_large"})
+		api.WriteJSON(w, http.StatusRequestEntityTooLarge, errorBody{Error: "request_too_large"})
 		return nil, false
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
 	if err != nil {
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			WriteJSON(w, http.StatusRequestEntityTooLarge, errorBody{Error: "request_too_large"})
+			api.WriteJSON(w, http.StatusRequestEntityTooLarge, errorBody{Error: "request_too_large"})
 		} else {
-			WriteJSON(w, http.StatusBadRequest, errorBody{Error: "invalid_request", Detail: "could not read the request body"})
+			api.WriteJSON(w, http.StatusBadRequest, errorBody{Error: "invalid_request", Detail: "could not read the request body"})
 		}
 		return nil, false
 	}
@@ -245,20 +250,20 @@ func (h *httpHandler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, 
 func methodNotAllowed(allow string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Allow", allow)
-		WriteJSON(w, http.StatusMethodNotAllowed, errorBody{Error: "method_not_allowed", Detail: "use " + allow})
+		api.WriteJSON(w, http.StatusMethodNotAllowed, errorBody{Error: "method_not_allowed", Detail: "use " + allow})
 	})
 }
 
-func (h *httpHandler) healthz(w http.ResponseWriter, _ *http.Request) {
-	WriteJSON(w, http.StatusOK, statusBody{Status: "ok"})
+func (h *handler) healthz(w http.ResponseWriter, _ *http.Request) {
+	api.WriteJSON(w, http.StatusOK, statusBody{Status: "ok"})
 }
 
-func (h *httpHandler) readyz(w http.ResponseWriter, _ *http.Request) {
+func (h *handler) readyz(w http.ResponseWriter, _ *http.Request) {
 	if !h.d.Ready() {
-		WriteJSON(w, http.StatusServiceUnavailable, statusBody{Status: "not_ready"})
+		api.WriteJSON(w, http.StatusServiceUnavailable, statusBody{Status: "not_ready"})
 		return
 	}
-	WriteJSON(w, http.StatusOK, statusBody{Status: "ready"})
+	api.WriteJSON(w, http.StatusOK, statusBody{Status: "ready"})
 }
 
 type memberJSON struct {
@@ -276,7 +281,7 @@ type clusterJSON struct {
 }
 
 // cluster serves GET /v1/cluster[?limit=&key=].
-func (h *httpHandler) cluster(w http.ResponseWriter, r *http.Request) {
+func (h *handler) cluster(w http.ResponseWriter, r *http.Request) {
 	limit, key, err := decodeClusterQuery(r.URL.RawQuery, h.lim)
 	if err != nil {
 		h.writeError(w, r, err)
@@ -294,15 +299,15 @@ func (h *httpHandler) cluster(w http.ResponseWriter, r *http.Request) {
 	if limit != "" {
 		out.Owner = info.Owner
 	}
-	WriteJSON(w, http.StatusOK, out)
+	api.WriteJSON(w, http.StatusOK, out)
 }
 
 // forget serves DELETE /v1/cluster/members/{name}: 204 when the member was
 // forgotten, 404 when it was not known, 400 when it is alive.
-func (h *httpHandler) forget(w http.ResponseWriter, r *http.Request) {
+func (h *handler) forget(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	if name == "" || len(name) > h.lim.maxKeyBytes {
-		h.writeError(w, r, Errorf(CodeInvalid, "member name must be 1 to %d bytes", h.lim.maxKeyBytes))
+		h.writeError(w, r, api.Errorf(api.CodeInvalid, "member name must be 1 to %d bytes", h.lim.maxKeyBytes))
 		return
 	}
 	known, err := h.d.Forget(r.Context(), name)
@@ -311,7 +316,7 @@ func (h *httpHandler) forget(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !known {
-		h.writeError(w, r, Errorf(CodeNotFound, "no known member %q", Clip(name)))
+		h.writeError(w, r, api.Errorf(api.CodeNotFound, "no known member %q", api.Clip(name)))
 		return
 	}
 	w.Header().Set("Cache-Control", "no-store")

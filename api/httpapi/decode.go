@@ -1,4 +1,4 @@
-package api
+package httpapi
 
 import (
 	"bytes"
@@ -11,12 +11,25 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/weir-rl/weir/api"
 )
 
 // This file holds the request decoders of the HTTP API. They are plain
 // functions of bytes and strings so they can be fuzzed without a server.
 // Every error they return is an *Error with CodeInvalid whose detail never
 // contains the caller's key.
+
+// inputLimits are the bounds the handler enforces before a Decider sees a
+// request.
+type inputLimits struct {
+	maxKeyBytes int // bytes in a limit name, key or lease holder
+	maxChecks   int // checks in one take
+}
+
+func invalidf(format string, args ...any) *api.Error {
+	return api.Errorf(api.CodeInvalid, format, args...)
+}
 
 // wireCheck is one check as JSON. Cost is a pointer to tell an omitted cost
 // (default 1) from an explicit 0 (invalid).
@@ -53,7 +66,7 @@ type wireRenewRequest struct {
 // that are not integers (1.5, "1", 1e3) are invalid. The common shape is
 // read by decodeTakeFast, without reflection; anything else by
 // decodeTakeRequestJSON, with the same result.
-func decodeTakeRequest(body []byte, lim inputLimits) ([]Check, bool, error) {
+func decodeTakeRequest(body []byte, lim inputLimits) ([]api.Check, bool, error) {
 	if checks, evidence, ok := decodeTakeFast(body, lim); ok {
 		return checks, evidence, nil
 	}
@@ -63,7 +76,7 @@ func decodeTakeRequest(body []byte, lim inputLimits) ([]Check, bool, error) {
 // decodeTakeRequestJSON is decodeTakeRequest through encoding/json: the
 // reference that decodeTakeFast must agree with, and the source of every
 // error message.
-func decodeTakeRequestJSON(body []byte, lim inputLimits) ([]Check, bool, error) {
+func decodeTakeRequestJSON(body []byte, lim inputLimits) ([]api.Check, bool, error) {
 	var w wireTakeRequest
 	if e := decodeJSON(body, &w); e != nil {
 		return nil, false, e
@@ -72,15 +85,15 @@ func decodeTakeRequestJSON(body []byte, lim inputLimits) ([]Check, bool, error) 
 	if len(w.Checks) > lim.maxChecks {
 		return nil, false, invalidf("checks has %d entries, over the %d maximum", len(w.Checks), lim.maxChecks)
 	}
-	checks := make([]Check, len(w.Checks))
+	checks := make([]api.Check, len(w.Checks))
 	for i, c := range w.Checks {
-		checks[i] = Check{Limit: c.Limit, Key: c.Key, Cost: 1, Inline: c.Inline.inlineOf()}
+		checks[i] = api.Check{Limit: c.Limit, Key: c.Key, Cost: 1, Inline: c.Inline.inlineOf()}
 		if c.Cost != nil {
 			checks[i].Cost = *c.Cost
 		}
 	}
-	if e := checkChecks(checks, lim); e != nil {
-		return nil, false, e
+	if err := api.ValidateChecks(checks, lim.maxKeyBytes, lim.maxChecks); err != nil {
+		return nil, false, err
 	}
 	return checks, w.Evidence, nil
 }
@@ -88,7 +101,7 @@ func decodeTakeRequestJSON(body []byte, lim inputLimits) ([]Check, bool, error) 
 // checkQuery is a decoded GET /v1/check: the check, and how a denial is
 // answered.
 type checkQuery struct {
-	Check
+	api.Check
 	// denyStatus is the status of a denial: 429 unless the proxy asked for
 	// 401 or 403 (nginx's auth_request accepts nothing else as a refusal).
 	denyStatus int
@@ -111,7 +124,7 @@ func decodeCheckQuery(rawQuery string, header http.Header, lim inputLimits) (che
 	if err != nil {
 		return checkQuery{}, invalidf("malformed query string")
 	}
-	one := func(name string, required bool) (string, *Error) {
+	one := func(name string, required bool) (string, *api.Error) {
 		v := q[name]
 		switch {
 		case len(v) > 1:
@@ -123,8 +136,8 @@ func decodeCheckQuery(rawQuery string, header http.Header, lim inputLimits) (che
 		}
 		return v[0], nil
 	}
-	c := checkQuery{Check: Check{Cost: 1}, denyStatus: http.StatusTooManyRequests}
-	var e *Error
+	c := checkQuery{Check: api.Check{Cost: 1}, denyStatus: http.StatusTooManyRequests}
+	var e *api.Error
 	if c.Limit, e = one("limit", true); e != nil {
 		return checkQuery{}, e
 	}
@@ -170,11 +183,11 @@ func decodeCheckQuery(rawQuery string, header http.Header, lim inputLimits) (che
 	default:
 		return checkQuery{}, invalidf("%s must be 401, 403 or 429", checkDenyStatusParam)
 	}
-	if e := checkField(-1, "limit", c.Limit, lim.maxKeyBytes); e != nil {
-		return checkQuery{}, e
+	if err := api.ValidateField("limit", c.Limit, lim.maxKeyBytes); err != nil {
+		return checkQuery{}, err
 	}
-	if e := checkField(-1, "key", c.Key, lim.maxKeyBytes); e != nil {
-		return checkQuery{}, e
+	if err := api.ValidateField("key", c.Key, lim.maxKeyBytes); err != nil {
+		return checkQuery{}, err
 	}
 	return c, nil
 }
@@ -187,13 +200,13 @@ func decodeCheckQuery(rawQuery string, header http.Header, lim inputLimits) (che
 // whole value, trimmed, is the key: the proxy must set it itself (an
 // identity it authenticated), replacing whatever the client sent. The
 // detail names the header, never its value.
-func keyFromHeader(h http.Header, name string) (string, *Error) {
+func keyFromHeader(h http.Header, name string) (string, *api.Error) {
 	if name == "" || len(name) > 128 {
 		return "", invalidf("%s must name a request header", checkKeyHeaderParam)
 	}
 	vals := h.Values(name)
 	if len(vals) == 0 {
-		return "", invalidf("header %q named by %s is missing", Clip(name), checkKeyHeaderParam)
+		return "", invalidf("header %q named by %s is missing", api.Clip(name), checkKeyHeaderParam)
 	}
 	if http.CanonicalHeaderKey(name) == xForwardedFor {
 		last := vals[len(vals)-1]
@@ -203,19 +216,19 @@ func keyFromHeader(h http.Header, name string) (string, *Error) {
 		return strings.TrimSpace(last), nil
 	}
 	if len(vals) > 1 {
-		return "", invalidf("header %q named by %s is given %d times", Clip(name), checkKeyHeaderParam, len(vals))
+		return "", invalidf("header %q named by %s is given %d times", api.Clip(name), checkKeyHeaderParam, len(vals))
 	}
 	return strings.TrimSpace(vals[0]), nil
 }
 
 // decodeAcquireRequest decodes and validates the body of POST /v1/leases and
 // reports whether it asks for evidence.
-func decodeAcquireRequest(body []byte, lim inputLimits) (AcquireRequest, bool, error) {
+func decodeAcquireRequest(body []byte, lim inputLimits) (api.AcquireRequest, bool, error) {
 	var w wireAcquireRequest
 	if e := decodeJSON(body, &w); e != nil {
-		return AcquireRequest{}, false, e
+		return api.AcquireRequest{}, false, e
 	}
-	req, err := acquireRequest(w.Limit, w.Key, w.Holder, w.TTLMs, w.WaitMs, lim)
+	req, err := api.NewAcquireRequest(w.Limit, w.Key, w.Holder, w.TTLMs, w.WaitMs, lim.maxKeyBytes)
 	return req, w.Evidence, err
 }
 
@@ -229,16 +242,12 @@ func decodeRenewRequest(body []byte) (time.Duration, error) {
 	if e := decodeJSON(body, &w); e != nil {
 		return 0, e
 	}
-	ttl, e := msDuration("ttl_ms", w.TTLMs)
-	if e != nil {
-		return 0, e
-	}
-	return ttl, nil
+	return api.Milliseconds("ttl_ms", w.TTLMs)
 }
 
 // decodeJSON decodes exactly one JSON value into v, rejecting unknown fields
 // (a misspelt "cost" must not silently charge 1) and trailing data.
-func decodeJSON(body []byte, v any) *Error {
+func decodeJSON(body []byte, v any) *api.Error {
 	if !validJSONText(body) {
 		return invalidf("request body is not valid UTF-8 (or holds an unpaired surrogate escape)")
 	}
@@ -255,7 +264,7 @@ func decodeJSON(body []byte, v any) *Error {
 
 // jsonError turns a decoding error into a detail that is useful but does not
 // quote the body at length (the body holds the caller's key).
-func jsonError(err error) *Error {
+func jsonError(err error) *api.Error {
 	var syn *json.SyntaxError
 	var typ *json.UnmarshalTypeError
 	switch {
@@ -269,10 +278,10 @@ func jsonError(err error) *Error {
 		if typ.Field == "" {
 			return invalidf("request body must be a JSON object")
 		}
-		return invalidf("%s: want %s, got %s", typ.Field, jsonKind(typ.Type), Clip(typ.Value))
+		return invalidf("%s: want %s, got %s", typ.Field, jsonKind(typ.Type), api.Clip(typ.Value))
 	}
 	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		return invalidf("unknown field %s", Clip(name))
+		return invalidf("unknown field %s", api.Clip(name))
 	}
 	return invalidf("malformed JSON")
 }
@@ -311,11 +320,11 @@ func decodeClusterQuery(rawQuery string, lim inputLimits) (limit, key string, er
 	if limit == "" && key == "" {
 		return "", "", nil
 	}
-	if e := checkField(-1, "limit", limit, lim.maxKeyBytes); e != nil {
-		return "", "", e
+	if err := api.ValidateField("limit", limit, lim.maxKeyBytes); err != nil {
+		return "", "", err
 	}
-	if e := checkField(-1, "key", key, lim.maxKeyBytes); e != nil {
-		return "", "", e
+	if err := api.ValidateField("key", key, lim.maxKeyBytes); err != nil {
+		return "", "", err
 	}
 	return limit, key, nil
 }

@@ -1,20 +1,13 @@
-package api
+package httpapi
 
 import (
-	"context"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/weir-rl/weir/internal/apitest"
 )
-
-// benchDecider denies every take without recording it, so the benchmarks
-// measure the transport alone.
-type benchDecider struct{ fakeDecider }
-
-func (*benchDecider) Take(ctx context.Context, checks []Check) (TakeResponse, error) {
-	return denyExport(ctx, checks)
-}
 
 func BenchmarkDecodeTakeRequest(b *testing.B) {
 	body := []byte(`{"checks":[{"limit":"export","key":"tenant:acme","cost":1},{"limit":"search","key":"tenant:acme"}]}`)
@@ -29,7 +22,7 @@ func BenchmarkDecodeTakeRequest(b *testing.B) {
 // BenchmarkHTTPCheck measures the HTTP layer's own cost for a forward-auth
 // denial (headers and body included) against a Decider that does nothing.
 func BenchmarkHTTPCheck(b *testing.B) {
-	h := NewHTTPHandler(&benchDecider{}, DefaultHTTPConfig(), nil, nil)
+	h := NewHandler(&apitest.BenchDecider{}, nil, DefaultConfig(), nil, nil)
 	req := httptest.NewRequest(http.MethodGet, "/v1/check?limit=export&key=tenant%3Aacme", nil)
 	b.ReportAllocs()
 	for b.Loop() {
@@ -42,7 +35,7 @@ func BenchmarkHTTPCheck(b *testing.B) {
 }
 
 func BenchmarkHTTPTakeParallel(b *testing.B) {
-	h := NewHTTPHandler(&benchDecider{}, DefaultHTTPConfig(), nil, nil)
+	h := NewHandler(&apitest.BenchDecider{}, nil, DefaultConfig(), nil, nil)
 	const body = `{"checks":[{"limit":"export","key":"tenant:acme","cost":1}]}`
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {

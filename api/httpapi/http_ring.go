@@ -1,7 +1,9 @@
-package api
+package httpapi
 
 import (
 	"net/http"
+
+	"github.com/weir-rl/weir/api"
 
 	"github.com/weir-rl/weir/ring/ownership"
 )
@@ -31,8 +33,8 @@ type ringJSON struct {
 
 // ring serves GET /v1/ring: the node's ring view for clients (GetRing), the
 // Cluster call marked by ForRing.
-func (h *httpHandler) ring(w http.ResponseWriter, r *http.Request) {
-	info, err := h.d.Cluster(ForRing(r.Context()), "", "")
+func (h *handler) ring(w http.ResponseWriter, r *http.Request) {
+	info, err := h.d.Cluster(api.ForRing(r.Context()), "", "")
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -51,5 +53,5 @@ func (h *httpHandler) ring(w http.ResponseWriter, r *http.Request) {
 		out.Members[i] = ringMemberJSON(m)
 	}
 	w.Header().Set("Cache-Control", "no-store")
-	WriteJSON(w, http.StatusOK, out)
+	api.WriteJSON(w, http.StatusOK, out)
 }

@@ -1,4 +1,4 @@
-package api
+package httpapi
 
 import (
 	"bytes"
@@ -12,6 +12,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/weir-rl/weir/api"
+	"github.com/weir-rl/weir/internal/apitest"
 )
 
 // syncBuffer is a goroutine-safe log sink.
@@ -34,11 +37,11 @@ func (b *syncBuffer) String() string {
 
 type testServer struct {
 	*httptest.Server
-	f   *fakeDecider
+	f   *apitest.Decider
 	log *syncBuffer
 }
 
-func newTestServer(t *testing.T, f *fakeDecider, cfg HTTPConfig) *testServer {
+func newTestServer(t *testing.T, f *apitest.Decider, cfg Config) *testServer {
 	t.Helper()
 	metrics := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
@@ -46,7 +49,7 @@ func newTestServer(t *testing.T, f *fakeDecider, cfg HTTPConfig) *testServer {
 	})
 	logs := &syncBuffer{}
 	logger := slog.New(slog.NewTextHandler(logs, nil))
-	srv := httptest.NewServer(NewHTTPHandler(f, cfg, metrics, logger))
+	srv := httptest.NewServer(NewHandler(f, nil, cfg, metrics, logger))
 	t.Cleanup(srv.Close)
 	return &testServer{Server: srv, f: f, log: logs}
 }
@@ -117,13 +120,13 @@ func wantHeaders(t *testing.T, r reply, want map[string]string) {
 }
 
 func TestTakeAllowed(t *testing.T) {
-	s := newTestServer(t, &fakeDecider{}, DefaultHTTPConfig())
+	s := newTestServer(t, &apitest.Decider{}, DefaultConfig())
 	r := s.post(t, "/v1/take", `{"checks":[{"limit":"export","key":"tenant:acme"},{"limit":"search","key":"tenant:acme","cost":4}]}`)
 	wantStatus(t, r, 200, `{"allowed":true,"retry_after_ms":0,"rules_version":3,"results":[`+
 		`{"limit":"export","allowed":true,"remaining":5,"capacity":6,"retry_after_ms":0,"reset_after_ms":500,"source":"owner"},`+
 		`{"limit":"search","allowed":true,"remaining":5,"capacity":6,"retry_after_ms":0,"reset_after_ms":500,"source":"owner"}]}`)
-	got := s.f.lastTake(t)
-	want := []Check{{Limit: "export", Key: "tenant:acme", Cost: 1}, {Limit: "search", Key: "tenant:acme", Cost: 4}}
+	got := s.f.LastTake(t)
+	want := []api.Check{{Limit: "export", Key: "tenant:acme", Cost: 1}, {Limit: "search", Key: "tenant:acme", Cost: 4}}
 	if len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
 		t.Fatalf("Decider got %+v, want %+v", got, want)
 	}
@@ -137,17 +140,17 @@ func TestTakeAllowed(t *testing.T) {
 // A denied take is still 200 (a decision was made); it carries the headers
 // of the first denied check and the body of docs/architecture.md §5.1.
 func TestTakeDenied(t *testing.T) {
-	f := &fakeDecider{takeFn: func(_ context.Context, checks []Check) (TakeResponse, error) {
-		ok := exportAllowed()
+	f := &apitest.Decider{TakeFn: func(_ context.Context, checks []api.Check) (api.TakeResponse, error) {
+		ok := apitest.ExportAllowed()
 		ok.Limit = "search"
 		ok.Remaining = 0
-		ok.Source = SourceFallback
-		return TakeResponse{
+		ok.Source = api.SourceFallback
+		return api.TakeResponse{
 			Allowed: false, RetryAfter: 500 * time.Millisecond, RulesVersion: 3,
-			Results: []Result{ok, exportDenied()},
+			Results: []api.Result{ok, apitest.ExportDenied()},
 		}, nil
 	}}
-	s := newTestServer(t, f, DefaultHTTPConfig())
+	s := newTestServer(t, f, DefaultConfig())
 	r := s.post(t, "/v1/take", `{"checks":[{"limit":"search","key":"k"},{"limit":"export","key":"tenant:acme","cost":1}]}`)
 	wantStatus(t, r, 200, `{"allowed":false,"retry_after_ms":500,"rules_version":3,"results":[`+
 		`{"limit":"search","allowed":true,"remaining":0,"capacity":6,"retry_after_ms":0,"reset_after_ms":500,"source":"fallback"},`+
@@ -161,13 +164,13 @@ func TestTakeDenied(t *testing.T) {
 
 // With every check allowed, the headers describe the one with least left.
 func TestTakeHeadersMostConstraining(t *testing.T) {
-	f := &fakeDecider{takeFn: func(_ context.Context, checks []Check) (TakeResponse, error) {
-		a := Result{Limit: "a", Allowed: true, Remaining: 9, Capacity: 10, ResetAfter: time.Second, Window: time.Minute}
-		b := Result{Limit: "b", Allowed: true, Remaining: 2, Capacity: 100, ResetAfter: 1500 * time.Millisecond, Window: 90 * time.Second}
-		c := Result{Limit: "c", Allowed: true, Remaining: 2, Capacity: 7}
-		return TakeResponse{Allowed: true, Results: []Result{a, b, c}}, nil
+	f := &apitest.Decider{TakeFn: func(_ context.Context, checks []api.Check) (api.TakeResponse, error) {
+		a := api.Result{Limit: "a", Allowed: true, Remaining: 9, Capacity: 10, ResetAfter: time.Second, Window: time.Minute}
+		b := api.Result{Limit: "b", Allowed: true, Remaining: 2, Capacity: 100, ResetAfter: 1500 * time.Millisecond, Window: 90 * time.Second}
+		c := api.Result{Limit: "c", Allowed: true, Remaining: 2, Capacity: 7}
+		return api.TakeResponse{Allowed: true, Results: []api.Result{a, b, c}}, nil
 	}}
-	s := newTestServer(t, f, DefaultHTTPConfig())
+	s := newTestServer(t, f, DefaultConfig())
 	r := s.post(t, "/v1/take", `{"checks":[{"limit":"a","key":"k"},{"limit":"b","key":"k"},{"limit":"c","key":"k"}]}`)
 	if r.status != 200 {
 		t.Fatalf("status %d %s", r.status, r.body)
@@ -179,7 +182,7 @@ func TestTakeHeadersMostConstraining(t *testing.T) {
 }
 
 func TestCheckAllowed(t *testing.T) {
-	s := newTestServer(t, &fakeDecider{}, DefaultHTTPConfig())
+	s := newTestServer(t, &apitest.Decider{}, DefaultConfig())
 	r := s.get(t, "/v1/check?limit=export&key=tenant%3Aacme")
 	wantStatus(t, r, 200, `{"limit":"export","allowed":true,"remaining":5,"capacity":6,"retry_after_ms":0,"reset_after_ms":500,"source":"owner"}`)
 	wantHeaders(t, r, map[string]string{
@@ -187,20 +190,13 @@ func TestCheckAllowed(t *testing.T) {
 		"X-RateLimit-Limit": "6", "X-RateLimit-Remaining": "5", "X-RateLimit-Reset": "1",
 		"Retry-After": "",
 	})
-	if got := s.f.lastTake(t); len(got) != 1 || got[0] != (Check{Limit: "export", Key: "tenant:acme", Cost: 1}) {
+	if got := s.f.LastTake(t); len(got) != 1 || got[0] != (api.Check{Limit: "export", Key: "tenant:acme", Cost: 1}) {
 		t.Fatalf("Decider got %+v", got)
 	}
 }
 
-func denyExport(_ context.Context, _ []Check) (TakeResponse, error) {
-	return TakeResponse{
-		Allowed: false, RetryAfter: 500 * time.Millisecond, RulesVersion: 3,
-		Results: []Result{exportDenied()},
-	}, nil
-}
-
 func TestCheckDenied(t *testing.T) {
-	s := newTestServer(t, &fakeDecider{takeFn: denyExport}, DefaultHTTPConfig())
+	s := newTestServer(t, &apitest.Decider{TakeFn: apitest.DenyExport}, DefaultConfig())
 	r := s.get(t, "/v1/check?limit=export&key=tenant:secret-acme&cost=2")
 	wantStatus(t, r, 429, `{"error":"rate_limit_exceeded","limit":"export","retry_after_ms":500}`)
 	wantHeaders(t, r, map[string]string{
@@ -220,7 +216,7 @@ func TestCheckDenied(t *testing.T) {
 	if strings.Contains(r.body, "secret-acme") {
 		t.Error("body echoes the key")
 	}
-	if got := s.f.lastTake(t); got[0].Cost != 2 {
+	if got := s.f.LastTake(t); got[0].Cost != 2 {
 		t.Fatalf("cost %d, want 2", got[0].Cost)
 	}
 }
@@ -231,12 +227,12 @@ func TestCheckDeniedRounding(t *testing.T) {
 		retry time.Duration
 		want  string
 	}{{time.Nanosecond, "1"}, {0, "1"}, {time.Second, "1"}, {time.Second + time.Millisecond, "2"}, {59500 * time.Millisecond, "60"}} {
-		f := &fakeDecider{takeFn: func(context.Context, []Check) (TakeResponse, error) {
-			r := exportDenied()
+		f := &apitest.Decider{TakeFn: func(context.Context, []api.Check) (api.TakeResponse, error) {
+			r := apitest.ExportDenied()
 			r.RetryAfter = tc.retry
-			return TakeResponse{RetryAfter: tc.retry, Results: []Result{r}}, nil
+			return api.TakeResponse{RetryAfter: tc.retry, Results: []api.Result{r}}, nil
 		}}
-		s := newTestServer(t, f, DefaultHTTPConfig())
+		s := newTestServer(t, f, DefaultConfig())
 		r := s.get(t, "/v1/check?limit=export&key=k")
 		if r.status != 429 {
 			t.Fatalf("status %d", r.status)
@@ -246,9 +242,9 @@ func TestCheckDeniedRounding(t *testing.T) {
 }
 
 func TestLegacyHeadersOff(t *testing.T) {
-	cfg := DefaultHTTPConfig()
+	cfg := DefaultConfig()
 	cfg.LegacyHeaders = false
-	s := newTestServer(t, &fakeDecider{takeFn: denyExport}, cfg)
+	s := newTestServer(t, &apitest.Decider{TakeFn: apitest.DenyExport}, cfg)
 	r := s.get(t, "/v1/check?limit=export&key=k")
 	wantHeaders(t, r, map[string]string{
 		"Retry-After": "1", "RateLimit": `"export";r=0;t=1`,
@@ -263,16 +259,16 @@ func TestDeciderErrors(t *testing.T) {
 		status int
 		body   string
 	}{
-		{"invalid", Errorf(CodeInvalid, "unknown limit %q", "nope"), 400, `{"error":"invalid_request","detail":"unknown limit \"nope\""}`},
-		{"unavailable", Errorf(CodeUnavailable, "owner unreachable"), 503, `{"error":"limiter_unavailable","detail":"owner unreachable"}`},
-		{"overloaded", Errorf(CodeOverloaded, "bucket cap"), 503, `{"error":"limiter_overloaded"}`},
-		{"wrapped", errors.Join(errors.New("ctx"), Errorf(CodeUnavailable, "x")), 503, `{"error":"limiter_unavailable","detail":"x"}`},
+		{"invalid", api.Errorf(api.CodeInvalid, "unknown limit %q", "nope"), 400, `{"error":"invalid_request","detail":"unknown limit \"nope\""}`},
+		{"unavailable", api.Errorf(api.CodeUnavailable, "owner unreachable"), 503, `{"error":"limiter_unavailable","detail":"owner unreachable"}`},
+		{"overloaded", api.Errorf(api.CodeOverloaded, "bucket cap"), 503, `{"error":"limiter_overloaded"}`},
+		{"wrapped", errors.Join(errors.New("ctx"), api.Errorf(api.CodeUnavailable, "x")), 503, `{"error":"limiter_unavailable","detail":"x"}`},
 		{"deadline", context.DeadlineExceeded, 503, `{"error":"limiter_unavailable","detail":"deadline exceeded"}`},
 		{"other", errors.New("boom"), 500, `{"error":"internal_error"}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := &fakeDecider{takeFn: func(context.Context, []Check) (TakeResponse, error) { return TakeResponse{}, tc.err }}
-			s := newTestServer(t, f, DefaultHTTPConfig())
+			f := &apitest.Decider{TakeFn: func(context.Context, []api.Check) (api.TakeResponse, error) { return api.TakeResponse{}, tc.err }}
+			s := newTestServer(t, f, DefaultConfig())
 			wantStatus(t, s.get(t, "/v1/check?limit=export&key=k"), tc.status, tc.body)
 			r := s.post(t, "/v1/take", `{"checks":[{"limit":"export","key":"k"}]}`)
 			wantStatus(t, r, tc.status, tc.body)
@@ -309,10 +305,10 @@ func TestTakeBadInput(t *testing.T) {
 		{"too many checks", `{"checks":[` + strings.Repeat(`{"limit":"a","key":"k"},`, 100) + `{"limit":"a","key":"k"}]}`, "checks has 101 entries, over the 100 maximum"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newTestServer(t, &fakeDecider{}, DefaultHTTPConfig())
+			s := newTestServer(t, &apitest.Decider{}, DefaultConfig())
 			r := s.post(t, "/v1/take", tc.body)
 			wantStatus(t, r, 400, `{"error":"invalid_request","detail":`+jsonQuote(tc.detail)+`}`)
-			if n := s.f.calls(); n != 0 {
+			if n := s.f.Calls(); n != 0 {
 				t.Fatalf("Decider called %d times", n)
 			}
 		})
@@ -325,13 +321,13 @@ func jsonQuote(s string) string {
 
 // The bounds are inclusive: a 512-byte key and 100 checks reach the Decider.
 func TestTakeAtBounds(t *testing.T) {
-	s := newTestServer(t, &fakeDecider{}, DefaultHTTPConfig())
+	s := newTestServer(t, &apitest.Decider{}, DefaultConfig())
 	key := strings.Repeat("k", 512)
 	body := `{"checks":[` + strings.Repeat(`{"limit":"a","key":"`+key+`"},`, 99) + `{"limit":"a","key":"` + key + `","cost":null}]}`
 	if r := s.post(t, "/v1/take", body); r.status != 200 {
 		t.Fatalf("status %d %s", r.status, r.body)
 	}
-	if got := s.f.lastTake(t); len(got) != 100 || got[99].Cost != 1 || got[99].Key != key {
+	if got := s.f.LastTake(t); len(got) != 100 || got[99].Cost != 1 || got[99].Key != key {
 		t.Fatalf("Decider got %d checks", len(got))
 	}
 }
@@ -353,10 +349,10 @@ func TestCheckBadInput(t *testing.T) {
 		{"bad escape", "limit=export&key=%zz", "malformed query string"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newTestServer(t, &fakeDecider{}, DefaultHTTPConfig())
+			s := newTestServer(t, &apitest.Decider{}, DefaultConfig())
 			r := s.get(t, "/v1/check?"+tc.query)
 			wantStatus(t, r, 400, `{"error":"invalid_request","detail":`+jsonQuote(tc.detail)+`}`)
-			if n := s.f.calls(); n != 0 {
+			if n := s.f.Calls(); n != 0 {
 				t.Fatalf("Decider called %d times", n)
 			}
 		})
@@ -370,25 +366,25 @@ func TestBodyTooLarge(t *testing.T) {
 		b := `{"checks":[{"limit":"export","key":"k"}]}`
 		return b + strings.Repeat(" ", n-len(b))
 	}
-	s := newTestServer(t, &fakeDecider{}, DefaultHTTPConfig())
+	s := newTestServer(t, &apitest.Decider{}, DefaultConfig())
 
 	if r := s.post(t, "/v1/take", padded(limit)); r.status != 200 {
 		t.Fatalf("a body of exactly 1 MiB: status %d %s", r.status, r.body)
 	}
-	before := s.f.calls()
+	before := s.f.Calls()
 	// With Content-Length: refused before reading.
 	wantStatus(t, s.post(t, "/v1/take", padded(limit+1)), 413, `{"error":"request_too_large"}`)
 	// Chunked, no Content-Length: refused by the reader.
 	wantStatus(t, s.do(t, http.MethodPost, "/v1/take", io.MultiReader(strings.NewReader(padded(limit+1)))), 413, `{"error":"request_too_large"}`)
 	wantStatus(t, s.post(t, "/v1/leases", padded(limit+1)), 413, `{"error":"request_too_large"}`)
 	wantStatus(t, s.post(t, "/v1/leases/l-1/renew", padded(limit+1)), 413, `{"error":"request_too_large"}`)
-	if n := s.f.calls(); n != before {
+	if n := s.f.Calls(); n != before {
 		t.Fatalf("Decider called %d times for oversized bodies", n-before)
 	}
 
-	cfg := DefaultHTTPConfig()
+	cfg := DefaultConfig()
 	cfg.MaxBodyBytes = 64
-	small := newTestServer(t, &fakeDecider{}, cfg)
+	small := newTestServer(t, &apitest.Decider{}, cfg)
 	wantStatus(t, small.post(t, "/v1/take", padded(65)), 413, `{"error":"request_too_large"}`)
 	if r := small.post(t, "/v1/take", padded(64)); r.status != 200 {
 		t.Fatalf("64-byte body with MaxBodyBytes 64: %d", r.status)
@@ -396,7 +392,7 @@ func TestBodyTooLarge(t *testing.T) {
 }
 
 func TestLeases(t *testing.T) {
-	s := newTestServer(t, &fakeDecider{}, DefaultHTTPConfig())
+	s := newTestServer(t, &apitest.Decider{}, DefaultConfig())
 
 	r := s.post(t, "/v1/leases", `{"limit":"export-db","key":"tenant:acme","ttl_ms":30000,"wait_ms":250,"holder":"worker-3"}`)
 	wantStatus(t, r, 201, `{"id":"l-1","fencing_token":17,"ttl_ms":30000}`)
@@ -405,14 +401,14 @@ func TestLeases(t *testing.T) {
 		"RateLimit-Policy": `"export-db";q=8;qu="concurrent-requests"`,
 		"RateLimit":        "", "Retry-After": "",
 	})
-	want := AcquireRequest{Limit: "export-db", Key: "tenant:acme", Holder: "worker-3", TTL: 30 * time.Second, Wait: 250 * time.Millisecond}
-	if got := s.f.acquires[0]; got != want {
+	want := api.AcquireRequest{Limit: "export-db", Key: "tenant:acme", Holder: "worker-3", TTL: 30 * time.Second, Wait: 250 * time.Millisecond}
+	if got := s.f.Acquires[0]; got != want {
 		t.Fatalf("Acquire got %+v, want %+v", got, want)
 	}
 
 	wantStatus(t, s.post(t, "/v1/leases/l-1/renew", `{"ttl_ms":10000}`), 200, `{"ttl_ms":10000}`)
 	wantStatus(t, s.post(t, "/v1/leases/l-1/renew", ``), 200, `{"ttl_ms":30000}`)
-	if got := s.f.renews; len(got) != 2 || got[0] != (renewCall{"l-1", 10 * time.Second}) || got[1] != (renewCall{"l-1", 0}) {
+	if got := s.f.Renews; len(got) != 2 || got[0] != (apitest.RenewCall{ID: "l-1", TTL: 10 * time.Second}) || got[1] != (apitest.RenewCall{ID: "l-1", TTL: 0}) {
 		t.Fatalf("Renew got %+v", got)
 	}
 
@@ -420,16 +416,16 @@ func TestLeases(t *testing.T) {
 	wantStatus(t, r, 204, "")
 	r = s.do(t, http.MethodDelete, "/v1/leases/l-1", nil)
 	wantStatus(t, r, 204, "")
-	if got := s.f.releases; len(got) != 2 || got[0] != "l-1" {
+	if got := s.f.Releases; len(got) != 2 || got[0] != "l-1" {
 		t.Fatalf("Release got %q", got)
 	}
 }
 
 func TestLeaseRefused(t *testing.T) {
-	f := &fakeDecider{acquireFn: func(AcquireRequest) (AcquireResponse, error) {
-		return AcquireResponse{Granted: false, Permits: 8, RetryAfter: 1200 * time.Millisecond}, nil
+	f := &apitest.Decider{AcquireFn: func(api.AcquireRequest) (api.AcquireResponse, error) {
+		return api.AcquireResponse{Granted: false, Permits: 8, RetryAfter: 1200 * time.Millisecond}, nil
 	}}
-	s := newTestServer(t, f, DefaultHTTPConfig())
+	s := newTestServer(t, f, DefaultConfig())
 	r := s.post(t, "/v1/leases", `{"limit":"export-db","key":"tenant:secret"}`)
 	wantStatus(t, r, 429, `{"error":"concurrency_limit_exceeded","limit":"export-db","retry_after_ms":1200}`)
 	wantHeaders(t, r, map[string]string{
@@ -444,12 +440,12 @@ func TestLeaseRefused(t *testing.T) {
 }
 
 func TestLeaseErrors(t *testing.T) {
-	f := &fakeDecider{renewFn: func(string, time.Duration) (time.Duration, error) {
-		return 0, Errorf(CodeNotFound, "lease expired or unknown")
+	f := &apitest.Decider{RenewFn: func(string, time.Duration) (time.Duration, error) {
+		return 0, api.Errorf(api.CodeNotFound, "lease expired or unknown")
 	}}
-	s := newTestServer(t, f, DefaultHTTPConfig())
+	s := newTestServer(t, f, DefaultConfig())
 	wantStatus(t, s.post(t, "/v1/leases/gone/renew", `{}`), 404, `{"error":"not_found","detail":"lease expired or unknown"}`)
-	calls := s.f.calls()
+	calls := s.f.Calls()
 
 	for _, tc := range []struct{ path, body, detail string }{
 		{"/v1/leases", `{"limit":"export-db","key":"k","ttl_ms":-1}`, "ttl_ms must not be negative"},
@@ -469,14 +465,14 @@ func TestLeaseErrors(t *testing.T) {
 	}
 	wantStatus(t, s.do(t, http.MethodDelete, "/v1/leases/"+strings.Repeat("x", 2049), nil), 400,
 		`{"error":"invalid_request","detail":"lease id is 2049 bytes, over the 2048-byte maximum"}`)
-	if n := s.f.calls(); n != calls {
+	if n := s.f.Calls(); n != calls {
 		t.Fatalf("Decider called %d times for bad input", n-calls)
 	}
 }
 
 func TestRoutes(t *testing.T) {
-	f := &fakeDecider{}
-	s := newTestServer(t, f, DefaultHTTPConfig())
+	f := &apitest.Decider{}
+	s := newTestServer(t, f, DefaultConfig())
 	for _, tc := range []struct {
 		method, path string
 		status       int
@@ -506,18 +502,18 @@ func TestRoutes(t *testing.T) {
 			t.Errorf("%s %s: body %s, want %s", tc.method, tc.path, r.body, want)
 		}
 	}
-	if n := f.calls(); n != 0 {
+	if n := f.Calls(); n != 0 {
 		t.Fatalf("Decider called %d times", n)
 	}
 
 	wantStatus(t, s.get(t, "/healthz"), 200, `{"status":"ok"}`)
 	wantStatus(t, s.get(t, "/readyz"), 200, `{"status":"ready"}`)
-	f.notReady = true
+	f.NotReady = true
 	wantStatus(t, s.get(t, "/readyz"), 503, `{"status":"not_ready"}`)
 	wantStatus(t, s.get(t, "/metrics"), 200, "weir_up 1")
 
 	// Without a metrics handler, /metrics is an ordinary unknown route.
-	none := httptest.NewServer(NewHTTPHandler(f, DefaultHTTPConfig(), nil, nil))
+	none := httptest.NewServer(NewHandler(f, nil, DefaultConfig(), nil, nil))
 	defer none.Close()
 	resp, err := none.Client().Get(none.URL + "/metrics")
 	if err != nil {
@@ -530,12 +526,12 @@ func TestRoutes(t *testing.T) {
 }
 
 func TestCluster(t *testing.T) {
-	s := newTestServer(t, &fakeDecider{}, DefaultHTTPConfig())
+	s := newTestServer(t, &apitest.Decider{}, DefaultConfig())
 	members := `"members":[{"name":"n1","addr":"10.0.0.1:7946","state":"alive","limits_version":3},` +
 		`{"name":"n2","addr":"10.0.0.2:7946","state":"suspect","limits_version":3}]`
 	wantStatus(t, s.get(t, "/v1/cluster"), 200, `{"node":"n1","epoch":7,`+members+`}`)
 	wantStatus(t, s.get(t, "/v1/cluster?limit=export&key=tenant:acme"), 200, `{"node":"n1","epoch":7,`+members+`,"owner":"n2"}`)
-	if got := s.f.clusters; len(got) != 2 || got[0] != [2]string{"", ""} || got[1] != [2]string{"export", "tenant:acme"} {
+	if got := s.f.Clusters; len(got) != 2 || got[0] != [2]string{"", ""} || got[1] != [2]string{"export", "tenant:acme"} {
 		t.Fatalf("Cluster got %q", got)
 	}
 	wantStatus(t, s.get(t, "/v1/cluster?limit=export"), 400, `{"error":"invalid_request","detail":"key is empty"}`)
@@ -543,8 +539,8 @@ func TestCluster(t *testing.T) {
 
 // A panicking Decider is a logged 500, not a dropped connection.
 func TestDeciderPanic(t *testing.T) {
-	f := &fakeDecider{takeFn: func(context.Context, []Check) (TakeResponse, error) { panic("decider bug") }}
-	s := newTestServer(t, f, DefaultHTTPConfig())
+	f := &apitest.Decider{TakeFn: func(context.Context, []api.Check) (api.TakeResponse, error) { panic("decider bug") }}
+	s := newTestServer(t, f, DefaultConfig())
 	wantStatus(t, s.get(t, "/v1/check?limit=export&key=tenant:secret"), 500, `{"error":"internal_error"}`)
 	logs := s.log.String()
 	if !strings.Contains(logs, "decider bug") {
@@ -557,8 +553,10 @@ func TestDeciderPanic(t *testing.T) {
 
 // A Decider that returns no result for a check is a 500, not an index panic.
 func TestCheckNoResult(t *testing.T) {
-	f := &fakeDecider{takeFn: func(context.Context, []Check) (TakeResponse, error) { return TakeResponse{Allowed: true}, nil }}
-	s := newTestServer(t, f, DefaultHTTPConfig())
+	f := &apitest.Decider{TakeFn: func(context.Context, []api.Check) (api.TakeResponse, error) {
+		return api.TakeResponse{Allowed: true}, nil
+	}}
+	s := newTestServer(t, f, DefaultConfig())
 	wantStatus(t, s.get(t, "/v1/check?limit=export&key=k"), 500, `{"error":"internal_error"}`)
 	r := s.post(t, "/v1/take", `{"checks":[{"limit":"export","key":"k"}]}`)
 	wantStatus(t, r, 200, `{"allowed":true,"retry_after_ms":0,"rules_version":0,"results":[]}`)
@@ -566,13 +564,13 @@ func TestCheckNoResult(t *testing.T) {
 }
 
 func TestHTTPConfigValidate(t *testing.T) {
-	if err := DefaultHTTPConfig().Validate(); err != nil {
+	if err := DefaultConfig().Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if err := (HTTPConfig{}).Validate(); err != nil {
+	if err := (Config{}).Validate(); err != nil {
 		t.Fatalf("zero config (all defaults): %v", err)
 	}
-	for _, c := range []HTTPConfig{{MaxBodyBytes: -1}, {MaxKeyBytes: -1}, {MaxChecks: -1}} {
+	for _, c := range []Config{{MaxBodyBytes: -1}, {MaxKeyBytes: -1}, {MaxChecks: -1}} {
 		if c.Validate() == nil {
 			t.Errorf("%+v: no error", c)
 		}
@@ -580,8 +578,8 @@ func TestHTTPConfigValidate(t *testing.T) {
 }
 
 func TestForgetMember(t *testing.T) {
-	f := &fakeDecider{}
-	srv := httptest.NewServer(NewHTTPHandler(f, DefaultHTTPConfig(), nil, nil))
+	f := &apitest.Decider{}
+	srv := httptest.NewServer(NewHandler(f, nil, DefaultConfig(), nil, nil))
 	defer srv.Close()
 	for _, tt := range []struct {
 		name string
@@ -597,7 +595,7 @@ func TestForgetMember(t *testing.T) {
 			t.Errorf("forget %s: status %d, want %d", tt.name, resp.StatusCode, tt.want)
 		}
 	}
-	if len(f.forgotten) != 3 {
-		t.Fatalf("decider saw %v", f.forgotten)
+	if len(f.Forgotten) != 3 {
+		t.Fatalf("decider saw %v", f.Forgotten)
 	}
 }

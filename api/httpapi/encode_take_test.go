@@ -1,4 +1,4 @@
-package api
+package httpapi
 
 import (
 	"encoding/json"
@@ -7,9 +7,9 @@ import (
 	"net/http/httptest"
 	"reflect"
 	"slices"
-	"strconv"
 	"testing"
-	"time"
+
+	"github.com/weir-rl/weir/api"
 )
 
 // TestAppendTakeJSONKnowsEveryField fails when a field is added to the
@@ -86,7 +86,7 @@ func TestAppendTakeJSONIsMarshal(t *testing.T) {
 		}
 		a, b := httptest.NewRecorder(), httptest.NewRecorder()
 		writeTake(a, &out)
-		WriteJSON(b, http.StatusOK, &out)
+		api.WriteJSON(b, http.StatusOK, &out)
 		if a.Code != b.Code || a.Body.String() != b.Body.String() || !reflect.DeepEqual(a.Header(), b.Header()) {
 			t.Fatalf("writeTake: %d %v %q; WriteJSON: %d %v %q", a.Code, a.Header(), a.Body, b.Code, b.Header(), b.Body)
 		}
@@ -103,41 +103,6 @@ func TestPlainJSON(t *testing.T) {
 	} {
 		if got := plainJSON(s); got != want {
 			t.Errorf("plainJSON(%q) = %v, want %v", s, got, want)
-		}
-	}
-}
-
-// TestSetRateLimitHeadersIsHeaderSet: the direct map writes give what
-// Header.Set gives, under canonical keys, for many results.
-func TestSetRateLimitHeadersIsHeaderSet(t *testing.T) {
-	rng := rand.New(rand.NewPCG(3, 4))
-	for range 500 {
-		r := Result{
-			Limit: []string{"export", "a\"b", "é", ""}[rng.IntN(4)], Allowed: rng.IntN(2) == 0,
-			Remaining: rng.Int64N(1<<40) - 5, Capacity: rng.Int64N(1 << 40),
-			RetryAfter: time.Duration(rng.Int64N(int64(time.Hour))), ResetAfter: time.Duration(rng.Int64N(int64(time.Hour))),
-			Window: time.Duration(rng.Int64N(int64(time.Hour))) * time.Duration(rng.IntN(2)),
-		}
-		legacy := rng.IntN(2) == 0
-		got := http.Header{}
-		SetResultHeaders(got, r, legacy)
-		want := http.Header{}
-		t0 := resetSeconds(r)
-		rem := max(0, r.Remaining)
-		name := string(sfString(nil, r.Limit))
-		policy := name + ";q=" + strconv.FormatInt(r.Capacity, 10)
-		if w := secondsUp(r.Window); w > 0 {
-			policy += ";w=" + strconv.FormatInt(w, 10)
-		}
-		want.Set("RateLimit-Policy", policy)
-		want.Set("RateLimit", name+";r="+strconv.FormatInt(rem, 10)+";t="+strconv.FormatInt(t0, 10))
-		if legacy {
-			want.Set("X-RateLimit-Limit", strconv.FormatInt(r.Capacity, 10))
-			want.Set("X-RateLimit-Remaining", strconv.FormatInt(rem, 10))
-			want.Set("X-RateLimit-Reset", strconv.FormatInt(t0, 10))
-		}
-		if !reflect.DeepEqual(got, want) {
-			t.Fatalf("%+v legacy=%v:\n got %v\nwant %v", r, legacy, got, want)
 		}
 	}
 }

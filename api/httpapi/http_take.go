@@ -1,11 +1,13 @@
-package api
+package httpapi
 
 import (
 	"net/http"
+
+	"github.com/weir-rl/weir/api"
 )
 
 // evidenceOf returns ev's wire form, nil when no bucket decided.
-func evidenceOf(ev Evidence) *evidenceJSON {
+func evidenceOf(ev api.Evidence) *evidenceJSON {
 	if ev.Run == "" {
 		return nil
 	}
@@ -41,21 +43,21 @@ type takeResponseJSON struct {
 	RingEpoch    uint64       `json:"ring_epoch,omitempty"` // zero (omitted) for a node that is not clustered
 }
 
-func toResultJSON(r Result) resultJSON {
+func toResultJSON(r api.Result) resultJSON {
 	return resultJSON{
 		Limit:        r.Limit,
 		Allowed:      r.Allowed,
 		Remaining:    r.Remaining,
 		Capacity:     r.Capacity,
-		RetryAfterMs: msUp(r.RetryAfter),
-		ResetAfterMs: msUp(r.ResetAfter),
+		RetryAfterMs: api.MillisUp(r.RetryAfter),
+		ResetAfterMs: api.MillisUp(r.ResetAfter),
 		Source:       r.Source.String(),
 	}
 }
 
 // take serves POST /v1/take: 200 whenever a decision was made, allowed or
 // not, with the rate-limit headers of the most constraining check.
-func (h *httpHandler) take(w http.ResponseWriter, r *http.Request) {
+func (h *handler) take(w http.ResponseWriter, r *http.Request) {
 	body, ok := h.readBody(w, r)
 	if !ok {
 		return
@@ -70,12 +72,12 @@ func (h *httpHandler) take(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
-	if res, ok := HeaderResult(resp.Results); ok {
-		SetResultHeaders(w.Header(), res, h.cfg.LegacyHeaders)
+	if res, ok := api.HeaderResult(resp.Results); ok {
+		api.SetResultHeaders(w.Header(), res, h.cfg.LegacyHeaders)
 	}
 	out := takeResponseJSON{
 		Allowed:      resp.Allowed,
-		RetryAfterMs: msUp(resp.RetryAfter),
+		RetryAfterMs: api.MillisUp(resp.RetryAfter),
 		RulesVersion: resp.RulesVersion,
 		Results:      make([]resultJSON, len(resp.Results)),
 		RingEpoch:    resp.RingEpoch,
@@ -92,21 +94,21 @@ func (h *httpHandler) take(w http.ResponseWriter, r *http.Request) {
 // check serves GET /v1/check for forward-auth proxies: 200 allowed, 429
 // (or the deny_status asked for) denied, both with rate-limit headers; 503
 // when the limit fails closed.
-func (h *httpHandler) check(w http.ResponseWriter, r *http.Request) {
+func (h *handler) check(w http.ResponseWriter, r *http.Request) {
 	q, err := decodeCheckQuery(r.URL.RawQuery, r.Header, h.lim)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
 	}
 	c := q.Check
-	resp, err := h.d.Take(r.Context(), []Check{c})
+	resp, err := h.d.Take(r.Context(), []api.Check{c})
 	if err != nil {
 		h.writeError(w, r, err)
 		return
 	}
 	if len(resp.Results) == 0 {
 		h.logger.Error("api: decider returned no result for a check", "limit", c.Limit)
-		WriteJSON(w, http.StatusInternalServerError, errorBody{Error: "internal_error"})
+		api.WriteJSON(w, http.StatusInternalServerError, errorBody{Error: "internal_error"})
 		return
 	}
 	res := resp.Results[0]
@@ -114,11 +116,11 @@ func (h *httpHandler) check(w http.ResponseWriter, r *http.Request) {
 		res.Limit = c.Limit
 	}
 	res.Allowed = resp.Allowed // one check: the overall decision is its decision
-	resp.Results = []Result{res}
+	resp.Results = []api.Result{res}
 	if !res.Allowed {
-		WriteDenied(w, q.denyStatus, resp, h.cfg.LegacyHeaders)
+		api.WriteDenied(w, q.denyStatus, resp, h.cfg.LegacyHeaders)
 		return
 	}
-	SetHeaders(w.Header(), resp, h.cfg.LegacyHeaders)
-	WriteJSON(w, http.StatusOK, toResultJSON(res))
+	api.SetHeaders(w.Header(), resp, h.cfg.LegacyHeaders)
+	api.WriteJSON(w, http.StatusOK, toResultJSON(res))
 }

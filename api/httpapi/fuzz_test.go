@@ -1,13 +1,14 @@
-package api
+package httpapi
 
 import (
 	"encoding/json"
-	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"unicode/utf8"
+
+	"github.com/weir-rl/weir/api"
+	"github.com/weir-rl/weir/internal/apitest"
 )
 
 // The fuzz targets check that no input panics a decoder and that whatever a
@@ -17,37 +18,16 @@ import (
 
 var fuzzLimits = inputLimits{maxKeyBytes: 512, maxChecks: 100}
 
-func wantInvalid(t *testing.T, err error) {
-	t.Helper()
-	e, ok := errors.AsType[*Error](err)
-	if !ok || e.Code != CodeInvalid || e.Detail == "" {
-		t.Fatalf("error %v (%T) is not a CodeInvalid *Error with a detail", err, err)
-	}
-}
-
-func wantValidChecks(t *testing.T, checks []Check) {
-	t.Helper()
-	if len(checks) == 0 || len(checks) > fuzzLimits.maxChecks {
-		t.Fatalf("accepted %d checks", len(checks))
-	}
-	for i, c := range checks {
-		if c.Cost < 1 || c.Limit == "" || c.Key == "" || len(c.Key) > 512 || len(c.Limit) > 512 ||
-			!utf8.ValidString(c.Key) || !utf8.ValidString(c.Limit) {
-			t.Fatalf("accepted bad check %d: %+v", i, c)
-		}
-	}
-}
-
 func FuzzDecodeTakeRequest(f *testing.F) {
 	f.Add([]byte(`{"checks":[{"limit":"export","key":"tenant:acme","cost":1}]}`))
 	f.Add([]byte(`{"checks":[{"limit":"export","key":"k","cost":1.5}]}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		checks, _, err := decodeTakeRequest(body, fuzzLimits)
 		if err != nil {
-			wantInvalid(t, err)
+			apitest.WantInvalid(t, err)
 			return
 		}
-		wantValidChecks(t, checks)
+		apitest.WantValidChecks(t, checks)
 	})
 }
 
@@ -60,10 +40,10 @@ func FuzzDecodeCheckQuery(f *testing.F) {
 		h := http.Header{"X-Forwarded-For": {q}, "X-User": {q}}
 		c, err := decodeCheckQuery(q, h, fuzzLimits)
 		if err != nil {
-			wantInvalid(t, err)
+			apitest.WantInvalid(t, err)
 			return
 		}
-		wantValidChecks(t, []Check{c.Check})
+		apitest.WantValidChecks(t, []api.Check{c.Check})
 		if s := c.denyStatus; s != 401 && s != 403 && s != 429 {
 			t.Fatalf("deny status %d", s)
 		}
@@ -76,13 +56,13 @@ func FuzzDecodeLeaseRequests(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		req, _, err := decodeAcquireRequest(body, fuzzLimits)
 		if err != nil {
-			wantInvalid(t, err)
+			apitest.WantInvalid(t, err)
 		} else if req.Limit == "" || req.Key == "" || len(req.Key) > 512 || len(req.Holder) > 512 || req.TTL < 0 || req.Wait < 0 {
 			t.Fatalf("accepted bad lease request %+v", req)
 		}
 		ttl, err := decodeRenewRequest(body)
 		if err != nil {
-			wantInvalid(t, err)
+			apitest.WantInvalid(t, err)
 		} else if ttl < 0 {
 			t.Fatalf("accepted ttl %v", ttl)
 		}
@@ -104,9 +84,9 @@ func FuzzHTTPHandler(f *testing.F) {
 		if !validMethod(method) || !strings.HasPrefix(target, "/") {
 			return
 		}
-		cfg := DefaultHTTPConfig()
+		cfg := DefaultConfig()
 		cfg.MaxBodyBytes = 4096
-		h := newHTTPHandler(&fakeDecider{}, cfg, nil, nil)
+		h := newHandler(&apitest.Decider{}, nil, cfg, nil, nil)
 		req, err := http.NewRequest(method, "http://weir"+target, strings.NewReader(string(body)))
 		if err != nil {
 			return

@@ -1,10 +1,13 @@
-package api
+package httpapi
 
 import (
 	"io"
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/weir-rl/weir/api"
+	"github.com/weir-rl/weir/internal/apitest"
 )
 
 // getWith sends GET path with the given header lines (a name may repeat).
@@ -34,7 +37,7 @@ func TestCheckDenyStatus(t *testing.T) {
 		param  string
 		status int
 	}{{"", 429}, {"&deny_status=429", 429}, {"&deny_status=403", 403}, {"&deny_status=401", 401}} {
-		s := newTestServer(t, &fakeDecider{takeFn: denyExport}, DefaultHTTPConfig())
+		s := newTestServer(t, &apitest.Decider{TakeFn: apitest.DenyExport}, DefaultConfig())
 		r := s.get(t, "/v1/check?limit=export&key=k"+tc.param)
 		wantStatus(t, r, tc.status, `{"error":"rate_limit_exceeded","limit":"export","retry_after_ms":500}`)
 		wantHeaders(t, r, map[string]string{
@@ -43,7 +46,7 @@ func TestCheckDenyStatus(t *testing.T) {
 		})
 	}
 	// An allowed check stays 200 whatever deny_status says.
-	s := newTestServer(t, &fakeDecider{}, DefaultHTTPConfig())
+	s := newTestServer(t, &apitest.Decider{}, DefaultConfig())
 	wantStatus(t, s.get(t, "/v1/check?limit=export&key=k&deny_status=403"), 200,
 		`{"limit":"export","allowed":true,"remaining":5,"capacity":6,"retry_after_ms":0,"reset_after_ms":500,"source":"owner"}`)
 }
@@ -64,11 +67,11 @@ func TestCheckKeyHeader(t *testing.T) {
 		{"identity header", "key_header=X-Auth-User", http.Header{"X-Auth-User": {" alice "}}, "alice"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newTestServer(t, &fakeDecider{}, DefaultHTTPConfig())
+			s := newTestServer(t, &apitest.Decider{}, DefaultConfig())
 			if r := s.getWith(t, "/v1/check?limit=export&"+tc.query, tc.header); r.status != 200 {
 				t.Fatalf("status %d %s", r.status, r.body)
 			}
-			if got := s.f.lastTake(t); got[0] != (Check{Limit: "export", Key: tc.key, Cost: 1}) {
+			if got := s.f.LastTake(t); got[0] != (api.Check{Limit: "export", Key: tc.key, Cost: 1}) {
 				t.Fatalf("Decider got %+v, want key %q", got, tc.key)
 			}
 		})
@@ -91,10 +94,10 @@ func TestCheckForwardAuthBadInput(t *testing.T) {
 		{"empty forwarded element", "limit=export&key_header=X-Forwarded-For", http.Header{"X-Forwarded-For": {"10.0.0.7, "}}, "key is empty"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newTestServer(t, &fakeDecider{}, DefaultHTTPConfig())
+			s := newTestServer(t, &apitest.Decider{}, DefaultConfig())
 			r := s.getWith(t, "/v1/check?"+tc.query, tc.header)
 			wantStatus(t, r, 400, `{"error":"invalid_request","detail":`+jsonQuote(tc.detail)+`}`)
-			if n := s.f.calls(); n != 0 {
+			if n := s.f.Calls(); n != 0 {
 				t.Fatalf("Decider called %d times", n)
 			}
 		})

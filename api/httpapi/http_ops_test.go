@@ -1,4 +1,4 @@
-package api
+package httpapi
 
 import (
 	"context"
@@ -9,26 +9,29 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/weir-rl/weir/api"
+	"github.com/weir-rl/weir/internal/apitest"
 )
 
 // fakeOperator is a fakeDecider that also answers the operator routes,
 // recording what Hot was asked.
 type fakeOperator struct {
-	fakeDecider
+	apitest.Decider
 	asked []string
 }
 
-func (f *fakeOperator) Hot(_ context.Context, limit string, n int) (HotKeys, error) {
+func (f *fakeOperator) Hot(_ context.Context, limit string, n int) (api.HotKeys, error) {
 	f.asked = append(f.asked, limit+"/"+strconv.Itoa(n))
 	if limit == "nope" {
-		return HotKeys{}, Errorf(CodeInvalid, "unknown limit %q", limit)
+		return api.HotKeys{}, api.Errorf(api.CodeInvalid, "unknown limit %q", limit)
 	}
-	keys := []HotKey{{Key: "tenant:a", Cost: 9, Error: 1, Denied: 2}}
-	return HotKeys{Node: "n1", Nodes: []string{"n1"}, Missing: []string{}, Limits: []HotLimit{{Limit: "export", Keys: keys}}}, nil
+	keys := []api.HotKey{{Key: "tenant:a", Cost: 9, Error: 1, Denied: 2}}
+	return api.HotKeys{Node: "n1", Nodes: []string{"n1"}, Missing: []string{}, Limits: []api.HotLimit{{Limit: "export", Keys: keys}}}, nil
 }
 
-func (f *fakeOperator) Stats(context.Context) (ClusterStats, error) {
-	return ClusterStats{Node: "n1", Epoch: 4, Members: []MemberStats{{Name: "n1", State: "alive", Reachable: true, RingShare: 1, Allowed: 3}}}, nil
+func (f *fakeOperator) Stats(context.Context) (api.ClusterStats, error) {
+	return api.ClusterStats{Node: "n1", Epoch: 4, Members: []api.MemberStats{{Name: "n1", State: "alive", Reachable: true, RingShare: 1, Allowed: 3}}}, nil
 }
 
 func getBody(t *testing.T, url string) (int, http.Header, string) {
@@ -44,13 +47,13 @@ func getBody(t *testing.T, url string) (int, http.Header, string) {
 
 func TestHTTPHot(t *testing.T) {
 	f := &fakeOperator{}
-	srv := httptest.NewServer(NewHTTPHandler(f, DefaultHTTPConfig(), nil, nil))
+	srv := httptest.NewServer(NewHandler(f, f, DefaultConfig(), nil, nil))
 	defer srv.Close()
 	code, _, body := getBody(t, srv.URL+"/v1/cluster/hot?limit=export&n=3")
 	if code != http.StatusOK {
 		t.Fatalf("hot: %d %s", code, body)
 	}
-	var got HotKeys
+	var got api.HotKeys
 	if err := json.Unmarshal([]byte(body), &got); err != nil || got.Limits[0].Keys[0].Cost != 9 {
 		t.Errorf("hot body %s (%v)", body, err)
 	}
@@ -70,13 +73,14 @@ func TestHTTPHot(t *testing.T) {
 			t.Errorf("hot?%s reached the node", q)
 		}
 	}
-	if f.asked[0] != "export/3" || f.asked[1] != "/"+strconv.Itoa(DefaultHotN) {
+	if f.asked[0] != "export/3" || f.asked[1] != "/"+strconv.Itoa(api.DefaultHotN) {
 		t.Errorf("operator asked %q", f.asked)
 	}
 }
 
 func TestHTTPStats(t *testing.T) {
-	srv := httptest.NewServer(NewHTTPHandler(&fakeOperator{}, DefaultHTTPConfig(), nil, nil))
+	op := &fakeOperator{}
+	srv := httptest.NewServer(NewHandler(op, op, DefaultConfig(), nil, nil))
 	defer srv.Close()
 	code, _, body := getBody(t, srv.URL+"/v1/cluster/stats")
 	if code != http.StatusOK || !strings.Contains(body, `"ring_share":1`) || !strings.Contains(body, `"epoch":4`) {
@@ -85,7 +89,7 @@ func TestHTTPStats(t *testing.T) {
 }
 
 func TestHTTPOperatorRoutesNeedAnOperator(t *testing.T) {
-	srv := httptest.NewServer(NewHTTPHandler(&fakeDecider{}, DefaultHTTPConfig(), nil, nil))
+	srv := httptest.NewServer(NewHandler(&apitest.Decider{}, nil, DefaultConfig(), nil, nil))
 	defer srv.Close()
 	for _, p := range []string{"/v1/cluster/hot", "/v1/cluster/stats"} {
 		if code, _, _ := getBody(t, srv.URL+p); code != http.StatusNotFound {
@@ -95,7 +99,7 @@ func TestHTTPOperatorRoutesNeedAnOperator(t *testing.T) {
 }
 
 func TestHTTPUIServesEmbeddedPage(t *testing.T) {
-	srv := httptest.NewServer(NewHTTPHandler(&fakeDecider{}, DefaultHTTPConfig(), nil, nil))
+	srv := httptest.NewServer(NewHandler(&apitest.Decider{}, nil, DefaultConfig(), nil, nil))
 	defer srv.Close()
 	code, h, body := getBody(t, srv.URL+"/ui/")
 	if code != http.StatusOK || !strings.Contains(body, "<title>Weir status</title>") {

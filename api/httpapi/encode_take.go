@@ -1,8 +1,10 @@
-package api
+package httpapi
 
 import (
 	"net/http"
 	"strconv"
+
+	"github.com/weir-rl/weir/api"
 )
 
 // writeTake writes a 200 take answer. It encodes out by hand when it can
@@ -11,7 +13,7 @@ import (
 func writeTake(w http.ResponseWriter, out *takeResponseJSON) {
 	b, ok := appendTakeJSON(make([]byte, 0, 128+160*len(out.Results)), out)
 	if !ok {
-		WriteJSON(w, http.StatusOK, out)
+		api.WriteJSON(w, http.StatusOK, out)
 		return
 	}
 	setJSONHeaders(w.Header())

@@ -1,9 +1,11 @@
-package api
+package httpapi
 
 import (
 	"net/http"
 	"net/url"
 	"time"
+
+	"github.com/weir-rl/weir/api"
 )
 
 type leaseJSON struct {
@@ -24,7 +26,7 @@ type renewJSON struct {
 
 // acquire serves POST /v1/leases: 201 with the lease, or 429 when no permit
 // is free (after waiting up to wait_ms).
-func (h *httpHandler) acquire(w http.ResponseWriter, r *http.Request) {
+func (h *handler) acquire(w http.ResponseWriter, r *http.Request) {
 	body, ok := h.readBody(w, r)
 	if !ok {
 		return
@@ -44,30 +46,30 @@ func (h *httpHandler) acquire(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
-	SetLeaseHeaders(w.Header(), req.Limit, resp, h.cfg.LegacyHeaders)
+	api.SetLeaseHeaders(w.Header(), req.Limit, resp, h.cfg.LegacyHeaders)
 	source := ""
 	if evidence {
 		source = resp.Source.String()
 	}
 	if !resp.Granted {
-		WriteJSON(w, http.StatusTooManyRequests, denialBody{
+		api.WriteJSON(w, http.StatusTooManyRequests, denialBody{
 			Error:        "concurrency_limit_exceeded",
 			Limit:        req.Limit,
-			RetryAfterMs: msUp(resp.RetryAfter),
+			RetryAfterMs: api.MillisUp(resp.RetryAfter),
 			Source:       source,
 		})
 		return
 	}
 	w.Header().Set("Location", "/v1/leases/"+url.PathEscape(resp.ID))
-	WriteJSON(w, http.StatusCreated, leaseJSON{ID: resp.ID, FencingToken: resp.FencingToken, TTLMs: msDown(resp.TTL), Source: source})
+	api.WriteJSON(w, http.StatusCreated, leaseJSON{ID: resp.ID, FencingToken: resp.FencingToken, TTLMs: api.MillisDown(resp.TTL), Source: source})
 }
 
 // renew serves POST /v1/leases/{id}/renew with an optional {"ttl_ms":N}:
 // 200 with the new lifetime, 404 when the lease expired or is unknown.
-func (h *httpHandler) renew(w http.ResponseWriter, r *http.Request) {
+func (h *handler) renew(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if e := checkLeaseID(id); e != nil {
-		h.writeError(w, r, e)
+	if err := api.ValidateLeaseID(id); err != nil {
+		h.writeError(w, r, err)
 		return
 	}
 	body, ok := h.readBody(w, r)
@@ -84,14 +86,14 @@ func (h *httpHandler) renew(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
-	WriteJSON(w, http.StatusOK, renewJSON{TTLMs: msDown(got)})
+	api.WriteJSON(w, http.StatusOK, renewJSON{TTLMs: api.MillisDown(got)})
 }
 
 // release serves DELETE /v1/leases/{id}: 204, also when already released.
-func (h *httpHandler) release(w http.ResponseWriter, r *http.Request) {
+func (h *handler) release(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if e := checkLeaseID(id); e != nil {
-		h.writeError(w, r, e)
+	if err := api.ValidateLeaseID(id); err != nil {
+		h.writeError(w, r, err)
 		return
 	}
 	if err := h.d.Release(r.Context(), id); err != nil {

@@ -1,15 +1,12 @@
 package api
 
-import (
-	"context"
-	"net/http"
-	"strconv"
-)
+import "context"
 
 // Operator is what the operators' routes need of a node, on top of
-// Decider: the cluster-wide hot keys and per-member statistics. A Decider
-// that also implements Operator gets GET /v1/cluster/hot and GET
-// /v1/cluster/stats; for any other both are 404.
+// Decider: the cluster-wide hot keys and per-member statistics (GET
+// /v1/cluster/hot and GET /v1/cluster/stats, and the status page that reads
+// them). A front end is handed its Operator explicitly, as it is handed its
+// Decider.
 type Operator interface {
 	// Hot merges the hot-key sketches of every reachable member: the n
 	// heaviest keys of limit (of every limit when limit is ""). An unknown
@@ -73,44 +70,4 @@ type ClusterStats struct {
 	Node    string        `json:"node"`
 	Epoch   uint64        `json:"epoch"`
 	Members []MemberStats `json:"members"`
-}
-
-// hot serves GET /v1/cluster/hot?limit=&n=.
-func (h *httpHandler) hot(op Operator) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		q := r.URL.Query()
-		n := DefaultHotN
-		if s := q.Get("n"); s != "" {
-			v, err := strconv.Atoi(s)
-			if err != nil || v < 1 || v > MaxHotN {
-				detail := "n must be an integer from 1 to " + strconv.Itoa(MaxHotN)
-				WriteJSON(w, http.StatusBadRequest, errorBody{Error: "invalid_request", Detail: detail})
-				return
-			}
-			n = v
-		}
-		limit := q.Get("limit")
-		if len(limit) > h.cfg.MaxKeyBytes {
-			WriteJSON(w, http.StatusBadRequest, errorBody{Error: "invalid_request", Detail: "limit name too long"})
-			return
-		}
-		out, err := op.Hot(r.Context(), limit, n)
-		if err != nil {
-			h.writeError(w, r, err)
-			return
-		}
-		WriteJSON(w, http.StatusOK, out)
-	}
-}
-
-// stats serves GET /v1/cluster/stats.
-func (h *httpHandler) stats(op Operator) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		out, err := op.Stats(r.Context())
-		if err != nil {
-			h.writeError(w, r, err)
-			return
-		}
-		WriteJSON(w, http.StatusOK, out)
-	}
 }

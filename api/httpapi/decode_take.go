@@ -1,4 +1,6 @@
-package api
+package httpapi
+
+import "github.com/weir-rl/weir/api"
 
 // decodeTakeFast decodes the common shape of a POST /v1/take body without
 // reflection: one object with "checks" (a non-empty array of objects with
@@ -14,7 +16,7 @@ package api
 // or key, too many checks, an over-long field, trailing data. A declined
 // body goes to decodeTakeRequestJSON, which gives the error or the
 // answer, so every error message comes from one place.
-func decodeTakeFast(body []byte, lim inputLimits) (checks []Check, evidence, ok bool) {
+func decodeTakeFast(body []byte, lim inputLimits) (checks []api.Check, evidence, ok bool) {
 	p := fastParser{b: body}
 	if !p.byte('{') {
 		return nil, false, false
@@ -154,11 +156,11 @@ func (p *fastParser) boolean() (bool, bool) {
 
 // checks reads a non-empty array of check objects, at most lim.maxChecks
 // of them, each with a limit and a key within lim.maxKeyBytes.
-func (p *fastParser) checks(lim inputLimits) ([]Check, bool) {
+func (p *fastParser) checks(lim inputLimits) ([]api.Check, bool) {
 	if !p.byte('[') {
 		return nil, false
 	}
-	out := make([]Check, 0, 1)
+	out := make([]api.Check, 0, 1)
 	for first := true; ; first = false {
 		if !first && p.byte(']') {
 			return out, true
@@ -178,28 +180,28 @@ func (p *fastParser) checks(lim inputLimits) ([]Check, bool) {
 }
 
 // check reads one {"limit","key"[,"cost"]} object in any order.
-func (p *fastParser) check(lim inputLimits) (Check, bool) {
+func (p *fastParser) check(lim inputLimits) (api.Check, bool) {
 	if !p.byte('{') {
-		return Check{}, false
+		return api.Check{}, false
 	}
-	c := Check{Cost: 1}
+	c := api.Check{Cost: 1}
 	var seenCost bool
 	for first := true; ; first = false {
 		if !first && p.byte('}') {
 			break
 		}
 		if !first && !p.byte(',') {
-			return Check{}, false
+			return api.Check{}, false
 		}
 		name, ok := p.raw()
 		if !ok || !p.byte(':') {
-			return Check{}, false
+			return api.Check{}, false
 		}
 		switch string(name) { // compared without a copy
 		case "limit", "key":
 			raw, ok := p.raw()
 			if !ok || len(raw) > lim.maxKeyBytes {
-				return Check{}, false
+				return api.Check{}, false
 			}
 			v := string(raw)
 			dst := &c.Limit
@@ -207,23 +209,23 @@ func (p *fastParser) check(lim inputLimits) (Check, bool) {
 				dst = &c.Key
 			}
 			if *dst != "" {
-				return Check{}, false // given twice
+				return api.Check{}, false // given twice
 			}
 			*dst = v
 		case "cost":
 			if seenCost {
-				return Check{}, false
+				return api.Check{}, false
 			}
 			seenCost = true
 			if c.Cost, ok = p.posInt(); !ok {
-				return Check{}, false
+				return api.Check{}, false
 			}
 		default:
-			return Check{}, false
+			return api.Check{}, false
 		}
 	}
 	if c.Limit == "" || c.Key == "" {
-		return Check{}, false
+		return api.Check{}, false
 	}
 	return c, true
 }
