@@ -1,8 +1,6 @@
 package api
 
-import (
-	"testing"
-)
+import "testing"
 
 func TestEvidenceNames(t *testing.T) {
 	ev := Evidence{Run: "node/a/b/ff", Bucket: 0x1a}

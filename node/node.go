@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/weir-rl/weir/api"
+	"github.com/weir-rl/weir/api/authz"
 	"github.com/weir-rl/weir/api/envoyrls"
 	"github.com/weir-rl/weir/api/grpcapi"
 	"github.com/weir-rl/weir/api/httpapi"
@@ -279,8 +280,8 @@ func (n *Node) Start(ctx context.Context) error {
 	if n.tls != nil {
 		httpTLS, grpcTLS = n.tls.ServerConfig(), n.tls.ServerConfig()
 	}
-	public := api.AuthorizingDecider(n, n.authConfig())
-	httpLn, n.httpSrv = newHTTPServer(httpLn, httpapi.RequireTokens(httpapi.NewHandler(public, api.AuthorizingOperator(n, n.authConfig()), n.httpConfig(), metricsHandler, n.log), n.authConfig()), lim, httpTLS, n.log)
+	public := authz.Decider(n, n.authConfig())
+	httpLn, n.httpSrv = newHTTPServer(httpLn, httpapi.RequireTokens(httpapi.NewHandler(public, authz.Operator(n, n.authConfig()), n.httpConfig(), metricsHandler, n.log), n.authConfig()), lim, httpTLS, n.log)
 	grpcLn = limitListener(grpcLn, lim)
 	unaryAuth, streamAuth := grpcapi.AuthInterceptors(n.authConfig())
 	n.grpcSrv = grpc.NewServer(grpcServerOptions(lim, grpcTLS, unaryAuth, streamAuth)...)

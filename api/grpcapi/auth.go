@@ -6,7 +6,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
-	"github.com/weir-rl/weir/api"
+	"github.com/weir-rl/weir/api/authz"
 )
 
 // tokenKey is the metadata key of a bare caller token, the HTTP API's
@@ -21,14 +21,14 @@ func credential(ctx context.Context) string {
 		return v[0]
 	}
 	if v := md.Get("authorization"); len(v) > 0 {
-		return api.Bearer(v[0])
+		return authz.Bearer(v[0])
 	}
 	return ""
 }
 
 // authenticate returns ctx with the caller's token, or the status error
 // that refuses the call. Without a policy ctx is returned unchanged.
-func authenticate(ctx context.Context, cfg api.AuthConfig) (context.Context, error) {
+func authenticate(ctx context.Context, cfg authz.Config) (context.Context, error) {
 	t, err := cfg.Credential(credential(ctx))
 	if err != nil {
 		return ctx, Status(err).Err()
@@ -36,7 +36,7 @@ func authenticate(ctx context.Context, cfg api.AuthConfig) (context.Context, err
 	if t == nil { // no policy: the API is open
 		return ctx, nil
 	}
-	return api.WithCaller(ctx, t), nil
+	return authz.WithCaller(ctx, t), nil
 }
 
 // AuthInterceptors returns the unary and stream server interceptors that
@@ -46,7 +46,7 @@ func authenticate(ctx context.Context, cfg api.AuthConfig) (context.Context, err
 // request is read, counted by cfg.OnFailure. The caller's token goes into
 // the call's context for the authorizing Decider. Without a policy every
 // call passes as it came.
-func AuthInterceptors(cfg api.AuthConfig) (grpc.UnaryServerInterceptor, grpc.StreamServerInterceptor) {
+func AuthInterceptors(cfg authz.Config) (grpc.UnaryServerInterceptor, grpc.StreamServerInterceptor) {
 	unary := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 		ctx, err := authenticate(ctx, cfg)
 		if err != nil {

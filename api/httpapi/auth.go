@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/weir-rl/weir/api"
+	"github.com/weir-rl/weir/api/authz"
 	"github.com/weir-rl/weir/auth"
 )
 
@@ -24,7 +25,7 @@ func credential(r *http.Request) string {
 	if cred := r.Header.Get(TokenHeader); cred != "" {
 		return cred
 	}
-	return api.Bearer(r.Header.Get("Authorization"))
+	return authz.Bearer(r.Header.Get("Authorization"))
 }
 
 // RequireTokens wraps the HTTP API h with authentication under cfg's
@@ -35,7 +36,7 @@ func credential(r *http.Request) string {
 // forbidden). A refusal is counted by cfg.OnFailure. The caller's token
 // goes into the request's context for the authorizing Decider and
 // Operator h was built with. Without a policy h is served as is.
-func RequireTokens(h http.Handler, cfg api.AuthConfig) http.Handler {
+func RequireTokens(h http.Handler, cfg authz.Config) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		metrics := r.URL.Path == "/metrics"
 		if openPath(r.URL.Path) || (metrics && !cfg.ProtectMetrics) {
@@ -59,7 +60,7 @@ func RequireTokens(h http.Handler, cfg api.AuthConfig) http.Handler {
 			h.ServeHTTP(w, r)
 			return
 		}
-		h.ServeHTTP(w, r.WithContext(api.WithCaller(r.Context(), t)))
+		h.ServeHTTP(w, r.WithContext(authz.WithCaller(r.Context(), t)))
 	})
 }
 

@@ -6,24 +6,24 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/weir-rl/weir/api"
+	"github.com/weir-rl/weir/api/authz"
 	"github.com/weir-rl/weir/auth"
 	"github.com/weir-rl/weir/internal/apitest"
 )
 
 // testAuthConfig is apitest.Policy in force, recording refusals in
 // failures.
-func testAuthConfig(t *testing.T, failures *[]auth.Reason) api.AuthConfig {
+func testAuthConfig(t *testing.T, failures *[]auth.Reason) authz.Config {
 	t.Helper()
 	p := apitest.Policy(t)
-	return api.AuthConfig{Policy: func() *auth.Policy { return p }, OnFailure: func(r auth.Reason) { *failures = append(*failures, r) }}
+	return authz.Config{Policy: func() *auth.Policy { return p }, OnFailure: func(r auth.Reason) { *failures = append(*failures, r) }}
 }
 
 func TestRequireTokensHTTP(t *testing.T) {
 	var failures []auth.Reason
 	cfg := testAuthConfig(t, &failures)
 	f := &apitest.Decider{}
-	srv := httptest.NewServer(RequireTokens(NewHandler(api.AuthorizingDecider(f, cfg), nil, DefaultConfig(), http.NotFoundHandler(), nil), cfg))
+	srv := httptest.NewServer(RequireTokens(NewHandler(authz.Decider(f, cfg), nil, DefaultConfig(), http.NotFoundHandler(), nil), cfg))
 	defer srv.Close()
 	do := func(tok, header, body string) int {
 		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/take", strings.NewReader(body))
