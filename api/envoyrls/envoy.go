@@ -214,7 +214,7 @@ func NewServer(d api.Decider, cfg Config) rlsv3.RateLimitServiceServer {
 }
 
 // Register registers NewServer(d, cfg) on s, typically the same
-// *grpc.Server as RegisterGRPC.
+// *grpc.Server as grpcapi.Register.
 func Register(s grpc.ServiceRegistrar, d api.Decider, cfg Config) {
 	rlsv3.RegisterRateLimitServiceServer(s, NewServer(d, cfg))
 }
