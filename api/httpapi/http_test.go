@@ -1,123 +1,18 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/weir-rl/weir/api"
 	"github.com/weir-rl/weir/internal/apitest"
 )
-
-// syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-type testServer struct {
-	*httptest.Server
-	f   *apitest.Decider
-	log *syncBuffer
-}
-
-func newTestServer(t *testing.T, f *apitest.Decider, cfg Config) *testServer {
-	t.Helper()
-	metrics := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-		_, _ = io.WriteString(w, "weir_up 1\n")
-	})
-	logs := &syncBuffer{}
-	logger := slog.New(slog.NewTextHandler(logs, nil))
-	srv := httptest.NewServer(NewHandler(f, nil, cfg, metrics, logger))
-	t.Cleanup(srv.Close)
-	return &testServer{Server: srv, f: f, log: logs}
-}
-
-type reply struct {
-	status int
-	header http.Header
-	body   string // without the trailing newline
-}
-
-// do sends one request and checks what every response shares: JSON content
-// type and no caching (except /metrics).
-func (s *testServer) do(t *testing.T, method, path string, body io.Reader) reply {
-	t.Helper()
-	req, err := http.NewRequest(method, s.URL+path, body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := s.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if path != "/metrics" {
-		if got := resp.Header.Get("Content-Type"); got != "application/json" {
-			t.Errorf("%s %s: Content-Type %q, want application/json", method, path, got)
-		}
-		if got := resp.Header.Get("Cache-Control"); got != "no-store" {
-			t.Errorf("%s %s: Cache-Control %q, want no-store", method, path, got)
-		}
-	}
-	return reply{status: resp.StatusCode, header: resp.Header, body: strings.TrimSuffix(string(b), "\n")}
-}
-
-func (s *testServer) post(t *testing.T, path, body string) reply {
-	t.Helper()
-	return s.do(t, http.MethodPost, path, strings.NewReader(body))
-}
-
-func (s *testServer) get(t *testing.T, path string) reply {
-	t.Helper()
-	return s.do(t, http.MethodGet, path, nil)
-}
-
-func wantStatus(t *testing.T, r reply, status int, body string) {
-	t.Helper()
-	if r.status != status || r.body != body {
-		t.Fatalf("got %d %s\nwant %d %s", r.status, r.body, status, body)
-	}
-}
-
-// wantHeaders checks exact header values; "" means the header is absent.
-func wantHeaders(t *testing.T, r reply, want map[string]string) {
-	t.Helper()
-	for k, v := range want {
-		got, present := r.header[http.CanonicalHeaderKey(k)]
-		switch {
-		case v == "" && present:
-			t.Errorf("header %s = %q, want absent", k, got)
-		case v != "" && (len(got) != 1 || got[0] != v):
-			t.Errorf("header %s = %q, want %q", k, got, v)
-		}
-	}
-}
 
 func TestTakeAllowed(t *testing.T) {
 	s := newTestServer(t, &apitest.Decider{}, DefaultConfig())
@@ -315,10 +210,6 @@ func TestTakeBadInput(t *testing.T) {
 	}
 }
 
-func jsonQuote(s string) string {
-	return `"` + strings.ReplaceAll(s, `"`, `\"`) + `"`
-}
-
 // The bounds are inclusive: a 512-byte key and 100 checks reach the Decider.
 func TestTakeAtBounds(t *testing.T) {
 	s := newTestServer(t, &apitest.Decider{}, DefaultConfig())
@@ -388,85 +279,6 @@ func TestBodyTooLarge(t *testing.T) {
 	wantStatus(t, small.post(t, "/v1/take", padded(65)), 413, `{"error":"request_too_large"}`)
 	if r := small.post(t, "/v1/take", padded(64)); r.status != 200 {
 		t.Fatalf("64-byte body with MaxBodyBytes 64: %d", r.status)
-	}
-}
-
-func TestLeases(t *testing.T) {
-	s := newTestServer(t, &apitest.Decider{}, DefaultConfig())
-
-	r := s.post(t, "/v1/leases", `{"limit":"export-db","key":"tenant:acme","ttl_ms":30000,"wait_ms":250,"holder":"worker-3"}`)
-	wantStatus(t, r, 201, `{"id":"l-1","fencing_token":17,"ttl_ms":30000}`)
-	wantHeaders(t, r, map[string]string{
-		"Location":         "/v1/leases/l-1",
-		"RateLimit-Policy": `"export-db";q=8;qu="concurrent-requests"`,
-		"RateLimit":        "", "Retry-After": "",
-	})
-	want := api.AcquireRequest{Limit: "export-db", Key: "tenant:acme", Holder: "worker-3", TTL: 30 * time.Second, Wait: 250 * time.Millisecond}
-	if got := s.f.Acquires[0]; got != want {
-		t.Fatalf("Acquire got %+v, want %+v", got, want)
-	}
-
-	wantStatus(t, s.post(t, "/v1/leases/l-1/renew", `{"ttl_ms":10000}`), 200, `{"ttl_ms":10000}`)
-	wantStatus(t, s.post(t, "/v1/leases/l-1/renew", ``), 200, `{"ttl_ms":30000}`)
-	if got := s.f.Renews; len(got) != 2 || got[0] != (apitest.RenewCall{ID: "l-1", TTL: 10 * time.Second}) || got[1] != (apitest.RenewCall{ID: "l-1", TTL: 0}) {
-		t.Fatalf("Renew got %+v", got)
-	}
-
-	r = s.do(t, http.MethodDelete, "/v1/leases/l-1", nil)
-	wantStatus(t, r, 204, "")
-	r = s.do(t, http.MethodDelete, "/v1/leases/l-1", nil)
-	wantStatus(t, r, 204, "")
-	if got := s.f.Releases; len(got) != 2 || got[0] != "l-1" {
-		t.Fatalf("Release got %q", got)
-	}
-}
-
-func TestLeaseRefused(t *testing.T) {
-	f := &apitest.Decider{AcquireFn: func(api.AcquireRequest) (api.AcquireResponse, error) {
-		return api.AcquireResponse{Granted: false, Permits: 8, RetryAfter: 1200 * time.Millisecond}, nil
-	}}
-	s := newTestServer(t, f, DefaultConfig())
-	r := s.post(t, "/v1/leases", `{"limit":"export-db","key":"tenant:secret"}`)
-	wantStatus(t, r, 429, `{"error":"concurrency_limit_exceeded","limit":"export-db","retry_after_ms":1200}`)
-	wantHeaders(t, r, map[string]string{
-		"RateLimit-Policy":      `"export-db";q=8;qu="concurrent-requests"`,
-		"RateLimit":             `"export-db";r=0;t=2`,
-		"Retry-After":           "2",
-		"X-RateLimit-Limit":     "8",
-		"X-RateLimit-Remaining": "0",
-		"X-RateLimit-Reset":     "2",
-		"Location":              "",
-	})
-}
-
-func TestLeaseErrors(t *testing.T) {
-	f := &apitest.Decider{RenewFn: func(string, time.Duration) (time.Duration, error) {
-		return 0, api.Errorf(api.CodeNotFound, "lease expired or unknown")
-	}}
-	s := newTestServer(t, f, DefaultConfig())
-	wantStatus(t, s.post(t, "/v1/leases/gone/renew", `{}`), 404, `{"error":"not_found","detail":"lease expired or unknown"}`)
-	calls := s.f.Calls()
-
-	for _, tc := range []struct{ path, body, detail string }{
-		{"/v1/leases", `{"limit":"export-db","key":"k","ttl_ms":-1}`, "ttl_ms must not be negative"},
-		{"/v1/leases", `{"limit":"export-db","key":"k","wait_ms":-1}`, "wait_ms must not be negative"},
-		{"/v1/leases", `{"limit":"export-db","key":"k","ttl_ms":9223372036855}`, "ttl_ms is too large"},
-		{"/v1/leases", `{"limit":"export-db","key":"k","ttl_ms":1.5}`, "ttl_ms: want an integer, got number 1.5"},
-		{"/v1/leases", `{"limit":"export-db","key":""}`, "key is empty"},
-		{"/v1/leases", `{"limit":"export-db","key":"` + strings.Repeat("k", 513) + `"}`, "key is 513 bytes, over the 512-byte maximum"},
-		{"/v1/leases", `{"limit":"export-db","key":"k","holder":"` + strings.Repeat("h", 513) + `"}`, "holder is 513 bytes, over the 512-byte maximum"},
-		{"/v1/leases", `{"limit":"export-db","key":"k","ttl":5}`, `unknown field "ttl"`},
-		{"/v1/leases/l-1/renew", `{"ttl_ms":-5}`, "ttl_ms must not be negative"},
-		{"/v1/leases/l-1/renew", `{"ttl_ms":"5"}`, "ttl_ms: want an integer, got string"},
-		{"/v1/leases/" + strings.Repeat("x", 2049) + "/renew", ``, "lease id is 2049 bytes, over the 2048-byte maximum"},
-		{"/v1/leases/%FF/renew", ``, "lease id is not valid UTF-8"},
-	} {
-		wantStatus(t, s.post(t, tc.path, tc.body), 400, `{"error":"invalid_request","detail":`+jsonQuote(tc.detail)+`}`)
-	}
-	wantStatus(t, s.do(t, http.MethodDelete, "/v1/leases/"+strings.Repeat("x", 2049), nil), 400,
-		`{"error":"invalid_request","detail":"lease id is 2049 bytes, over the 2048-byte maximum"}`)
-	if n := s.f.Calls(); n != calls {
-		t.Fatalf("Decider called %d times for bad input", n-calls)
 	}
 }
 
