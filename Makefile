@@ -50,9 +50,11 @@ $(LINT):
 lint: $(LINT)
 	$(LINT) run $(PKGS)
 
-# Generated protobuf code is committed; proto regenerates it and
-# proto-check fails when the committed code is stale. protoc comes from
-# Debian's protobuf-compiler; the Go plugins are pinned here.
+# Generated protobuf code is committed beside its .proto files (api/weirv1,
+# transport and transport/peerpb); proto regenerates it and proto-check
+# fails when the committed code is stale or a .proto sits where proto.sh
+# does not look. protoc comes from Debian's protobuf-compiler; the Go
+# plugins are pinned here.
 PROTOC_GEN_GO      := $(BIN)/protoc-gen-go
 PROTOC_GEN_GO_GRPC := $(BIN)/protoc-gen-go-grpc
 $(PROTOC_GEN_GO):
@@ -67,6 +69,8 @@ proto-check:
 	@if ! command -v protoc >/dev/null; then \
 		if [ "$$CI" = "true" ]; then echo "protoc missing in CI"; exit 1; fi; \
 		echo "proto-check skipped: protoc not installed (apt-get install protobuf-compiler)"; exit 0; fi; \
+	stray=$$(find . -name '*.proto' -not -path './api/weirv1/*' -not -path './transport/*' -not -path './bin/*'); \
+	if [ -n "$$stray" ]; then echo "proto files outside api/weirv1 and transport: $$stray"; exit 1; fi; \
 	tmp=$$(mktemp -d); files=$$(find api transport -name '*.pb.go'); \
 	for f in $$files; do mkdir -p $$tmp/$$(dirname $$f); cp $$f $$tmp/$$f; done; \
 	$(MAKE) --no-print-directory proto >/dev/null || exit 1; \

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"net/http"
 	"strconv"
 	"time"
@@ -12,7 +13,7 @@ import (
 //	RateLimit-Policy: "<limit>";q=<capacity>;w=<window seconds, rounded up>
 //	RateLimit:        "<limit>";r=<remaining>;t=<seconds, see below>
 //	Retry-After:      <seconds>                 (429 only)
-//	X-RateLimit-Limit: <capacity>               (legacy trio, HTTPConfig.LegacyHeaders)
+//	X-RateLimit-Limit: <capacity>               (the legacy trio, when legacy is true)
 //	X-RateLimit-Remaining: <remaining>
 //	X-RateLimit-Reset: <t>                      (delta seconds, same number as t)
 //
@@ -20,25 +21,30 @@ import (
 // Retry-After, the wait until the request's cost fits; for an allowed result,
 // ceil(reset_after) — the wait until the bucket is full again. w is omitted
 // when the decider reports no window. Concurrency limits advertise
-// qu="concurrent-requests" and no w.
+// qu="concurrent-requests" and no w. A limit name outside printable ASCII
+// has those bytes replaced by '_'; '"' and '\' are escaped.
 
-// denialSeconds is the whole-second wait sent with a denial: the retry hint
-// rounded up, and at least 1 so that no client is told to retry at once.
-func denialSeconds(retry time.Duration) int64 {
+// DenialSeconds is the whole-second wait sent with a denial (Retry-After,
+// and t in the RateLimit field): retry rounded up, and at least 1 so that
+// no client is told to retry at once.
+func DenialSeconds(retry time.Duration) int64 {
 	return max(1, secondsUp(retry))
 }
 
 // resetSeconds is the t parameter (and X-RateLimit-Reset) for a result.
 func resetSeconds(r Result) int64 {
 	if !r.Allowed {
-		return denialSeconds(r.RetryAfter)
+		return DenialSeconds(r.RetryAfter)
 	}
 	return secondsUp(r.ResetAfter)
 }
 
-// setRateLimitHeaders sets the RateLimit fields (and the legacy trio when
-// legacy is true) for one result of a rate limit.
-func setRateLimitHeaders(h http.Header, r Result, legacy bool) {
+// SetResultHeaders sets on h the RateLimit-Policy and RateLimit fields
+// (and the legacy trio when legacy is true) for one result of a rate limit,
+// in the formats above; it sets no Retry-After. It is what POST /v1/take
+// sends for the result HeaderResult picks, and Envoy's service the same
+// fields without the trio.
+func SetResultHeaders(h http.Header, r Result, legacy bool) {
 	t := resetSeconds(r)
 	remaining := max(0, r.Remaining)
 	// Every value is written into one buffer and cut out of one string,
@@ -85,9 +91,12 @@ func setRateLimitHeaders(h http.Header, r Result, legacy bool) {
 	}
 }
 
-// setLeaseHeaders sets the headers of a concurrency limit: the policy always,
-// and for a refusal the RateLimit field, Retry-After and the legacy trio.
-func setLeaseHeaders(h http.Header, limit string, resp AcquireResponse, legacy bool) {
+// SetLeaseHeaders sets on h the headers of an answer about a concurrency
+// limit: RateLimit-Policy with q the permits and qu="concurrent-requests"
+// always, and for a refusal the RateLimit field (r=0), Retry-After and,
+// when legacy is true, the legacy trio, all with DenialSeconds of the
+// Decider's retry hint.
+func SetLeaseHeaders(h http.Header, limit string, resp AcquireResponse, legacy bool) {
 	name := sfString(make([]byte, 0, 64), limit)
 	b := append([]byte(nil), name...)
 	b = append(b, ";q="...)
@@ -97,7 +106,7 @@ func setLeaseHeaders(h http.Header, limit string, resp AcquireResponse, legacy b
 	if resp.Granted {
 		return
 	}
-	t := denialSeconds(resp.RetryAfter)
+	t := DenialSeconds(resp.RetryAfter)
 	b = append(b[:0], name...)
 	b = append(b, ";r=0;t="...)
 	b = strconv.AppendInt(b, t, 10)
@@ -138,7 +147,7 @@ func sfString(b []byte, s string) []byte {
 // of an application (api/middleware) use it so that their answers carry the
 // same headers as Weir's own.
 func SetHeaders(h http.Header, resp TakeResponse, legacy bool) {
-	res, ok := headerResult(resp.Results)
+	res, ok := HeaderResult(resp.Results)
 	if !ok {
 		return
 	}
@@ -146,9 +155,9 @@ func SetHeaders(h http.Header, resp TakeResponse, legacy bool) {
 		res.Allowed = false // a single-check take: the overall decision is its decision
 		res.RetryAfter = max(res.RetryAfter, resp.RetryAfter)
 	}
-	setRateLimitHeaders(h, res, legacy)
+	SetResultHeaders(h, res, legacy)
 	if !resp.Allowed {
-		h.Set("Retry-After", strconv.FormatInt(denialSeconds(max(resp.RetryAfter, res.RetryAfter)), 10))
+		h.Set("Retry-After", strconv.FormatInt(DenialSeconds(max(resp.RetryAfter, res.RetryAfter)), 10))
 	}
 }
 
@@ -159,10 +168,54 @@ func SetHeaders(h http.Header, resp TakeResponse, legacy bool) {
 // names the limit and never the key.
 func WriteDenied(w http.ResponseWriter, status int, resp TakeResponse, legacy bool) {
 	SetHeaders(w.Header(), resp, legacy)
-	res, _ := headerResult(resp.Results)
-	writeJSON(w, status, denialBody{
+	res, _ := HeaderResult(resp.Results)
+	WriteJSON(w, status, deniedBody{
 		Error:        "rate_limit_exceeded",
 		Limit:        res.Limit,
 		RetryAfterMs: msUp(max(resp.RetryAfter, res.RetryAfter)),
 	})
+}
+
+// deniedBody is /v1/check's denial: it names the limit but never the key.
+type deniedBody struct {
+	Error        string `json:"error"`
+	Limit        string `json:"limit"`
+	RetryAfterMs int64  `json:"retry_after_ms"`
+}
+
+// HeaderResult picks the result whose rate-limit headers a take carries: the
+// first denied one, else the allowed one with the least remaining (the first
+// of equals). ok is false when there are no results. Every front end that
+// answers with headers picks this way.
+func HeaderResult(results []Result) (r Result, ok bool) {
+	best := -1
+	for i, res := range results {
+		if !res.Allowed {
+			return res, true
+		}
+		if best < 0 || res.Remaining < results[best].Remaining {
+			best = i
+		}
+	}
+	if best < 0 {
+		return Result{}, false
+	}
+	return results[best], true
+}
+
+// WriteJSON writes v as JSON with status, as the HTTP API writes every
+// answer: Content-Type application/json, Cache-Control no-store (an answer
+// is a decision or about one, never cacheable) and a trailing newline. Only
+// types that always encode should be given; should v fail to encode, the
+// answer is 500 {"error":"internal_error"}.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil { // only our own types are marshalled; they always encode
+		status, b = http.StatusInternalServerError, []byte(`{"error":"internal_error"}`)
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
 }

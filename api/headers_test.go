@@ -1,8 +1,11 @@
 package api
 
 import (
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -51,7 +54,7 @@ func TestRounding(t *testing.T) {
 // A result without a window omits w; negative remaining is clamped to 0.
 func TestRateLimitHeadersEdges(t *testing.T) {
 	h := http.Header{}
-	setRateLimitHeaders(h, Result{Limit: "x", Allowed: true, Remaining: -2, Capacity: 1}, false)
+	SetResultHeaders(h, Result{Limit: "x", Allowed: true, Remaining: -2, Capacity: 1}, false)
 	if got := h.Get("RateLimit-Policy"); got != `"x";q=1` {
 		t.Errorf("policy %s", got)
 	}
@@ -87,5 +90,40 @@ func TestSetHeadersAndWriteDenied(t *testing.T) {
 	if rec.Code != 403 || rec.Body.String() != `{"error":"rate_limit_exceeded","limit":"export","retry_after_ms":500}`+"\n" ||
 		rec.Header().Get("Retry-After") != "1" || rec.Header().Get("Cache-Control") != "no-store" {
 		t.Fatalf("WriteDenied: %d %v %q", rec.Code, rec.Header(), rec.Body.String())
+	}
+}
+
+// TestSetRateLimitHeadersIsHeaderSet: the direct map writes give what
+// Header.Set gives, under canonical keys, for many results.
+func TestSetRateLimitHeadersIsHeaderSet(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 500 {
+		r := Result{
+			Limit: []string{"export", "a\"b", "é", ""}[rng.IntN(4)], Allowed: rng.IntN(2) == 0,
+			Remaining: rng.Int64N(1<<40) - 5, Capacity: rng.Int64N(1 << 40),
+			RetryAfter: time.Duration(rng.Int64N(int64(time.Hour))), ResetAfter: time.Duration(rng.Int64N(int64(time.Hour))),
+			Window: time.Duration(rng.Int64N(int64(time.Hour))) * time.Duration(rng.IntN(2)),
+		}
+		legacy := rng.IntN(2) == 0
+		got := http.Header{}
+		SetResultHeaders(got, r, legacy)
+		want := http.Header{}
+		t0 := resetSeconds(r)
+		rem := max(0, r.Remaining)
+		name := string(sfString(nil, r.Limit))
+		policy := name + ";q=" + strconv.FormatInt(r.Capacity, 10)
+		if w := secondsUp(r.Window); w > 0 {
+			policy += ";w=" + strconv.FormatInt(w, 10)
+		}
+		want.Set("RateLimit-Policy", policy)
+		want.Set("RateLimit", name+";r="+strconv.FormatInt(rem, 10)+";t="+strconv.FormatInt(t0, 10))
+		if legacy {
+			want.Set("X-RateLimit-Limit", strconv.FormatInt(r.Capacity, 10))
+			want.Set("X-RateLimit-Remaining", strconv.FormatInt(rem, 10))
+			want.Set("X-RateLimit-Reset", strconv.FormatInt(t0, 10))
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%+v legacy=%v:\n got %v\nwant %v", r, legacy, got, want)
+		}
 	}
 }

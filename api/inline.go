@@ -3,8 +3,6 @@ package api
 import (
 	"strconv"
 	"unicode/utf8"
-
-	"github.com/weir-rl/weir/api/weirv1"
 )
 
 // InlineLimit is a rate limit's parameters sent with a check instead of a
@@ -65,36 +63,6 @@ func checkInlines(checks []Check) *Error {
 		}
 	}
 	return nil
-}
-
-// wireInline is an inline limit in a JSON take: the limits file's field
-// names.
-type wireInline struct {
-	Algorithm string `json:"algorithm"`
-	Capacity  int64  `json:"capacity"`
-	Burst     int64  `json:"burst"`
-	Limit     int64  `json:"limit"`
-	Rate      string `json:"rate"`
-	Window    string `json:"window"`
-}
-
-// inlineOf converts a JSON inline limit; nil stays nil.
-func (w *wireInline) inlineOf() *InlineLimit {
-	if w == nil {
-		return nil
-	}
-	return &InlineLimit{Algorithm: w.Algorithm, Capacity: w.Capacity, Burst: w.Burst, Limit: w.Limit, Rate: w.Rate, Window: w.Window}
-}
-
-// inlineFromProto converts a gRPC inline limit; nil stays nil.
-func inlineFromProto(m *weirv1.InlineLimit) *InlineLimit {
-	if m == nil {
-		return nil
-	}
-	return &InlineLimit{
-		Algorithm: m.GetAlgorithm(), Capacity: m.GetCapacity(), Burst: m.GetBurst(),
-		Limit: m.GetLimit(), Rate: m.GetRate(), Window: m.GetWindow(),
-	}
 }
 
 // String formats an inline limit the way the limits file would hold it,

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/weir-rl/weir/api"
+	"github.com/weir-rl/weir/api/grpcapi"
+	"github.com/weir-rl/weir/api/httpapi"
 	"github.com/weir-rl/weir/api/weirv1"
 	"github.com/weir-rl/weir/node"
 )
@@ -73,7 +75,7 @@ func (w *discardWriter) reset() {
 // connection handling costs is the empty-handler ceiling of make bench.
 func BenchmarkHTTPTake(b *testing.B) {
 	n := benchNode(b)
-	h := api.NewHTTPHandler(n, api.DefaultHTTPConfig(), nil, nil)
+	h := httpapi.NewHandler(n, n, httpapi.DefaultConfig(), nil, nil)
 	body := []byte(`{"checks":[{"limit":"bench","key":"k0","cost":1}]}`)
 	req := httptest.NewRequest(http.MethodPost, "/v1/take", nil)
 	rd := bytes.NewReader(body)
@@ -95,7 +97,7 @@ func BenchmarkHTTPTake(b *testing.B) {
 // measures).
 func BenchmarkGRPCTake(b *testing.B) {
 	n := benchNode(b)
-	s := api.NewGRPCServer(n, api.DefaultGRPCConfig())
+	s := grpcapi.NewServer(n, grpcapi.DefaultConfig())
 	ctx := context.Background()
 	req := &weirv1.TakeRequest{Checks: []*weirv1.Check{{Limit: "bench", Key: "k0", Cost: 1}}}
 	b.ReportAllocs()
@@ -111,7 +113,7 @@ func BenchmarkGRPCTake(b *testing.B) {
 // goroutines on one hot key.
 func BenchmarkHTTPTakeParallel(b *testing.B) {
 	n := benchNode(b)
-	h := api.NewHTTPHandler(n, api.DefaultHTTPConfig(), nil, nil)
+	h := httpapi.NewHandler(n, n, httpapi.DefaultConfig(), nil, nil)
 	const body = `{"checks":[{"limit":"bench","key":"k0","cost":1}]}`
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {

@@ -7,7 +7,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/weir-rl/weir/api"
+	"github.com/weir-rl/weir/api/envoyrls"
+	"github.com/weir-rl/weir/api/httpapi"
 	"github.com/weir-rl/weir/api/resp"
 	"github.com/weir-rl/weir/bucket"
 	"github.com/weir-rl/weir/internal/dedup"
@@ -46,7 +47,7 @@ type Config struct {
 	// domain it accepts; "" accepts any). Its Rules and Now are set by the
 	// node, and its MaxKeyBytes is replaced by HTTP.MaxKeyBytes, the one
 	// key bound.
-	Envoy api.EnvoyConfig
+	Envoy envoyrls.Config
 	// EnvoyConfigDir is a directory of envoyproxy/ratelimit configuration
 	// files (*.yaml, *.yml; package envoyconf), watched and reloaded like
 	// the limits file. With it, Envoy's rate limit service decides by those
@@ -57,7 +58,7 @@ type Config struct {
 	// key limits). Its MaxKeyBytes (default 512; 0 means the default) is
 	// the key bound of every surface: HTTP, gRPC, Envoy and peers' forwards
 	// are all checked against it by the engine.
-	HTTP api.HTTPConfig
+	HTTP httpapi.Config
 	// SweepInterval is how often idle, fully refilled buckets are evicted. Default 10s; 0 disables.
 	SweepInterval time.Duration
 	// Clustered turns on gossip and the peer service. Off, the node is a
@@ -113,9 +114,9 @@ func DefaultConfig() Config {
 		Store:           bucket.DefaultConfig(),
 		FallbackStore:   fb,
 		Leases:          lease.DefaultConfig(),
-		HTTP:            api.DefaultHTTPConfig(),
+		HTTP:            httpapi.DefaultConfig(),
 		RESP:            resp.DefaultConfig(),
-		Envoy:           api.DefaultEnvoyConfig(),
+		Envoy:           envoyrls.DefaultConfig(),
 		SweepInterval:   10 * time.Second,
 		ShutdownTimeout: 10 * time.Second,
 		Clustered:       true,
@@ -222,7 +223,7 @@ func (c Config) maxKeyBytes() int {
 	if c.HTTP.MaxKeyBytes > 0 {
 		return c.HTTP.MaxKeyBytes
 	}
-	return api.DefaultHTTPConfig().MaxKeyBytes
+	return httpapi.DefaultConfig().MaxKeyBytes
 }
 
 // PeerListenAddr returns the address the peer service listens on:

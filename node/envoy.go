@@ -15,7 +15,7 @@ import (
 // noEnvoyRules without one (the generic_key mapping).
 type envoySource interface {
 	// current returns the configuration in force; nil selects the
-	// generic_key mapping (api.EnvoyConfig.Rules).
+	// generic_key mapping (envoyrls.Config.Rules).
 	current() *envoyconf.Config
 	// merge returns base with the rules' limits added.
 	merge(base *limits.File) (*limits.File, error)

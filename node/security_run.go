@@ -7,7 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/weir-rl/weir/api"
+	"github.com/weir-rl/weir/api/authz"
 	"github.com/weir-rl/weir/api/resp"
 	"github.com/weir-rl/weir/auth"
 	"github.com/weir-rl/weir/internal/filewatch"
@@ -129,8 +129,8 @@ func (n *Node) ReloadTokens() error {
 func (n *Node) TokenPolicy() *auth.Policy { return n.tokens.Load() }
 
 // authConfig is the caller authentication of the public API.
-func (n *Node) authConfig() api.AuthConfig {
-	return api.AuthConfig{
+func (n *Node) authConfig() authz.Config {
+	return authz.Config{
 		Policy:         n.tokens.Load,
 		ProtectMetrics: n.cfg.Security.ProtectMetrics,
 		OnFailure:      func(r auth.Reason) { n.sm.authFailures.WithLabelValues(string(r)).Inc() },
@@ -159,7 +159,7 @@ func (n *Node) respConfig() resp.Config {
 		}
 		rc.Context = func(ctx context.Context, p any) context.Context {
 			t, _ := p.(*auth.Token)
-			return api.WithCaller(ctx, t)
+			return authz.WithCaller(ctx, t)
 		}
 	}
 	return rc

@@ -11,7 +11,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
 
-	"github.com/weir-rl/weir/api"
+	"github.com/weir-rl/weir/api/authz"
+	"github.com/weir-rl/weir/api/envoyrls"
+	"github.com/weir-rl/weir/api/grpcapi"
+	"github.com/weir-rl/weir/api/httpapi"
 	"github.com/weir-rl/weir/api/resp"
 	"github.com/weir-rl/weir/node/cluster"
 	"github.com/weir-rl/weir/transport"
@@ -81,20 +84,22 @@ func (n *Node) publicServers() ([]net.Listener, []func(net.Listener)) {
 	if n.tls != nil {
 		httpTLS, grpcTLS = n.tls.ServerConfig(), n.tls.ServerConfig()
 	}
-	public := api.AuthorizingDecider(n, n.authConfig())
+	ac := n.authConfig()
+	public := authz.Decider(n, ac)
 	metricsHandler := promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{})
-	httpLn, httpSrv := newHTTPServer(n.httpLn, api.RequireTokens(api.NewHTTPHandler(public, n.httpConfig(), metricsHandler, n.log), n.authConfig()), lim, httpTLS, n.log)
-	unaryAuth, streamAuth := api.GRPCAuth(n.authConfig())
+	handler := httpapi.NewHandler(public, authz.Operator(n, ac), n.httpConfig(), metricsHandler, n.log)
+	httpLn, httpSrv := newHTTPServer(n.httpLn, httpapi.RequireTokens(handler, ac), lim, httpTLS, n.log)
+	unaryAuth, streamAuth := grpcapi.AuthInterceptors(ac)
 	n.httpSrv, n.grpcSrv = httpSrv, grpc.NewServer(grpcServerOptions(lim, grpcTLS, unaryAuth, streamAuth)...)
 	// One key bound for every surface: the engine's (Config.HTTP.MaxKeyBytes).
-	gc := api.DefaultGRPCConfig()
+	gc := grpcapi.DefaultConfig()
 	gc.MaxKeyBytes = n.cfg.maxKeyBytes()
-	api.RegisterGRPC(n.grpcSrv, public, gc)
+	grpcapi.Register(n.grpcSrv, public, gc)
 	envoyCfg := n.cfg.Envoy
 	envoyCfg.MaxKeyBytes = n.cfg.maxKeyBytes()
 	envoyCfg.Now = n.clock
 	envoyCfg.Rules = n.envoy.current
-	api.RegisterEnvoy(n.grpcSrv, public, envoyCfg)
+	envoyrls.Register(n.grpcSrv, public, envoyCfg)
 	lns := []net.Listener{httpLn, limitListener(n.grpcLn, lim)}
 	serve := []func(net.Listener){
 		func(ln net.Listener) {
@@ -145,7 +150,7 @@ func (n *Node) listen() ([3]net.Listener, error) {
 }
 
 // httpConfig is Config.HTTP with the key bound in force.
-func (n *Node) httpConfig() api.HTTPConfig {
+func (n *Node) httpConfig() httpapi.Config {
 	hc := n.cfg.HTTP
 	hc.MaxKeyBytes = n.cfg.maxKeyBytes()
 	return hc

@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"fmt"
-	"math"
 	"time"
 
 	"google.golang.org/grpc"
@@ -155,25 +154,4 @@ func fromSource(s weirv1.Source) api.Source {
 		return api.SourceFallback
 	}
 	return api.SourceOwner
-}
-
-// fromMs converts a wire millisecond figure; negative figures (never sent
-// by a server) become zero.
-func fromMs(ms int64) time.Duration {
-	switch {
-	case ms <= 0:
-		return 0
-	case ms > math.MaxInt64/int64(time.Millisecond):
-		return math.MaxInt64
-	}
-	return time.Duration(ms) * time.Millisecond
-}
-
-// toMs converts a duration to whole milliseconds for the wire, rounding up
-// so that a caller never gets less than it asked for.
-func toMs(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	return int64((d + time.Millisecond - 1) / time.Millisecond)
 }

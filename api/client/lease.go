@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/weir-rl/weir/api"
 	"github.com/weir-rl/weir/api/weirv1"
 )
 
@@ -126,7 +127,7 @@ func (c *Client) Acquire(ctx context.Context, limit, key string, opts AcquireOpt
 	sent := time.Now()
 	m, toOwner := c.r.pickFor(limit, key)
 	resp, err := m.rpc.Acquire(ctx, &weirv1.AcquireRequest{
-		Limit: limit, Key: key, Holder: opts.Holder, TtlMs: toMs(opts.TTL), WaitMs: toMs(opts.Wait),
+		Limit: limit, Key: key, Holder: opts.Holder, TtlMs: api.MillisUp(opts.TTL), WaitMs: api.MillisUp(opts.Wait),
 	})
 	if err != nil {
 		if retryable(ctx, err) {
@@ -136,7 +137,7 @@ func (c *Client) Acquire(ctx context.Context, limit, key string, opts AcquireOpt
 	}
 	c.r.observe(m, resp.GetRingEpoch(), toOwner && resp.GetForwarded())
 	if !resp.GetGranted() {
-		return nil, &RefusedError{RetryAfter: fromMs(resp.GetRetryAfterMs())}
+		return nil, &RefusedError{RetryAfter: api.MillisDuration(resp.GetRetryAfterMs())}
 	}
 	if resp.GetId() == "" {
 		return nil, errors.New("client: acquire: the node granted a lease without an id")
@@ -148,7 +149,7 @@ func (c *Client) Acquire(ctx context.Context, limit, key string, opts AcquireOpt
 	l.ctx, l.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
 	// The lifetime runs from the node's grant, which is after sent: an
 	// expiry counted from sent is never later than the node's.
-	go l.renew(sent.Add(fromMs(resp.GetTtlMs())), fromMs(resp.GetTtlMs()))
+	go l.renew(sent.Add(api.MillisDuration(resp.GetTtlMs())), api.MillisDuration(resp.GetTtlMs()))
 	return l, nil
 }
 
@@ -255,13 +256,13 @@ func (l *Lease) renew(expiry time.Time, ttl time.Duration) {
 			return
 		}
 		rctx, cancel := context.WithDeadline(l.ctx, expiry)
-		resp, err := l.rpc.Renew(rctx, &weirv1.RenewRequest{Id: l.id, TtlMs: toMs(l.askTTL)})
+		resp, err := l.rpc.Renew(rctx, &weirv1.RenewRequest{Id: l.id, TtlMs: api.MillisUp(l.askTTL)})
 		cancel()
 		switch {
 		case l.ctx.Err() != nil: // closed meanwhile
 			return
 		case err == nil:
-			ttl = fromMs(resp.GetTtlMs())
+			ttl = api.MillisDuration(resp.GetTtlMs())
 			expiry = sent.Add(ttl)
 			lastErr = nil
 			t.Reset(time.Until(sent.Add(l.every(ttl))))

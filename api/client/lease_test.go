@@ -373,11 +373,11 @@ func TestMsConversions(t *testing.T) {
 		d  time.Duration
 		ms int64
 	}{{0, 0}, {-time.Second, 0}, {time.Nanosecond, 1}, {time.Millisecond, 1}, {1500 * time.Microsecond, 2}, {300 * time.Millisecond, 300}} {
-		if got := toMs(tc.d); got != tc.ms {
-			t.Errorf("toMs(%v) = %d, want %d", tc.d, got, tc.ms)
+		if got := api.MillisUp(tc.d); got != tc.ms {
+			t.Errorf("api.MillisUp(%v) = %d, want %d", tc.d, got, tc.ms)
 		}
 	}
-	if fromMs(-5) != 0 || fromMs(7) != 7*time.Millisecond || fromMs(math.MaxInt64) != math.MaxInt64 {
-		t.Error("fromMs does not clamp")
+	if api.MillisDuration(-5) != 0 || api.MillisDuration(7) != 7*time.Millisecond || api.MillisDuration(math.MaxInt64) != math.MaxInt64 {
+		t.Error("api.MillisDuration does not clamp")
 	}
 }

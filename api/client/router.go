@@ -326,7 +326,7 @@ func (r *router) pickFor(limit, key string) (*member, bool) {
 func takeFromProto(resp *weirv1.TakeResponse) api.TakeResponse {
 	out := api.TakeResponse{
 		Allowed:      resp.GetAllowed(),
-		RetryAfter:   fromMs(resp.GetRetryAfterMs()),
+		RetryAfter:   api.MillisDuration(resp.GetRetryAfterMs()),
 		RulesVersion: resp.GetRulesVersion(),
 		Results:      make([]api.Result, len(resp.GetResults())),
 		RingEpoch:    resp.GetRingEpoch(),
@@ -338,10 +338,10 @@ func takeFromProto(resp *weirv1.TakeResponse) api.TakeResponse {
 			Allowed:    r.GetAllowed(),
 			Remaining:  r.GetRemaining(),
 			Capacity:   r.GetCapacity(),
-			RetryAfter: fromMs(r.GetRetryAfterMs()),
-			ResetAfter: fromMs(r.GetResetAfterMs()),
+			RetryAfter: api.MillisDuration(r.GetRetryAfterMs()),
+			ResetAfter: api.MillisDuration(r.GetResetAfterMs()),
 			Source:     fromSource(r.GetSource()),
-			Window:     fromMs(r.GetWindowMs()),
+			Window:     api.MillisDuration(r.GetWindowMs()),
 		}
 	}
 	return out

@@ -13,7 +13,7 @@ import (
 // numeric field means its default. Validate reports negative values.
 type Config struct {
 	// MaxKeyBytes bounds a key, a limit name and a lease holder, in bytes,
-	// as in api.HTTPConfig. Default 512.
+	// as in httpapi.Config. Default 512 (api.DefaultMaxKeyBytes).
 	MaxKeyBytes int
 	// MaxChecks bounds the checks of one WEIR.MTAKE. Default 100.
 	MaxChecks int
@@ -28,7 +28,7 @@ type Config struct {
 	MaxBulkBytes int
 	// MaxRequestBytes bounds the arguments of one command together, in
 	// bytes; more is a protocol error. Default 1 MiB, like
-	// api.HTTPConfig.MaxBodyBytes. A connection holds at most its 16 KiB
+	// httpapi.Config.MaxBodyBytes. A connection holds at most its 16 KiB
 	// read buffer, one command's arguments and MaxPipeline answers.
 	MaxRequestBytes int
 	// MaxPipeline is how many pipelined commands are answered before the
@@ -72,10 +72,9 @@ type Config struct {
 
 // DefaultConfig returns the defaults documented on each field.
 func DefaultConfig() Config {
-	h := api.DefaultHTTPConfig()
 	return Config{
-		MaxKeyBytes:     h.MaxKeyBytes,
-		MaxChecks:       h.MaxChecks,
+		MaxKeyBytes:     api.DefaultMaxKeyBytes,
+		MaxChecks:       api.DefaultMaxChecks,
 		MaxArgs:         512,
 		MaxBulkBytes:    4096,
 		MaxRequestBytes: 1 << 20,

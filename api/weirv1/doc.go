@@ -1,7 +1,7 @@
 // Package weirv1 is the generated Go code of Weir's public gRPC contract,
-// api/weir/v1/limiter.proto (service weir.v1.Limiter). Do not edit the
+// limiter.proto in this directory (service weir.v1.Limiter). Do not edit the
 // *.pb.go files: change the .proto and run `make proto` (scripts/proto.sh).
 //
-// The server side lives in package api (NewGRPCServer); callers use
+// The server side lives in package api/grpcapi (NewServer); callers use
 // NewLimiterClient on a *grpc.ClientConn.
 package weirv1

@@ -1,4 +1,4 @@
-// Weir's public gRPC contract. The HTTP API (api/doc.go) has the same
+// Weir's public gRPC contract. The HTTP API (api/httpapi/doc.go) has the same
 // semantics; both are served by one decision engine.
 //
 // Units: every duration is an integer number of milliseconds. Retry and reset

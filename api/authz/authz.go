@@ -1,0 +1,114 @@
+package authz
+
+import (
+	"context"
+	"strings"
+
+	"github.com/weir-rl/weir/api"
+	"github.com/weir-rl/weir/auth"
+)
+
+// Config configures caller authentication and authorisation. The zero
+// value leaves the API open.
+type Config struct {
+	// Policy returns the policy in force. Nil, or a nil answer, means no
+	// tokens file: every call is allowed, as without authentication.
+	Policy func() *auth.Policy
+	// ProtectMetrics requires a token with the read scope for GET
+	// /metrics. Default false: /metrics is open.
+	ProtectMetrics bool
+	// OnFailure is called once for every refused request with the reason
+	// (the node counts weir_auth_failures_total{reason}). Nil ignores them.
+	OnFailure func(auth.Reason)
+}
+
+func (c Config) policy() *auth.Policy {
+	if c.Policy == nil {
+		return nil
+	}
+	return c.Policy()
+}
+
+func (c Config) failed(r auth.Reason) {
+	if c.OnFailure != nil {
+		c.OnFailure(r)
+	}
+}
+
+// Credential authenticates a bare credential, as a front end extracted it
+// from its request (an HTTP header, gRPC metadata, the Redis protocol's
+// AUTH password), against the policy in force. It returns the caller's
+// token, or nil when there is no policy (the API is open), or a
+// CodeUnauthenticated *api.Error for a missing or unknown credential,
+// counted by OnFailure.
+func (c Config) Credential(cred string) (*auth.Token, error) {
+	p := c.policy()
+	if p == nil {
+		return nil, nil
+	}
+	a := p.Authenticate(cred)
+	if !a.OK() {
+		c.failed(a.Reason)
+		return nil, refusal(a, auth.ScopeDecide, "")
+	}
+	return a.Token, nil
+}
+
+// Authorize checks t, a caller's token that Credential returned, for scope
+// on (limit, key) (see auth.Token.Authorize). A refusal is a CodeForbidden
+// *api.Error, or CodeUnauthenticated for a nil t, counted by OnFailure. It
+// does not consult the policy: with none in force there is no token and
+// nothing to check.
+func (c Config) Authorize(t *auth.Token, scope auth.Scope, limit, key string) error {
+	if t == nil {
+		c.failed(auth.ReasonMissing)
+		return refusal(auth.Answer{Outcome: auth.Unauthenticated, Reason: auth.ReasonMissing}, scope, limit)
+	}
+	if ans := t.Authorize(scope, limit, key); !ans.OK() {
+		c.failed(ans.Reason)
+		return refusal(ans, scope, limit)
+	}
+	return nil
+}
+
+// authorize checks the caller of ctx for scope on (limit, key) under the
+// policy in force; with none, every call is allowed.
+func (c Config) authorize(ctx context.Context, scope auth.Scope, limit, key string) error {
+	if c.policy() == nil {
+		return nil
+	}
+	return c.Authorize(CallerFrom(ctx), scope, limit, key)
+}
+
+type callerKey struct{}
+
+// WithCaller returns ctx carrying the caller's token, as authenticated by
+// a front end.
+func WithCaller(ctx context.Context, t *auth.Token) context.Context {
+	return context.WithValue(ctx, callerKey{}, t)
+}
+
+// CallerFrom returns the caller's token carried by ctx, or nil.
+func CallerFrom(ctx context.Context) *auth.Token {
+	t, _ := ctx.Value(callerKey{}).(*auth.Token)
+	return t
+}
+
+// Bearer returns the token of an "Authorization: Bearer TOKEN" value (the
+// scheme in any case), or "" for any other value.
+func Bearer(v string) string {
+	const p = "bearer "
+	if len(v) > len(p) && strings.EqualFold(v[:len(p)], p) {
+		return strings.TrimSpace(v[len(p):])
+	}
+	return ""
+}
+
+// refusal is the *api.Error for a refused answer.
+func refusal(a auth.Answer, scope auth.Scope, limit string) *api.Error {
+	code := api.CodeForbidden
+	if a.Outcome == auth.Unauthenticated {
+		code = api.CodeUnauthenticated
+	}
+	return &api.Error{Code: code, Detail: a.Detail(scope, limit)}
+}

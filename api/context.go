@@ -1,0 +1,49 @@
+package api
+
+import "context"
+
+// This file holds what front ends pass to a Decider in a request's context
+// besides the caller (package api/authz): the take's request id and the
+// mark of a call that asks for the ring alone.
+
+// MaxRequestIDBytes bounds a take's request id (weir.v1.TakeRequest
+// request_id).
+const MaxRequestIDBytes = 32
+
+// requestIDKey is the context key of a take's request id.
+type requestIDKey struct{}
+
+// WithRequestID returns ctx carrying a take's request id, which the
+// transports set from the caller's request and a Decider reads with
+// RequestID: the owner deciding the take answers a repeated id with its
+// first decision (deduplication). An empty id is no id.
+func WithRequestID(ctx context.Context, id string) context.Context {
+	if id == "" {
+		return ctx
+	}
+	return context.WithValue(ctx, requestIDKey{}, id)
+}
+
+// RequestID returns the request id WithRequestID put in ctx, or "".
+func RequestID(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey{}).(string)
+	return id
+}
+
+// WithoutRequestID returns ctx with no request id, for a part of a take
+// that must not be deduplicated.
+func WithoutRequestID(ctx context.Context) context.Context {
+	return context.WithValue(ctx, requestIDKey{}, "")
+}
+
+// ringKey marks a context whose Cluster call only publishes the ring.
+type ringKey struct{}
+
+// ForRing returns ctx marked as asking for the ring alone: the front ends
+// mark the Cluster call behind GetRing and GET /v1/ring with it, and the
+// caller policy (package api/authz) serves that call to a token with the
+// decide scope, since a cluster-aware client routes its takes by the ring.
+func ForRing(ctx context.Context) context.Context { return context.WithValue(ctx, ringKey{}, true) }
+
+// IsRingRequest reports whether ctx was marked by ForRing.
+func IsRingRequest(ctx context.Context) bool { v, _ := ctx.Value(ringKey{}).(bool); return v }
