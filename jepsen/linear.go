@@ -80,8 +80,8 @@ import (
 // [from, until] treated as possibly decided up to until: its Return moved
 // there. A stopped process (SIGSTOP) keeps the requests it had read, or that
 // wait in its sockets, and forwards them to their owner when it resumes,
-// seconds after its clients gave up (jepsen 3-pause, seed 167850: a take
-// sent as the pause began was decided 4 s later, one token no one saw).
+// seconds after its clients gave up: a take sent just as the pause began
+// can be decided seconds later, a token spent that no answer showed.
 // ops is not modified.
 func HeldUntil(ops []Op, nodes map[string]bool, from, until int64) []Op {
 	out := slices.Clone(ops)

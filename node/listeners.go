@@ -65,11 +65,6 @@ func grpcServerOptions(l ServerLimits, tlsCfg *tls.Config, unary grpc.UnaryServe
 	if tlsCfg != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsCfg)))
 	}
-	if unary != nil {
-		opts = append(opts, grpc.ChainUnaryInterceptor(unary))
-	}
-	if stream != nil {
-		opts = append(opts, grpc.ChainStreamInterceptor(stream))
-	}
+	opts = append(opts, grpc.ChainUnaryInterceptor(unary), grpc.ChainStreamInterceptor(stream))
 	return opts
 }

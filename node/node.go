@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"net"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,9 +14,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/weir-rl/weir/api"
-	"github.com/weir-rl/weir/api/resp"
 	"github.com/weir-rl/weir/auth"
-	"github.com/weir-rl/weir/internal/tlsreload"
 	"github.com/weir-rl/weir/node/cluster"
 	"github.com/weir-rl/weir/node/engine"
 	"github.com/weir-rl/weir/node/limits"
@@ -58,18 +55,18 @@ type Node struct {
 	merged  atomic.Pointer[limits.File]
 	mergeMu sync.Mutex
 	eng     *engine.Engine
-	members members             // *cluster.Cluster, or alone
-	tls     *tlsreload.Reloader // nil: the public API is plaintext
+	members members   // *cluster.Cluster, or alone
+	tls     publicTLS // plaintext{} without a certificate
 	sm      *securityMetrics
 	tokens  atomic.Pointer[auth.Policy] // nil: no tokens file, the API is open
 
-	mu       sync.Mutex // guards the fields below
-	httpLn   net.Listener
-	grpcLn   net.Listener
-	respLn   net.Listener // nil when RESPAddr is ""
-	respSrv  *resp.Server
-	httpSrv  *http.Server
-	grpcSrv  *grpc.Server
+	mu      sync.Mutex // guards the fields below
+	httpLn  net.Listener
+	grpcLn  net.Listener
+	respLn  net.Listener // nil when RESPAddr is ""
+	grpcSrv *grpc.Server
+	// stops shut the HTTP and (when on) RESP servers down gracefully.
+	stops    []func(context.Context) error
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 	started  bool

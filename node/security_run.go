@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 
@@ -26,6 +27,7 @@ func (n *Node) newSecurity() error {
 		}
 		n.tokens.Store(p)
 	}
+	n.tls = plaintext{}
 	if sec.TLS.Enabled() {
 		r, err := tlsreload.New(sec.TLS, n.log, n.onTLSReload)
 		if err != nil {
@@ -35,6 +37,26 @@ func (n *Node) newSecurity() error {
 	}
 	return nil
 }
+
+// publicTLS is the public listeners' TLS: a tlsreload.Reloader serving
+// certificate files that reload when they change, or plaintext.
+type publicTLS interface {
+	// ServerConfig returns the listeners' TLS configuration; nil serves
+	// plaintext.
+	ServerConfig() *tls.Config
+	// Run watches the certificate files until ctx ends.
+	Run(ctx context.Context) error
+	// Reload re-reads the certificate files.
+	Reload() error
+}
+
+// plaintext is the publicTLS of a node without a certificate: no TLS,
+// nothing to watch or reload.
+type plaintext struct{}
+
+func (plaintext) ServerConfig() *tls.Config { return nil }
+func (plaintext) Run(context.Context) error { return nil }
+func (plaintext) Reload() error             { return nil }
 
 // onTLSReload counts a certificate reload attempt.
 func (n *Node) onTLSReload(err error) {
@@ -60,23 +82,16 @@ func (n *Node) runSecurity(ctx context.Context) {
 			}
 		})
 	}
-	if r := n.tls; r != nil {
-		n.goRun(func() {
-			if err := r.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
-				n.log.Warn("TLS certificate watch stopped", "err", err)
-			}
-		})
-	}
+	n.goRun(func() {
+		if err := n.tls.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			n.log.Warn("TLS certificate watch stopped", "err", err)
+		}
+	})
 }
 
 // ReloadTLS re-reads the public TLS certificate files, as on SIGHUP. It
 // does nothing without TLS.
-func (n *Node) ReloadTLS() error {
-	if n.tls == nil {
-		return nil
-	}
-	return n.tls.Reload()
-}
+func (n *Node) ReloadTLS() error { return n.tls.Reload() }
 
 // securityMetrics count what the security layer refuses and reloads.
 type securityMetrics struct {
@@ -145,9 +160,7 @@ func (n *Node) authConfig() authz.Config {
 // the other APIs.
 func (n *Node) respConfig() resp.Config {
 	rc := n.cfg.RESP
-	if n.tls != nil {
-		rc.TLS = n.tls.ServerConfig()
-	}
+	rc.TLS = n.tls.ServerConfig()
 	if n.cfg.Security.TokensFile != "" {
 		ac := n.authConfig()
 		rc.Authenticate = func(_ context.Context, _, password string) (any, error) {

@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -65,9 +64,11 @@ func (n *Node) Start(ctx context.Context) error {
 		}
 	})
 	n.goRun(func() { n.eng.Run(runCtx) })
-	attrs := []any{"node", n.cfg.NodeName, "http", n.httpLn.Addr().String(), "grpc", n.grpcLn.Addr().String()}
-	if n.respLn != nil {
-		attrs = append(attrs, "resp", n.respLn.Addr().String())
+	attrs := []any{"node", n.cfg.NodeName}
+	for i, name := range []string{"http", "grpc", "resp"} {
+		if i < len(serving) {
+			attrs = append(attrs, name, serving[i].Addr().String())
+		}
 	}
 	n.log.Info("serving", attrs...)
 	return nil
@@ -80,17 +81,15 @@ func (n *Node) Start(ctx context.Context) error {
 // with n.mu held.
 func (n *Node) publicServers() ([]net.Listener, []func(net.Listener)) {
 	lim := n.cfg.Security.Limits.withDefaults()
-	var httpTLS, grpcTLS *tls.Config
-	if n.tls != nil {
-		httpTLS, grpcTLS = n.tls.ServerConfig(), n.tls.ServerConfig()
-	}
+	httpTLS, grpcTLS := n.tls.ServerConfig(), n.tls.ServerConfig()
 	ac := n.authConfig()
 	public := authz.Decider(n, ac)
 	metricsHandler := promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{})
 	handler := httpapi.NewHandler(public, authz.Operator(n, ac), n.httpConfig(), metricsHandler, n.log)
 	httpLn, httpSrv := newHTTPServer(n.httpLn, httpapi.RequireTokens(handler, ac), lim, httpTLS, n.log)
 	unaryAuth, streamAuth := grpcapi.AuthInterceptors(ac)
-	n.httpSrv, n.grpcSrv = httpSrv, grpc.NewServer(grpcServerOptions(lim, grpcTLS, unaryAuth, streamAuth)...)
+	n.grpcSrv = grpc.NewServer(grpcServerOptions(lim, grpcTLS, unaryAuth, streamAuth)...)
+	n.stops = []func(context.Context) error{httpSrv.Shutdown}
 	// One key bound for every surface: the engine's (Config.HTTP.MaxKeyBytes).
 	gc := grpcapi.DefaultConfig()
 	gc.MaxKeyBytes = n.cfg.maxKeyBytes()
@@ -103,7 +102,7 @@ func (n *Node) publicServers() ([]net.Listener, []func(net.Listener)) {
 	lns := []net.Listener{httpLn, limitListener(n.grpcLn, lim)}
 	serve := []func(net.Listener){
 		func(ln net.Listener) {
-			if err := n.httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				n.log.Error("http server stopped", "err", err)
 			}
 		},
@@ -113,11 +112,12 @@ func (n *Node) publicServers() ([]net.Listener, []func(net.Listener)) {
 			}
 		},
 	}
-	if n.respLn != nil {
-		n.respSrv = resp.New(public, n.respConfig(), n.log)
+	if n.cfg.RESPAddr != "" {
+		respSrv := resp.New(public, n.respConfig(), n.log)
+		n.stops = append(n.stops, respSrv.Shutdown)
 		lns = append(lns, limitListener(n.respLn, lim))
 		serve = append(serve, func(ln net.Listener) {
-			if err := n.respSrv.Serve(ln); err != nil && !errors.Is(err, resp.ErrServerClosed) {
+			if err := respSrv.Serve(ln); err != nil && !errors.Is(err, resp.ErrServerClosed) {
 				n.log.Error("resp server stopped", "err", err)
 			}
 		})
@@ -205,12 +205,9 @@ func (n *Node) Shutdown(ctx context.Context) error {
 		n.grpcSrv.GracefulStop()
 		close(done)
 	}()
-	if e := n.httpSrv.Shutdown(ctx); e != nil {
-		err = fmt.Errorf("node: http shutdown: %w", e)
-	}
-	if n.respSrv != nil {
-		if e := n.respSrv.Shutdown(ctx); e != nil && err == nil {
-			err = fmt.Errorf("node: resp shutdown: %w", e)
+	for i, stop := range n.stops {
+		if e := stop(ctx); e != nil && err == nil {
+			err = fmt.Errorf("node: %s shutdown: %w", [...]string{"http", "resp"}[i], e)
 		}
 	}
 	select {

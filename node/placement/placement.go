@@ -366,9 +366,11 @@ func (s *Snapshot) Serve(now time.Time, limit, key, from string, proxied bool, m
 // sender's keys: its routing view lacks itself, so the sender owns them
 // there only because it is going, and its lease table was handed to that
 // very sender; unlike a take, which pulls the sender's bucket back (Serve's
-// SenderMoved), an acquire would grant from the empty table (jepsen 5-skew,
-// seed 167850: a leaving owner granted a fifth lease of four). The sender
-// answers from its ceiling instead.
+// SenderMoved), an acquire would grant from the empty table: a peer that
+// has not yet seen the owner leave forwards an acquire to it, and the
+// leaving owner, whose leases the peer already holds, would grant one
+// permit more than the limit has. The sender answers from its ceiling
+// instead.
 func (s *Snapshot) ServesLease(limit, key, from string) bool {
 	v := s.st.View
 	if !s.Joined() {

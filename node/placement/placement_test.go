@@ -130,8 +130,8 @@ func TestJoinRule(t *testing.T) {
 	}
 	// Serve too: a restarted node that its peers already see alive, whose
 	// own view is still itself alone, must not decide what they forward
-	// (jepsen 5-skew, seed 167850: one take decided from a fresh bucket
-	// 2 ms after the restart, +1 over the whole run).
+	// (a peer forwards to the restarted node at once, and a take decided
+	// from its fresh bucket is one token over the limit).
 	s = New(c, State{View: alone, Joined: true, Changed: t0})
 	if got := s.Serve(t0, limit, k, "n2", false, Mark{}); got != (Placement{Reason: NotJoined}) {
 		t.Errorf("Serve before the view holds a peer: %+v, want not-joined", got)

@@ -40,8 +40,12 @@ type Membership struct {
 	view    atomic.Pointer[ring.View]
 	changes chan *ring.View
 	joined  atomic.Bool
-	rounds  atomic.Uint64 // completed rejoin rounds (observed by tests)
-	left    atomic.Bool   // Leave was called
+	// logViews is set by Start: the view New publishes (this member
+	// alone, before any gossip) is not worth a log line, and a node logs
+	// its own first line before it starts.
+	logViews atomic.Bool
+	rounds   atomic.Uint64 // completed rejoin rounds (observed by tests)
+	left     atomic.Bool   // Leave was called
 
 	mu      sync.Mutex // guards tbl, epoch, closed and the changes channel
 	tbl     *table
@@ -106,6 +110,7 @@ func (r *Membership) Start(ctx context.Context) error {
 		r.life.Unlock()
 		return ErrClosed
 	}
+	r.logViews.Store(true)
 	mc := r.cfg.memberlistConfig()
 	mc.Delegate = delegate{q: r.q, meta: &r.meta}
 	mc.Events = delegate{q: r.q, meta: &r.meta}
@@ -295,7 +300,9 @@ func (r *Membership) publishLocked() {
 		}
 		r.changes <- v // the single publisher holds r.mu: the slot is free
 	}
-	r.log.Info("gossip: view", "epoch", v.Epoch, "known", len(v.Members), "live", v.Live, "majority", v.Majority)
+	if r.logViews.Load() {
+		r.log.Info("gossip: view", "epoch", v.Epoch, "known", len(v.Members), "live", v.Live, "majority", v.Majority)
+	}
 }
 
 // eventLoop applies memberlist events, expires failed members (checked
