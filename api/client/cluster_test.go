@@ -281,25 +281,42 @@ func TestDialRoutesEveryTakeToItsOwner(t *testing.T) {
 	if !agrees(c, n1, "wide", ks) {
 		t.Fatal("the client's owners differ from the node's")
 	}
-	tc.waitSettled(c)
-	before := tc.forwards()
-	owners := map[string]int{}
-	for _, k := range ks {
-		resp, err := c.Take(t.Context(), api.Check{Limit: "wide", Key: k, Cost: 1})
-		if err != nil {
-			t.Fatalf("take %s: %v", k, err)
+	// A false suspicion on a loaded machine changes a member's view and
+	// may route a key through a forward; a pass whose answers carry more
+	// than one ring epoch is run again once settled, three times at most.
+	var before float64
+	for attempt := 1; ; attempt++ {
+		tc.waitSettled(c)
+		before = tc.forwards()
+		owners := map[string]int{}
+		epochs := map[uint64]bool{}
+		var bad string
+		for _, k := range ks {
+			resp, err := c.Take(t.Context(), api.Check{Limit: "wide", Key: k, Cost: 1})
+			if err != nil {
+				t.Fatalf("take %s: %v", k, err)
+			}
+			epochs[resp.RingEpoch] = true
+			if bad == "" && (!resp.Allowed || resp.Forwarded || resp.Results[0].Source != api.SourceOwner || resp.RingEpoch == 0) {
+				bad = fmt.Sprintf("take %s = %+v; want allowed, decided by its owner, not forwarded, with an epoch", k, resp)
+			}
+			o, _ := c.Owner("wide", k)
+			owners[o]++
 		}
-		if !resp.Allowed || resp.Forwarded || resp.Results[0].Source != api.SourceOwner || resp.RingEpoch == 0 {
-			t.Fatalf("take %s = %+v; want allowed, decided by its owner, not forwarded, with an epoch", k, resp)
+		after := tc.forwards()
+		if len(epochs) > 1 && attempt < 3 {
+			continue // the ring moved under the pass
 		}
-		o, _ := c.Owner("wide", k)
-		owners[o]++
-	}
-	if len(owners) != 3 {
-		t.Fatalf("keys went to %v; want all three members", owners)
-	}
-	if after := tc.forwards(); after != before {
-		t.Fatalf("members forwarded %v batches during routed takes; want none", after-before)
+		if bad != "" {
+			t.Fatal(bad)
+		}
+		if len(owners) != 3 {
+			t.Fatalf("keys went to %v; want all three members", owners)
+		}
+		if after != before {
+			t.Fatalf("members forwarded %v batches during routed takes; want none", after-before)
+		}
+		break
 	}
 	// A multi-check over one hash tag goes to the tag's owner as one step.
 	resp, err := c.Take(t.Context(), api.Check{Limit: "wide", Key: "{t1}a"}, api.Check{Limit: "exact", Key: "{t1}b"})

@@ -30,7 +30,14 @@ const (
 // everything is stopped in t.Cleanup.
 func startNode(t *testing.T) (*client.Client, weirv1.LimiterClient) {
 	t.Helper()
-	n, err := node.New(node.LocalConfig(), node.Deps{})
+	return startNodeAt(t, nil)
+}
+
+// startNodeAt is startNode with the node deciding on clock (nil: the real
+// clock).
+func startNodeAt(t *testing.T, clock func() time.Time) (*client.Client, weirv1.LimiterClient) {
+	t.Helper()
+	n, err := node.New(node.LocalConfig(), node.Deps{Clock: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,18 +200,20 @@ func TestNodeWithLeaseReleases(t *testing.T) {
 	allFree(t, c, "tenant:p")
 }
 
-// TestNodeRenewalOutlivesTTL holds every permit with 1s leases, renewed
-// every 200ms, for three lifetimes: the renewals keep all of them, while a
+// TestNodeRenewalOutlivesTTL holds every permit with 2s leases, renewed
+// every 200ms, for two lifetimes: the renewals keep all of them, while a
 // lease nobody renews, taken at the same time under another key, is gone.
+// Each renewal has 1.8 s of slack on the real clock; the exact timing of
+// renewals is the synctest tests' (lease_test.go).
 func TestNodeRenewalOutlivesTTL(t *testing.T) {
 	c, raw := startNode(t)
-	const ttl = time.Second
+	const ttl = 2 * time.Second
 	unrenewed, err := raw.Acquire(t.Context(), &weirv1.AcquireRequest{Limit: limit, Key: "tenant:control", TtlMs: ttl.Milliseconds()})
 	if err != nil || !unrenewed.GetGranted() || unrenewed.GetTtlMs() != ttl.Milliseconds() {
 		t.Fatalf("control acquire = %v, %v", unrenewed, err)
 	}
-	held := fill(t, c, "tenant:r", permits, client.AcquireOptions{TTL: ttl, RenewFraction: 0.2})
-	<-time.After(3 * ttl) // the window the leases must outlive, not a wait for an effect
+	held := fill(t, c, "tenant:r", permits, client.AcquireOptions{TTL: ttl, RenewFraction: 0.1})
+	<-time.After(2 * ttl) // the window the leases must outlive, not a wait for an effect
 	// The server's clock agrees that more than a lifetime passed.
 	if _, err := raw.Renew(t.Context(), &weirv1.RenewRequest{Id: unrenewed.GetId()}); status.Code(err) != codes.NotFound {
 		t.Fatalf("renewing the unrenewed control lease = %v, want NotFound (expired)", err)
@@ -245,7 +254,10 @@ func TestNodeLostLeaseCancelsContext(t *testing.T) {
 }
 
 func TestNodeTakeAndErrors(t *testing.T) {
-	c, _ := startNode(t)
+	// A frozen clock: the export bucket refills 2/s, and the fourth take
+	// must meet it empty however long the first three took.
+	frozen := time.Now()
+	c, _ := startNodeAt(t, func() time.Time { return frozen })
 	resp, err := c.Take(t.Context(), api.Check{Limit: "export", Key: "tenant:t", Cost: 2}, api.Check{Limit: "search", Key: "tenant:t"})
 	if err != nil {
 		t.Fatal(err)

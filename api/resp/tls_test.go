@@ -61,7 +61,7 @@ func TestTLS(t *testing.T) {
 	}()
 	ctx := context.Background()
 	secure := redis.NewClient(&redis.Options{
-		Addr: ln.Addr().String(), MaxRetries: -1,
+		Addr: ln.Addr().String(), MaxRetries: -1, DialTimeout: 10 * time.Second, ReadTimeout: 10 * time.Second,
 		TLSConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
 	})
 	defer secure.Close()
