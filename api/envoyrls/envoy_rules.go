@@ -79,22 +79,9 @@ func (s *server) decideRules(ctx context.Context, cfg *envoyconf.Config, req *rl
 	case len(descs) > s.lim.maxChecks:
 		return nil, status.Errorf(codes.InvalidArgument, "descriptors has %d entries, over the %d maximum", len(descs), s.lim.maxChecks)
 	}
-	matches := make([]envoyconf.Match, len(descs))
-	replacing := map[string]bool{}
-	for i, d := range descs {
-		if d.GetIsNegativeHits() {
-			return nil, status.Errorf(codes.InvalidArgument, "descriptors[%d].is_negative_hits is not supported: a take cannot be refunded", i)
-		}
-		entries := make([]envoyconf.Entry, len(d.GetEntries()))
-		for j, e := range d.GetEntries() {
-			entries[j] = envoyconf.Entry{Key: e.GetKey(), Value: e.GetValue()}
-		}
-		matches[i] = cfg.Match(req.GetDomain(), entries)
-		if r := matches[i].Rule; r != nil {
-			for _, name := range r.Limit.Replaces {
-				replacing[name] = true
-			}
-		}
+	matches, replacing, err := matchRules(cfg, req)
+	if err != nil {
+		return nil, err
 	}
 
 	out := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK, Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(descs))}
@@ -156,6 +143,39 @@ func (s *server) decideRules(ctx context.Context, cfg *envoyconf.Config, req *rl
 			retry = max(retry, res.RetryAfter)
 		}
 	}
+	addRulesHeaders(out, limited, retry)
+	return out, nil
+}
+
+// matchRules matches each descriptor of req against cfg's rules, and
+// collects the limit names the matched rules replace.
+func matchRules(cfg *envoyconf.Config, req *rlsv3.RateLimitRequest) ([]envoyconf.Match, map[string]bool, error) {
+	descs := req.GetDescriptors()
+	matches := make([]envoyconf.Match, len(descs))
+	replacing := map[string]bool{}
+	for i, d := range descs {
+		if d.GetIsNegativeHits() {
+			return nil, nil, status.Errorf(codes.InvalidArgument, "descriptors[%d].is_negative_hits is not supported: a take cannot be refunded", i)
+		}
+		entries := make([]envoyconf.Entry, len(d.GetEntries()))
+		for j, e := range d.GetEntries() {
+			entries[j] = envoyconf.Entry{Key: e.GetKey(), Value: e.GetValue()}
+		}
+		matches[i] = cfg.Match(req.GetDomain(), entries)
+		if r := matches[i].Rule; r != nil {
+			for _, name := range r.Limit.Replaces {
+				replacing[name] = true
+			}
+		}
+	}
+
+	return matches, replacing, nil
+}
+
+// addRulesHeaders sets out's response headers for the result /v1/take
+// would pick among limited (none when no descriptor had a limit), and
+// Retry-After (retry, rounded up) when the answer is OVER_LIMIT.
+func addRulesHeaders(out *rlsv3.RateLimitResponse, limited []api.Result, retry time.Duration) {
 	if hr, ok := api.HeaderResult(limited); ok {
 		h := make(http.Header, 3)
 		api.SetResultHeaders(h, hr, false)
@@ -168,7 +188,6 @@ func (s *server) decideRules(ctx context.Context, cfg *envoyconf.Config, req *rl
 				&corev3.HeaderValue{Key: "Retry-After", Value: strconv.FormatInt(api.DenialSeconds(retry), 10)})
 		}
 	}
-	return out, nil
 }
 
 // envoyHits is envoyproxy/ratelimit's hits for descriptor d: its own
