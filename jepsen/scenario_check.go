@@ -28,81 +28,26 @@ type BucketCheck struct {
 	Pass          bool
 }
 
-// check fills res's verdicts from the history.
+// check fills res's verdicts from the history all, whose phases the fault
+// bounds (before: up to tInject, during: up to tHeal, after: to tEnd; for
+// leases, after ends at tSettle and settled follows): availability,
+// over-admission per bucket, leases and linearizability. It then appends
+// the failures they imply, in that order, and sets res.Pass.
 func check(res *Result, sc ScenarioConfig, all []Op, owner map[BucketID]string, nm Nemesis, n int, tInject, tHeal, tSettle, tEnd int64) {
 	ops := TakeOps(all)
 	phases := []Phase{{"before", 0, tInject}, {"during", tInject, tHeal}, {"after", tHeal, tEnd + 1}}
 	leasePhases := []Phase{phases[0], phases[1], {"after", tHeal, tSettle}, {"settled", tSettle, tEnd + 1}}
-	res.Avail = make(map[string]Availability)
-	for _, p := range phases {
-		res.Avail[p.Name] = Availabilities(ops, p, nil)
-	}
 	hitNames := make(map[string]bool)
 	for _, t := range nm.Targets {
 		hitNames[Name(t)] = true
 	}
-	res.AvailOther = Availabilities(ops, phases[1], func(o Op) bool { return !hitNames[o.Node] })
-	if b := res.Avail["before"]; b.Share() < 0.95 {
-		res.Failures = append(res.Failures, fmt.Sprintf("sanity: only %.1f%% answered before the fault", 100*b.Share()))
-	}
-
-	limits := map[string]Limit{sc.Hot.Name: sc.Hot, sc.Cold.Name: sc.Cold}
+	checkAvail(res, ops, phases, hitNames)
 	fault := sc.Fault
 	if sc.Standalone {
 		fault = None
 	}
-	hotDenied := 0
-	for id, bops := range GroupByBucket(ops) {
-		l := limits[id.Limit]
-		b := l.Bucket()
-		rel := OwnedElsewhere
-		if hitNames[owner[id]] {
-			rel = OwnedByTarget
-		}
-		bd := FaultBound(fault, rel, n)
-		var ownerOps []Op
-		for _, o := range bops {
-			if o.Source == "owner" {
-				ownerOps = append(ownerOps, o)
-			}
-		}
-		allow, nfb := FallbackAllowance(bops, b, bd.Members, math.MinInt64, math.MaxInt64)
-		allowBefore, _ := FallbackAllowance(bops, b, bd.Members, phases[0].Start, phases[0].End)
-		lost := 0.0
-		if bd.LastInterval {
-			lost = LostDebits(bops, hitNames, tInject)
-		}
-		bc := BucketCheck{
-			ID: id, Owner: owner[id], Relation: rel,
-			Whole:         Excess(bops, b, math.MinInt64, math.MaxInt64),
-			Before:        Excess(bops, b, phases[0].Start, phases[0].End),
-			During:        Excess(bops, b, phases[1].Start, phases[1].End),
-			After:         Excess(bops, b, phases[2].Start, phases[2].End),
-			OwnerBefore:   Excess(ownerOps, b, phases[0].Start, phases[0].End),
-			Bound:         bd.Tokens(b, allow, lost),
-			OwnerChanges:  bd.OwnerChanges,
-			Allowance:     allow,
-			Lost:          lost,
-			BoundWhy:      bd.Why,
-			Indeterminate: Indeterminate(bops),
-			Fallbacks:     nfb,
-		}
-		for _, o := range bops {
-			if id.Limit == sc.Hot.Name && o.Result == Denied && o.Call < tInject {
-				hotDenied++
-			}
-		}
-		const eps = 1e-6
-		bc.Pass = bc.OwnerBefore.Excess <= eps && bc.Before.Excess <= allowBefore+eps && bc.Whole.Excess <= bc.Bound+eps
-		if !bc.Pass {
-			res.Detected = true
-		}
-		res.Buckets = append(res.Buckets, bc)
-	}
-	slices.SortFunc(res.Buckets, func(a, b BucketCheck) int {
-		return strings.Compare(a.ID.Limit+"/"+a.ID.Key, b.ID.Limit+"/"+b.ID.Key)
-	})
-	if hotDenied == 0 && tInject > 0 {
+	checkBuckets(res, sc, ops, owner, hitNames, fault, n, phases)
+	if hotDeniedBefore(ops, sc.Hot.Name, tInject) == 0 && tInject > 0 {
 		res.Failures = append(res.Failures, "sanity: hot keys were never denied before the fault (not saturated; the check is vacuous)")
 	}
 	checkLeases(res, sc, all, owner, hitNames, fault, n, leasePhases)
@@ -113,19 +58,115 @@ func check(res *Result, sc ScenarioConfig, all []Op, owner map[BucketID]string, 
 	} else {
 		checkLinear(res, sc, ops)
 	}
-	if sc.ExpectViolation {
+	judgeBuckets(res, sc.ExpectViolation)
+	res.Pass = len(res.Failures) == 0
+}
+
+// checkAvail sets res's availability of the takes ops in each phase, and
+// during the fault on the nodes it did not hit (hit holds the names of
+// those it did). Fewer than 95% answered before the fault fails the run:
+// the cluster was not healthy to begin with.
+func checkAvail(res *Result, ops []Op, phases []Phase, hit map[string]bool) {
+	res.Avail = make(map[string]Availability)
+	for _, p := range phases {
+		res.Avail[p.Name] = Availabilities(ops, p, nil)
+	}
+	res.AvailOther = Availabilities(ops, phases[1], func(o Op) bool { return !hit[o.Node] })
+	if b := res.Avail["before"]; b.Share() < 0.95 {
+		res.Failures = append(res.Failures, fmt.Sprintf("sanity: only %.1f%% answered before the fault", 100*b.Share()))
+	}
+}
+
+// checkBuckets sets res.Buckets to the over-admission verdict of every
+// bucket of the takes ops, sorted by limit and key, under the bound of
+// fault on a cluster of n, and sets res.Detected when a bucket is over its
+// bound. It appends no failure: judgeBuckets does, once the other checks
+// have run.
+func checkBuckets(res *Result, sc ScenarioConfig, ops []Op, owner map[BucketID]string, hit map[string]bool, fault Fault, n int, phases []Phase) {
+	limits := map[string]Limit{sc.Hot.Name: sc.Hot, sc.Cold.Name: sc.Cold}
+	for id, bops := range GroupByBucket(ops) {
+		rel := OwnedElsewhere
+		if hit[owner[id]] {
+			rel = OwnedByTarget
+		}
+		bc := checkBucket(id, bops, limits[id.Limit].Bucket(), owner[id], rel, FaultBound(fault, rel, n), hit, phases)
+		if !bc.Pass {
+			res.Detected = true
+		}
+		res.Buckets = append(res.Buckets, bc)
+	}
+	slices.SortFunc(res.Buckets, func(a, b BucketCheck) int {
+		return strings.Compare(a.ID.Limit+"/"+a.ID.Key, b.ID.Limit+"/"+b.ID.Key)
+	})
+}
+
+// checkBucket is the over-admission verdict of bucket id, b, from its
+// takes bops, under bound bd. It passes when the owner's decisions alone
+// were exact before the fault, the bucket's excess before the fault is
+// within the fallback allowance then, and its excess over the whole run is
+// within bd (with the debits lost in a crashed owner's last interval when
+// bd counts them; phases[1] starts at the inject).
+func checkBucket(id BucketID, bops []Op, b Bucket, owner string, rel Relation, bd Bound, hit map[string]bool, phases []Phase) BucketCheck {
+	var ownerOps []Op
+	for _, o := range bops {
+		if o.Source == "owner" {
+			ownerOps = append(ownerOps, o)
+		}
+	}
+	allow, nfb := FallbackAllowance(bops, b, bd.Members, math.MinInt64, math.MaxInt64)
+	allowBefore, _ := FallbackAllowance(bops, b, bd.Members, phases[0].Start, phases[0].End)
+	lost := 0.0
+	if bd.LastInterval {
+		lost = LostDebits(bops, hit, phases[1].Start)
+	}
+	bc := BucketCheck{
+		ID: id, Owner: owner, Relation: rel,
+		Whole:         Excess(bops, b, math.MinInt64, math.MaxInt64),
+		Before:        Excess(bops, b, phases[0].Start, phases[0].End),
+		During:        Excess(bops, b, phases[1].Start, phases[1].End),
+		After:         Excess(bops, b, phases[2].Start, phases[2].End),
+		OwnerBefore:   Excess(ownerOps, b, phases[0].Start, phases[0].End),
+		Bound:         bd.Tokens(b, allow, lost),
+		OwnerChanges:  bd.OwnerChanges,
+		Allowance:     allow,
+		Lost:          lost,
+		BoundWhy:      bd.Why,
+		Indeterminate: Indeterminate(bops),
+		Fallbacks:     nfb,
+	}
+	const eps = 1e-6
+	bc.Pass = bc.OwnerBefore.Excess <= eps && bc.Before.Excess <= allowBefore+eps && bc.Whole.Excess <= bc.Bound+eps
+	return bc
+}
+
+// hotDeniedBefore counts the takes of ops on limit hot denied before
+// tInject: none means the hot keys were never saturated.
+func hotDeniedBefore(ops []Op, hot string, tInject int64) int {
+	denied := 0
+	for _, o := range ops {
+		if o.Limit == hot && o.Result == Denied && o.Call < tInject {
+			denied++
+		}
+	}
+	return denied
+}
+
+// judgeBuckets appends the failures of res.Buckets' verdicts: one per
+// bucket over its bound or, in the broken-build run (expectViolation),
+// one if no bucket was.
+func judgeBuckets(res *Result, expectViolation bool) {
+	if expectViolation {
 		if !res.Detected {
 			res.Failures = append(res.Failures, "acceptance: the broken build's over-admission went undetected")
 		}
-	} else {
-		for _, bc := range res.Buckets {
-			if !bc.Pass {
-				res.Failures = append(res.Failures, fmt.Sprintf("over-admission: %s/%s (%s, owner %s): excess %.1f > bound %.1f (%d owner changes, %.0f debits of the crashed owner's last interval, fallback allowance %.1f from %d fallback admissions); before the fault: excess %.1f, owner-only %.1f",
-					bc.ID.Limit, bc.ID.Key, bc.Relation, bc.Owner, bc.Whole.Excess, bc.Bound, bc.OwnerChanges, bc.Lost, bc.Allowance, bc.Fallbacks, bc.Before.Excess, bc.OwnerBefore.Excess))
-			}
+		return
+	}
+	for _, bc := range res.Buckets {
+		if !bc.Pass {
+			res.Failures = append(res.Failures, fmt.Sprintf("over-admission: %s/%s (%s, owner %s): excess %.1f > bound %.1f (%d owner changes, %.0f debits of the crashed owner's last interval, fallback allowance %.1f from %d fallback admissions); before the fault: excess %.1f, owner-only %.1f",
+				bc.ID.Limit, bc.ID.Key, bc.Relation, bc.Owner, bc.Whole.Excess, bc.Bound, bc.OwnerChanges, bc.Lost, bc.Allowance, bc.Fallbacks, bc.Before.Excess, bc.OwnerBefore.Excess))
 		}
 	}
-	res.Pass = len(res.Failures) == 0
 }
 
 // checkLeases fills res's lease verdicts. A key over its bound fails the
