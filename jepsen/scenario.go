@@ -163,162 +163,21 @@ func Run(ctx context.Context, sc ScenarioConfig) (Result, error) {
 	}
 	defer c.Close()
 	defer func() { _ = healAll(c) }()
-	n := c.N()
-	res.Nodes = n
-	pr := NewProber(c, Name)
-	defer pr.Close()
-
-	all := make([]int, n)
-	names := make([]string, n)
-	for i := range n {
-		all[i], names[i] = i+1, Name(i+1)
-	}
-	slices.Sort(names)
-	for _, i := range all {
-		if err := c.Start(i); err != nil {
-			return res, err
-		}
-	}
-	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if sc.Standalone {
-		for _, i := range all {
-			if _, err := pr.WaitConverged(wctx, []int{i}, []string{Name(i)}, nil); err != nil {
-				return res, err
-			}
-		}
-	} else if _, err := pr.WaitConverged(wctx, all, names, nil); err != nil {
-		return res, fmt.Errorf("jepsen: cluster did not form: %w", err)
+	res.Nodes = c.N()
+	r := &scenarioRun{sc: sc, res: &res, c: c, n: res.Nodes, pr: NewProber(c, Name)}
+	defer r.pr.Close()
+	if err := r.setUp(ctx); err != nil {
+		return res, err
 	}
 
-	// Targets and keys: one hot key owned by each node, cold keys anywhere.
-	rng := seedFor(sc.Seed, sc.Name)
-	hit := sc.Hit
-	if hit == 0 {
-		hit = 1
-		switch sc.Fault {
-		case Split:
-			hit = n / 2
-		case Ring:
-			hit = n
-		}
-	}
-	perm := rng.Perm(n)
-	nm := Nemesis{Fault: sc.Fault, Loss: sc.Loss}
-	if sc.Fault == Ring {
-		for _, p := range perm {
-			nm.Order = append(nm.Order, p+1)
-		}
-	}
-	for _, p := range perm[:hit] {
-		nm.Targets = append(nm.Targets, p+1)
-	}
-	slices.Sort(nm.Targets)
-	for _, t := range nm.Targets {
-		res.Targets = append(res.Targets, Name(t))
-	}
-	owner, hot, cold, err := pickKeys(wctx, pr, sc, n)
+	stopTraffic := r.startTraffic(ctx)
+	defer stopTraffic()
+	tInject, tHeal, convDone, err := r.playFault(ctx)
 	if err != nil {
 		return res, err
 	}
-	var leaseKeys []string
-	if sc.HoldersPerNode > 0 {
-		if leaseKeys, err = pickLeaseKeys(wctx, pr, sc, n, owner); err != nil {
-			return res, err
-		}
-	}
-	var samples []BucketID
-	for _, k := range hot {
-		samples = append(samples, BucketID{sc.Hot.Name, k})
-	}
-	for _, k := range cold[:min(4, len(cold))] {
-		samples = append(samples, BucketID{sc.Cold.Name, k})
-	}
-	if !sc.Standalone {
-		if _, err := pr.WaitConverged(wctx, all, names, samples); err != nil {
-			return res, fmt.Errorf("jepsen: owners disagree before the run: %w", err)
-		}
-	}
-	cancel()
-
-	// Traffic and the fault.
-	rec := NewRecorder()
-	rec.Event("start", "wall clock "+time.Now().UTC().Format(time.RFC3339Nano)+" (node logs are in UTC)")
-	urls := make(map[string]string, n)
-	for _, i := range all {
-		urls[Name(i)] = c.URL(i)
-	}
-	wl := Workload{
-		HotLimit: sc.Hot.Name, ColdLimit: sc.Cold.Name, HotKeys: hot, ColdKeys: cold,
-		WorkersPerNode: sc.WorkersPerNode, RatePerWorker: sc.RatePerWorker, HotShare: sc.HotShare,
-		Deadline: sc.Deadline, Seed: sc.Seed,
-	}
-	cctx, stopClients := context.WithCancel(ctx)
-	clientsDone := make(chan struct{})
-	lw := LeaseWorkload{
-		Limit: sc.Conc, Keys: leaseKeys, HoldersPerNode: sc.HoldersPerNode,
-		MinHold: sc.MinHold, MaxHold: sc.MaxHold, Pause: 200 * time.Millisecond, AbandonShare: sc.AbandonShare,
-		Deadline: sc.Deadline, Seed: sc.Seed,
-	}
-	go func() {
-		var wg sync.WaitGroup
-		wg.Go(func() { RunClients(cctx, urls, wl, rec) })
-		wg.Go(func() { RunHolders(cctx, urls, lw, n*sc.WorkersPerNode, rec) })
-		wg.Wait()
-		close(clientsDone)
-	}()
-	defer func() { stopClients(); <-clientsDone }()
-
-	tInject, tHeal := int64(0), int64(0)
-	type converged struct {
-		at  int64 // on the recorder's base
-		err error
-	}
-	convDone := make(chan converged, 1)
-	sleep := func(d time.Duration) error {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(d):
-			return nil
-		}
-	}
-	if err := sleep(sc.Before); err != nil {
-		return res, err
-	}
-	if sc.Fault != None {
-		tInject = rec.Event("inject", nm.String())
-		if err := nm.Inject(ctx, c); err != nil {
-			return res, err
-		}
-		if err := sleep(sc.During); err != nil {
-			return res, err
-		}
-		tHeal = rec.Event("heal-start", nm.String())
-		if err := nm.Heal(ctx, c); err != nil {
-			return res, err
-		}
-		rec.Event("heal", nm.String())
-		go func() {
-			cvctx, cancel := context.WithTimeout(ctx, sc.ConvergeWithin)
-			defer cancel()
-			d, err := pr.WaitConverged(cvctx, all, names, samples)
-			var at int64
-			if err == nil {
-				at = rec.Event("converged", d.String())
-				res.Converge = d
-			}
-			convDone <- converged{at, err}
-		}()
-		if err := sleep(sc.After); err != nil {
-			return res, err
-		}
-	} else {
-		convDone <- converged{}
-	}
-	tEnd := rec.Event("end", "")
-	stopClients()
-	<-clientsDone
+	tEnd := r.rec.Event("end", "")
+	stopTraffic()
 	conv := <-convDone
 	if conv.err != nil {
 		res.Failures = append(res.Failures, "convergence: "+conv.err.Error())
@@ -332,11 +191,226 @@ func Run(ctx context.Context, sc ScenarioConfig) (Result, error) {
 		tSettle = min(tEnd+1, conv.at+int64(sc.MaxHold)+sc.Conc.MaxLeaseTTL*int64(time.Millisecond))
 	}
 
-	ops := rec.Ops()
+	ops := r.rec.Ops()
 	slices.SortFunc(ops, func(a, b Op) int { return int(a.ID - b.ID) })
-	check(&res, sc, ops, owner, nm, n, tInject, tHeal, tSettle, tEnd)
+	check(&res, sc, ops, r.owner, r.nm, r.n, tInject, tHeal, tSettle, tEnd)
 	res.Elapsed = time.Since(start)
-	return res, save(sc.Dir, ops, rec.Events(), res)
+	return res, save(sc.Dir, ops, r.rec.Events(), res)
+}
+
+// scenarioRun is a Run in progress: the cluster under test and what Run's
+// steps have chosen so far. Its methods are those steps, in the order Run
+// calls them; each sets the fields its doc comment names.
+type scenarioRun struct {
+	sc  ScenarioConfig
+	res *Result // Run's result, filled in as the steps go
+	c   Nodes
+	n   int // c.N()
+	pr  *Prober
+
+	all     []int               // the node indexes, 1..n (setUp)
+	names   []string            // the node names, sorted (setUp)
+	nm      Nemesis             // the fault and the nodes it hits (chooseTargets)
+	owner   map[BucketID]string // every key's owner, as node 1 saw it (chooseKeys)
+	hot     []string            // one hot key owned by each node (chooseKeys)
+	cold    []string            // the cold keys (chooseKeys)
+	leases  []string            // one lease key owned by each node, if leases are on (chooseKeys)
+	samples []BucketID          // the keys whose owners convergence compares (chooseKeys)
+	rec     *Recorder           // the history (startTraffic)
+}
+
+// setUp starts every node and waits, for at most 30 s from then, until the
+// cluster has formed (each node alone when standalone), the fault's
+// targets and the keys are chosen, and every node agrees on the owners of
+// the sample keys. It sets all, names and what chooseTargets and
+// chooseKeys set.
+func (r *scenarioRun) setUp(ctx context.Context) error {
+	r.all = make([]int, r.n)
+	r.names = make([]string, r.n)
+	for i := range r.n {
+		r.all[i], r.names[i] = i+1, Name(i+1)
+	}
+	slices.Sort(r.names)
+	for _, i := range r.all {
+		if err := r.c.Start(i); err != nil {
+			return err
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if r.sc.Standalone {
+		for _, i := range r.all {
+			if _, err := r.pr.WaitConverged(wctx, []int{i}, []string{Name(i)}, nil); err != nil {
+				return err
+			}
+		}
+	} else if _, err := r.pr.WaitConverged(wctx, r.all, r.names, nil); err != nil {
+		return fmt.Errorf("jepsen: cluster did not form: %w", err)
+	}
+	r.chooseTargets()
+	if err := r.chooseKeys(wctx); err != nil {
+		return err
+	}
+	if !r.sc.Standalone {
+		if _, err := r.pr.WaitConverged(wctx, r.all, r.names, r.samples); err != nil {
+			return fmt.Errorf("jepsen: owners disagree before the run: %w", err)
+		}
+	}
+	return nil
+}
+
+// chooseTargets picks, from the scenario's seed and name, the nodes the
+// fault hits: sc.Hit of them, by default one (Split: half, Ring: all, in a
+// shuffled ring order). It sets nm and res.Targets.
+func (r *scenarioRun) chooseTargets() {
+	rng := seedFor(r.sc.Seed, r.sc.Name)
+	hit := r.sc.Hit
+	if hit == 0 {
+		hit = 1
+		switch r.sc.Fault {
+		case Split:
+			hit = r.n / 2
+		case Ring:
+			hit = r.n
+		}
+	}
+	perm := rng.Perm(r.n)
+	r.nm = Nemesis{Fault: r.sc.Fault, Loss: r.sc.Loss}
+	if r.sc.Fault == Ring {
+		for _, p := range perm {
+			r.nm.Order = append(r.nm.Order, p+1)
+		}
+	}
+	for _, p := range perm[:hit] {
+		r.nm.Targets = append(r.nm.Targets, p+1)
+	}
+	slices.Sort(r.nm.Targets)
+	for _, t := range r.nm.Targets {
+		r.res.Targets = append(r.res.Targets, Name(t))
+	}
+}
+
+// chooseKeys asks node 1 for the keys: one hot key owned by each node,
+// the cold keys anywhere and, with lease traffic, one lease key owned by
+// each node. It sets owner, hot, cold, leases and samples (the hot keys and
+// the first four cold keys).
+func (r *scenarioRun) chooseKeys(ctx context.Context) error {
+	var err error
+	if r.owner, r.hot, r.cold, err = pickKeys(ctx, r.pr, r.sc, r.n); err != nil {
+		return err
+	}
+	if r.sc.HoldersPerNode > 0 {
+		if r.leases, err = pickLeaseKeys(ctx, r.pr, r.sc, r.n, r.owner); err != nil {
+			return err
+		}
+	}
+	for _, k := range r.hot {
+		r.samples = append(r.samples, BucketID{r.sc.Hot.Name, k})
+	}
+	for _, k := range r.cold[:min(4, len(r.cold))] {
+		r.samples = append(r.samples, BucketID{r.sc.Cold.Name, k})
+	}
+	return nil
+}
+
+// startTraffic starts the take clients and the lease holders on every
+// node, recording into a new history, rec. The returned stop ends them and
+// waits until they have; it may be called more than once.
+func (r *scenarioRun) startTraffic(ctx context.Context) (stop func()) {
+	sc := r.sc
+	r.rec = NewRecorder()
+	r.rec.Event("start", "wall clock "+time.Now().UTC().Format(time.RFC3339Nano)+" (node logs are in UTC)")
+	urls := make(map[string]string, r.n)
+	for _, i := range r.all {
+		urls[Name(i)] = r.c.URL(i)
+	}
+	wl := Workload{
+		HotLimit: sc.Hot.Name, ColdLimit: sc.Cold.Name, HotKeys: r.hot, ColdKeys: r.cold,
+		WorkersPerNode: sc.WorkersPerNode, RatePerWorker: sc.RatePerWorker, HotShare: sc.HotShare,
+		Deadline: sc.Deadline, Seed: sc.Seed,
+	}
+	cctx, stopClients := context.WithCancel(ctx)
+	clientsDone := make(chan struct{})
+	lw := LeaseWorkload{
+		Limit: sc.Conc, Keys: r.leases, HoldersPerNode: sc.HoldersPerNode,
+		MinHold: sc.MinHold, MaxHold: sc.MaxHold, Pause: 200 * time.Millisecond, AbandonShare: sc.AbandonShare,
+		Deadline: sc.Deadline, Seed: sc.Seed,
+	}
+	go func() {
+		var wg sync.WaitGroup
+		wg.Go(func() { RunClients(cctx, urls, wl, r.rec) })
+		wg.Go(func() { RunHolders(cctx, urls, lw, r.n*sc.WorkersPerNode, r.rec) })
+		wg.Wait()
+		close(clientsDone)
+	}()
+	return func() { stopClients(); <-clientsDone }
+}
+
+// converged is how the cluster's convergence after the heal ended: the
+// instant (on the recorder's base) it converged, or the error of not
+// converging in time. The zero value is a run without a fault.
+type converged struct {
+	at  int64
+	err error
+}
+
+// playFault lets the traffic run for Before and, unless the fault is None,
+// injects the fault, holds it for During, heals it, starts watching for
+// convergence and lets the traffic run for After. It returns the inject
+// and heal-start instants (0 without a fault) and a channel that yields how
+// convergence ended, once; its error is a cancelled ctx or a fault that
+// could not be injected or healed.
+func (r *scenarioRun) playFault(ctx context.Context) (tInject, tHeal int64, convDone <-chan converged, err error) {
+	done := make(chan converged, 1)
+	if err := sleepCtx(ctx, r.sc.Before); err != nil {
+		return 0, 0, nil, err
+	}
+	if r.sc.Fault == None {
+		done <- converged{}
+		return 0, 0, done, nil
+	}
+	tInject = r.rec.Event("inject", r.nm.String())
+	if err := r.nm.Inject(ctx, r.c); err != nil {
+		return 0, 0, nil, err
+	}
+	if err := sleepCtx(ctx, r.sc.During); err != nil {
+		return 0, 0, nil, err
+	}
+	tHeal = r.rec.Event("heal-start", r.nm.String())
+	if err := r.nm.Heal(ctx, r.c); err != nil {
+		return 0, 0, nil, err
+	}
+	r.rec.Event("heal", r.nm.String())
+	go r.watchConvergence(ctx, done)
+	if err := sleepCtx(ctx, r.sc.After); err != nil {
+		return 0, 0, nil, err
+	}
+	return tInject, tHeal, done, nil
+}
+
+// watchConvergence waits, for at most ConvergeWithin, until every node
+// agrees on the members and the sample owners, records the "converged"
+// event and res.Converge when they do, and sends the outcome on done.
+func (r *scenarioRun) watchConvergence(ctx context.Context, done chan<- converged) {
+	cvctx, cancel := context.WithTimeout(ctx, r.sc.ConvergeWithin)
+	defer cancel()
+	d, err := r.pr.WaitConverged(cvctx, r.all, r.names, r.samples)
+	var at int64
+	if err == nil {
+		at = r.rec.Event("converged", d.String())
+		r.res.Converge = d
+	}
+	done <- converged{at, err}
+}
+
+// sleepCtx waits for d, or returns ctx's error if it ends first.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
 }
 
 // healAll flushes every namespace's rules (a no-op when none were added).
