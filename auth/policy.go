@@ -241,106 +241,183 @@ type tokenYAML struct {
 // Parse parses a tokens file. source names it in errors. Every problem is
 // reported, each with its line, in one error; nothing is returned then.
 func Parse(data []byte, source string) (*Policy, error) {
-	if len(data) > MaxFileSize {
-		return nil, fmt.Errorf("auth: %s: file is larger than %d bytes", source, MaxFileSize)
+	f, err := decodeFile(data, source)
+	if err != nil {
+		return nil, err
 	}
+	b := &policyBuilder{lines: entryLines(data), names: map[string]int{}}
+	b.header(&f)
+	b.policy = &Policy{Source: source, byHash: make(map[[32]byte]*Token, len(f.Tokens))}
+	for i, e := range f.Tokens {
+		b.add(b.token(i, e))
+	}
+	if len(b.errs) > 0 {
+		return nil, fmt.Errorf("auth: %s: %w", source, errors.Join(b.errs...))
+	}
+	return b.policy, nil
+}
+
+// decodeFile decodes data strictly (unknown fields are errors) into the
+// file's shape. It fails on a file over MaxFileSize, an empty one or one
+// that is not the shape; the error is complete, with the auth prefix and
+// source. A file that decodes may still hold problems, which policyBuilder
+// finds.
+func decodeFile(data []byte, source string) (fileYAML, error) {
 	var f fileYAML
+	if len(data) > MaxFileSize {
+		return f, fmt.Errorf("auth: %s: file is larger than %d bytes", source, MaxFileSize)
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&f); err != nil {
 		if errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("auth: %s: empty file: want version: 1 and tokens", source)
+			return f, fmt.Errorf("auth: %s: empty file: want version: 1 and tokens", source)
 		}
-		return nil, fmt.Errorf("auth: %s: %w", source, err)
+		return f, fmt.Errorf("auth: %s: %w", source, err)
 	}
-	// Line numbers of the entries, from a second, untyped pass.
-	var lines struct {
+	return f, nil
+}
+
+// entryLines returns the line of each entry of tokens, in file order, from
+// a second, untyped pass over data that decodeFile accepted.
+func entryLines(data []byte) []int {
+	var raw struct {
 		Tokens []yaml.Node `yaml:"tokens"`
 	}
-	_ = yaml.Unmarshal(data, &lines)
-	line := func(i int) int {
-		if i < len(lines.Tokens) {
-			return lines.Tokens[i].Line
-		}
-		return 0
+	_ = yaml.Unmarshal(data, &raw)
+	lines := make([]int, len(raw.Tokens))
+	for i, n := range raw.Tokens {
+		lines[i] = n.Line
 	}
-	var errs []error
-	bad := func(i int, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("line %d: tokens[%d]: %s", line(i), i, fmt.Sprintf(format, args...)))
+	return lines
+}
+
+// policyBuilder turns a decoded file into a Policy, one entry at a time,
+// collecting every problem instead of stopping at the first. Its checks
+// run in a fixed order (header; then per entry name, sha256, scopes,
+// limits, key_prefix, scope consistency), which is the order of the
+// problems in Parse's error.
+type policyBuilder struct {
+	policy *Policy
+	lines  []int          // the line of each entry, from entryLines
+	names  map[string]int // each token name seen, to the index of its entry
+	errs   []error        // the problems found so far, in file order
+}
+
+// bad records a problem with entry i, prefixed with its line and index.
+func (b *policyBuilder) bad(i int, format string, args ...any) {
+	line := 0
+	if i < len(b.lines) {
+		line = b.lines[i]
 	}
+	b.errs = append(b.errs, fmt.Errorf("line %d: tokens[%d]: %s", line, i, fmt.Sprintf(format, args...)))
+}
+
+// header checks the file's version and its number of tokens, cutting
+// f.Tokens to MaxTokens so that the rest of the file is still checked.
+func (b *policyBuilder) header(f *fileYAML) {
 	if f.Version != 1 {
-		errs = append(errs, fmt.Errorf("version %d: want 1", f.Version))
+		b.errs = append(b.errs, fmt.Errorf("version %d: want 1", f.Version))
 	}
 	if len(f.Tokens) > MaxTokens {
-		errs = append(errs, fmt.Errorf("%d tokens: at most %d", len(f.Tokens), MaxTokens))
+		b.errs = append(b.errs, fmt.Errorf("%d tokens: at most %d", len(f.Tokens), MaxTokens))
 		f.Tokens = f.Tokens[:MaxTokens]
 	}
-	p := &Policy{Source: source, byHash: make(map[[32]byte]*Token, len(f.Tokens))}
-	names := map[string]int{}
-	for i, e := range f.Tokens {
-		t := &Token{Name: e.Name, prefix: e.KeyPrefix}
+}
+
+// token builds the Token of entry i, recording each of its problems. It
+// always returns a Token, complete as far as the entry allows.
+func (b *policyBuilder) token(i int, e tokenYAML) *Token {
+	t := &Token{Name: e.Name, prefix: e.KeyPrefix}
+	b.name(i, e.Name)
+	b.hash(i, e.SHA256, t)
+	b.scopes(i, e.Scopes, t)
+	b.limits(i, e.Limits, t)
+	if len(e.KeyPrefix) > MaxNameBytes {
+		b.bad(i, "key_prefix is longer than %d bytes", MaxNameBytes)
+	}
+	if (t.hasLimit || t.prefix != "") && !t.scopes[ScopeDecide] {
+		b.bad(i, "limits and key_prefix restrict decide calls; this token has no decide scope")
+	}
+	return t
+}
+
+// name checks that entry i has a name of at most MaxNameBytes that no
+// earlier entry has, and remembers it.
+func (b *policyBuilder) name(i int, name string) {
+	switch {
+	case name == "":
+		b.bad(i, "name is required")
+	case len(name) > MaxNameBytes:
+		b.bad(i, "name is longer than %d bytes", MaxNameBytes)
+	default:
+		if j, dup := b.names[name]; dup {
+			b.bad(i, "name %q is also tokens[%d]", clip(name), j)
+		}
+		b.names[name] = i
+	}
+}
+
+// hash sets t.Hash from digest, the entry's sha256, which must be 64
+// lower-case hex digits (else t.Hash stays zero) and the hash of no earlier
+// token.
+func (b *policyBuilder) hash(i int, digest string, t *Token) {
+	raw, err := hex.DecodeString(digest)
+	if err != nil || len(raw) != 32 || strings.ToLower(digest) != digest {
+		b.bad(i, "sha256 must be 64 lower-case hex digits (weir token hash); never put the token itself in the file")
+		return
+	}
+	copy(t.Hash[:], raw)
+	if o, dup := b.policy.byHash[t.Hash]; dup {
+		b.bad(i, "sha256 is also the hash of token %q", clip(o.Name))
+	}
+}
+
+// scopes sets t's scopes from names: at least one, each known, none twice.
+func (b *policyBuilder) scopes(i int, names []string, t *Token) {
+	if len(names) == 0 {
+		b.bad(i, "scopes: at least one of decide, admin, read")
+	}
+	for _, s := range names {
+		v, ok := scopeNames[s]
 		switch {
-		case e.Name == "":
-			bad(i, "name is required")
-		case len(e.Name) > MaxNameBytes:
-			bad(i, "name is longer than %d bytes", MaxNameBytes)
+		case !ok:
+			b.bad(i, "unknown scope %q: want decide, admin or read", clip(s))
+		case t.scopes[v]:
+			b.bad(i, "scope %q listed twice", s)
 		default:
-			if j, dup := names[e.Name]; dup {
-				bad(i, "name %q is also tokens[%d]", clip(e.Name), j)
-			}
-			names[e.Name] = i
-		}
-		if raw, err := hex.DecodeString(e.SHA256); err != nil || len(raw) != 32 || strings.ToLower(e.SHA256) != e.SHA256 {
-			bad(i, "sha256 must be 64 lower-case hex digits (weir token hash); never put the token itself in the file")
-		} else {
-			copy(t.Hash[:], raw)
-			if o, dup := p.byHash[t.Hash]; dup {
-				bad(i, "sha256 is also the hash of token %q", clip(o.Name))
-			}
-		}
-		if len(e.Scopes) == 0 {
-			bad(i, "scopes: at least one of decide, admin, read")
-		}
-		for _, s := range e.Scopes {
-			v, ok := scopeNames[s]
-			switch {
-			case !ok:
-				bad(i, "unknown scope %q: want decide, admin or read", clip(s))
-			case t.scopes[v]:
-				bad(i, "scope %q listed twice", s)
-			default:
-				t.scopes[v] = true
-			}
-		}
-		if e.Limits != nil {
-			t.hasLimit = true
-			if len(e.Limits) == 0 {
-				bad(i, "limits is empty: omit it to allow every limit")
-			}
-		}
-		for _, l := range e.Limits {
-			switch {
-			case l == "" || len(l) > MaxNameBytes:
-				bad(i, "limit names must be 1 to %d bytes", MaxNameBytes)
-			case slices.Contains(t.limits, l):
-				bad(i, "limit %q listed twice", clip(l))
-			default:
-				t.limits = append(t.limits, l)
-			}
-		}
-		if len(e.KeyPrefix) > MaxNameBytes {
-			bad(i, "key_prefix is longer than %d bytes", MaxNameBytes)
-		}
-		if (t.hasLimit || t.prefix != "") && !t.scopes[ScopeDecide] {
-			bad(i, "limits and key_prefix restrict decide calls; this token has no decide scope")
-		}
-		p.tokens = append(p.tokens, t)
-		if _, dup := p.byHash[t.Hash]; !dup {
-			p.byHash[t.Hash] = t
+			t.scopes[v] = true
 		}
 	}
-	if len(errs) > 0 {
-		return nil, fmt.Errorf("auth: %s: %w", source, errors.Join(errs...))
+}
+
+// limits confines t to limits when the entry has the field (nil means any
+// limit): a present list must not be empty, and each name is 1 to
+// MaxNameBytes bytes and listed once.
+func (b *policyBuilder) limits(i int, limits []string, t *Token) {
+	if limits != nil {
+		t.hasLimit = true
+		if len(limits) == 0 {
+			b.bad(i, "limits is empty: omit it to allow every limit")
+		}
 	}
-	return p, nil
+	for _, l := range limits {
+		switch {
+		case l == "" || len(l) > MaxNameBytes:
+			b.bad(i, "limit names must be 1 to %d bytes", MaxNameBytes)
+		case slices.Contains(t.limits, l):
+			b.bad(i, "limit %q listed twice", clip(l))
+		default:
+			t.limits = append(t.limits, l)
+		}
+	}
+}
+
+// add appends t to the policy in file order; the first token with a hash
+// is the one Authenticate finds.
+func (b *policyBuilder) add(t *Token) {
+	b.policy.tokens = append(b.policy.tokens, t)
+	if _, dup := b.policy.byHash[t.Hash]; !dup {
+		b.policy.byHash[t.Hash] = t
+	}
 }

@@ -230,8 +230,24 @@ func verdictSpan(r Result) string {
 	return fmt.Sprintf(`<span class="%s">%s</span>`, cls, v)
 }
 
+// writeScenarioHTML writes one scenario's section: its heading and
+// failures, the fault timeline, the admitted-cost and latency charts over
+// the same time axis (the fault shaded), and the checkers' verdicts.
 func writeScenarioHTML(b *strings.Builder, sc ReportScenario) {
 	r := sc.Result
+	writeScenarioHeading(b, r)
+	inject, heal, end := faultSpan(sc.Events, sc.Ops)
+	base := chart{w: 1000, h: 190, ml: 50, mb: 40, end: end, shade: [2]int64{inject, heal}}
+	writeTimeline(b, base, sc.Events)
+	admittedChart(base, r, sc.Ops).svg(b)
+	latencyChart(base, sc.Ops).svg(b)
+	writeVerdictsHTML(b, r)
+}
+
+// writeScenarioHeading writes the scenario's heading with its verdict (the
+// target of the index's link), one line of its parameters, and its
+// failures, if any.
+func writeScenarioHeading(b *strings.Builder, r Result) {
 	e := html.EscapeString
 	fmt.Fprintf(b, `<h2 id="%s">%s %s</h2>`+"\n", e(r.Name), e(r.Name), verdictSpan(r))
 	fmt.Fprintf(b, "<p>fault %s, %d nodes, targets %s, seed %d, %v</p>\n", e(string(r.Fault)), r.Nodes, e(strings.Join(r.Targets, ",")), r.Seed, r.Elapsed.Round(time.Second))
@@ -242,45 +258,52 @@ func writeScenarioHTML(b *strings.Builder, sc ReportScenario) {
 		}
 		b.WriteString("</ul>\n")
 	}
-	inject, heal, end := faultSpan(sc.Events, sc.Ops)
-	base := chart{w: 1000, h: 190, ml: 50, mb: 40, end: end, shade: [2]int64{inject, heal}}
+}
 
-	// Timeline: one row of event marks.
+// writeTimeline writes the timeline: an SVG of base's width and time axis
+// with the fault span shaded and one mark per event but start and end,
+// each labelled with its kind and time (its detail as a tooltip), and a
+// tick every second.
+func writeTimeline(b *strings.Builder, base chart, events []Event) {
+	e := html.EscapeString
 	tl := base
 	// Marks close together (heal-start, heal, converged within a few
 	// hundred ms) get a label row each, so their labels never overlap.
 	tl.h, tl.mb = 84, 20
-	tb := &strings.Builder{}
-	fmt.Fprintf(tb, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" role="img"><text x="%d" y="14" class="t">timeline</text>`, tl.w, tl.h, tl.ml)
+	inject, heal := tl.shade[0], tl.shade[1]
+	fmt.Fprintf(b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" role="img"><text x="%d" y="14" class="t">timeline</text>`, tl.w, tl.h, tl.ml)
 	if heal > inject {
-		fmt.Fprintf(tb, `<rect class="fault" x="%.1f" y="20" width="%.1f" height="44"/>`, tl.x(inject), tl.x(heal)-tl.x(inject))
+		fmt.Fprintf(b, `<rect class="fault" x="%.1f" y="20" width="%.1f" height="44"/>`, tl.x(inject), tl.x(heal)-tl.x(inject))
 	}
-	fmt.Fprintf(tb, `<line class="ax" x1="%d" y1="64" x2="%d" y2="64"/>`, tl.ml, tl.w-10)
+	fmt.Fprintf(b, `<line class="ax" x1="%d" y1="64" x2="%d" y2="64"/>`, tl.ml, tl.w-10)
 	row := 0
-	for _, ev := range sc.Events {
+	for _, ev := range events {
 		if ev.Kind == "start" || ev.Kind == "end" {
 			continue
 		}
 		x := tl.x(ev.At)
-		fmt.Fprintf(tb, `<line x1="%.1f" y1="20" x2="%.1f" y2="64" stroke="#c00"/><text x="%.1f" y="%d" class="ev"><title>%s</title>%s %.2fs</text>`,
+		fmt.Fprintf(b, `<line x1="%.1f" y1="20" x2="%.1f" y2="64" stroke="#c00"/><text x="%.1f" y="%d" class="ev"><title>%s</title>%s %.2fs</text>`,
 			x, x, x+2, 30+11*(row%4), e(ev.Detail), e(ev.Kind), float64(ev.At)/1e9)
 		row++
 	}
-	for t := int64(0); t <= end; t += int64(time.Second) {
-		fmt.Fprintf(tb, `<text x="%.1f" y="78" class="xl">%ds</text>`, tl.x(t), t/int64(time.Second))
+	for t := int64(0); t <= tl.end; t += int64(time.Second) {
+		fmt.Fprintf(b, `<text x="%.1f" y="78" class="xl">%ds</text>`, tl.x(t), t/int64(time.Second))
 	}
-	tb.WriteString("</svg>\n")
-	b.WriteString(tb.String())
+	b.WriteString("</svg>\n")
+}
 
-	// Admitted cost of the hot keys per bin against the rate line.
+// admittedChart returns the chart of the cost admitted per bin on each of
+// the hot limit's keys (labelled with its owner), against a dashed line at
+// the limit's rate per bin. The y axis reaches at least twice the rate and
+// half the capacity, and the highest bin.
+func admittedChart(base chart, r Result, ops []Op) chart {
 	ad := base
 	ad.title = fmt.Sprintf("admitted cost per 250 ms, hot keys (limit %s: capacity %d, %d/s)", r.Hot.Name, r.Hot.Capacity, r.Hot.RatePerSec)
 	ad.yLabel = "cost"
 	rate := float64(r.Hot.RatePerSec) * float64(BinNs) / 1e9
 	ad.ymax = max(rate*2, float64(r.Hot.Capacity)/2)
-	hot := hotKeys(r)
-	for i, id := range hot {
-		y := AdmittedPerBin(sc.Ops, id, end)
+	for i, id := range hotKeys(r) {
+		y := AdmittedPerBin(ops, id, ad.end)
 		for _, v := range y {
 			ad.ymax = max(ad.ymax, v)
 		}
@@ -292,17 +315,21 @@ func writeScenarioHTML(b *strings.Builder, sc ReportScenario) {
 		}
 		ad.series = append(ad.series, series{name: id.Key + owner, color: palette[i%len(palette)], y: y})
 	}
-	rl := make([]float64, end/BinNs+1)
+	rl := make([]float64, ad.end/BinNs+1)
 	for i := range rl {
 		rl[i] = rate
 	}
 	ad.series = append(ad.series, series{name: fmt.Sprintf("rate %s per bin", trimFloat(rate)), color: "#000", y: rl, dash: true})
-	ad.svg(b)
+	return ad
+}
 
-	// Latency.
+// latencyChart returns the chart of the answered takes' p50 and p99
+// latency per bin, with gaps at bins without an answer. The y axis reaches
+// at least 10 ms and the highest p99, but no more than 1 s.
+func latencyChart(base chart, ops []Op) chart {
 	la := base
 	la.title, la.yLabel = "take latency per 250 ms (answered)", "ms"
-	p50, p99, ok := LatencyPerBin(sc.Ops, end)
+	p50, p99, ok := LatencyPerBin(ops, la.end)
 	la.ymax = 10
 	for i, v := range p99 {
 		if ok[i] {
@@ -311,9 +338,7 @@ func writeScenarioHTML(b *strings.Builder, sc ReportScenario) {
 	}
 	la.ymax = min(la.ymax, 1000)
 	la.series = []series{{name: "p50", color: "#1f77b4", y: p50, ok: ok}, {name: "p99", color: "#d62728", y: p99, ok: ok}}
-	la.svg(b)
-
-	writeVerdictsHTML(b, r)
+	return la
 }
 
 // hotKeys returns the buckets of the hot limit in r, sorted.

@@ -6,12 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -92,26 +90,6 @@ func DefaultScenario() ScenarioConfig {
 	}
 }
 
-// BucketCheck is the over-admission verdict for one bucket.
-type BucketCheck struct {
-	ID                    BucketID
-	Owner                 string
-	Relation              Relation
-	Whole                 Window
-	Before, During, After Window
-	// OwnerBefore is the excess of owner decisions alone before the fault:
-	// exactness says it is 0.
-	OwnerBefore   Window
-	Bound         float64 // OwnerChanges*B + Allowance
-	OwnerChanges  int
-	Allowance     float64 // FallbackAllowance over the whole run
-	Lost          float64 // LostDebits at the inject (crash with replication)
-	BoundWhy      string
-	Indeterminate int64
-	Fallbacks     int // allowed decisions with source fallback
-	Pass          bool
-}
-
 // Result is the outcome of one scenario.
 type Result struct {
 	Name       string
@@ -185,162 +163,21 @@ func Run(ctx context.Context, sc ScenarioConfig) (Result, error) {
 	}
 	defer c.Close()
 	defer func() { _ = healAll(c) }()
-	n := c.N()
-	res.Nodes = n
-	pr := NewProber(c, Name)
-	defer pr.Close()
-
-	all := make([]int, n)
-	names := make([]string, n)
-	for i := range n {
-		all[i], names[i] = i+1, Name(i+1)
-	}
-	slices.Sort(names)
-	for _, i := range all {
-		if err := c.Start(i); err != nil {
-			return res, err
-		}
-	}
-	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if sc.Standalone {
-		for _, i := range all {
-			if _, err := pr.WaitConverged(wctx, []int{i}, []string{Name(i)}, nil); err != nil {
-				return res, err
-			}
-		}
-	} else if _, err := pr.WaitConverged(wctx, all, names, nil); err != nil {
-		return res, fmt.Errorf("jepsen: cluster did not form: %w", err)
+	res.Nodes = c.N()
+	r := &scenarioRun{sc: sc, res: &res, c: c, n: res.Nodes, pr: NewProber(c, Name)}
+	defer r.pr.Close()
+	if err := r.setUp(ctx); err != nil {
+		return res, err
 	}
 
-	// Targets and keys: one hot key owned by each node, cold keys anywhere.
-	rng := seedFor(sc.Seed, sc.Name)
-	hit := sc.Hit
-	if hit == 0 {
-		hit = 1
-		switch sc.Fault {
-		case Split:
-			hit = n / 2
-		case Ring:
-			hit = n
-		}
-	}
-	perm := rng.Perm(n)
-	nm := Nemesis{Fault: sc.Fault, Loss: sc.Loss}
-	if sc.Fault == Ring {
-		for _, p := range perm {
-			nm.Order = append(nm.Order, p+1)
-		}
-	}
-	for _, p := range perm[:hit] {
-		nm.Targets = append(nm.Targets, p+1)
-	}
-	slices.Sort(nm.Targets)
-	for _, t := range nm.Targets {
-		res.Targets = append(res.Targets, Name(t))
-	}
-	owner, hot, cold, err := pickKeys(wctx, pr, sc, n)
+	stopTraffic := r.startTraffic(ctx)
+	defer stopTraffic()
+	tInject, tHeal, convDone, err := r.playFault(ctx)
 	if err != nil {
 		return res, err
 	}
-	var leaseKeys []string
-	if sc.HoldersPerNode > 0 {
-		if leaseKeys, err = pickLeaseKeys(wctx, pr, sc, n, owner); err != nil {
-			return res, err
-		}
-	}
-	var samples []BucketID
-	for _, k := range hot {
-		samples = append(samples, BucketID{sc.Hot.Name, k})
-	}
-	for _, k := range cold[:min(4, len(cold))] {
-		samples = append(samples, BucketID{sc.Cold.Name, k})
-	}
-	if !sc.Standalone {
-		if _, err := pr.WaitConverged(wctx, all, names, samples); err != nil {
-			return res, fmt.Errorf("jepsen: owners disagree before the run: %w", err)
-		}
-	}
-	cancel()
-
-	// Traffic and the fault.
-	rec := NewRecorder()
-	rec.Event("start", "wall clock "+time.Now().UTC().Format(time.RFC3339Nano)+" (node logs are in UTC)")
-	urls := make(map[string]string, n)
-	for _, i := range all {
-		urls[Name(i)] = c.URL(i)
-	}
-	wl := Workload{
-		HotLimit: sc.Hot.Name, ColdLimit: sc.Cold.Name, HotKeys: hot, ColdKeys: cold,
-		WorkersPerNode: sc.WorkersPerNode, RatePerWorker: sc.RatePerWorker, HotShare: sc.HotShare,
-		Deadline: sc.Deadline, Seed: sc.Seed,
-	}
-	cctx, stopClients := context.WithCancel(ctx)
-	clientsDone := make(chan struct{})
-	lw := LeaseWorkload{
-		Limit: sc.Conc, Keys: leaseKeys, HoldersPerNode: sc.HoldersPerNode,
-		MinHold: sc.MinHold, MaxHold: sc.MaxHold, Pause: 200 * time.Millisecond, AbandonShare: sc.AbandonShare,
-		Deadline: sc.Deadline, Seed: sc.Seed,
-	}
-	go func() {
-		var wg sync.WaitGroup
-		wg.Go(func() { RunClients(cctx, urls, wl, rec) })
-		wg.Go(func() { RunHolders(cctx, urls, lw, n*sc.WorkersPerNode, rec) })
-		wg.Wait()
-		close(clientsDone)
-	}()
-	defer func() { stopClients(); <-clientsDone }()
-
-	tInject, tHeal := int64(0), int64(0)
-	type converged struct {
-		at  int64 // on the recorder's base
-		err error
-	}
-	convDone := make(chan converged, 1)
-	sleep := func(d time.Duration) error {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(d):
-			return nil
-		}
-	}
-	if err := sleep(sc.Before); err != nil {
-		return res, err
-	}
-	if sc.Fault != None {
-		tInject = rec.Event("inject", nm.String())
-		if err := nm.Inject(ctx, c); err != nil {
-			return res, err
-		}
-		if err := sleep(sc.During); err != nil {
-			return res, err
-		}
-		tHeal = rec.Event("heal-start", nm.String())
-		if err := nm.Heal(ctx, c); err != nil {
-			return res, err
-		}
-		rec.Event("heal", nm.String())
-		go func() {
-			cvctx, cancel := context.WithTimeout(ctx, sc.ConvergeWithin)
-			defer cancel()
-			d, err := pr.WaitConverged(cvctx, all, names, samples)
-			var at int64
-			if err == nil {
-				at = rec.Event("converged", d.String())
-				res.Converge = d
-			}
-			convDone <- converged{at, err}
-		}()
-		if err := sleep(sc.After); err != nil {
-			return res, err
-		}
-	} else {
-		convDone <- converged{}
-	}
-	tEnd := rec.Event("end", "")
-	stopClients()
-	<-clientsDone
+	tEnd := r.rec.Event("end", "")
+	stopTraffic()
 	conv := <-convDone
 	if conv.err != nil {
 		res.Failures = append(res.Failures, "convergence: "+conv.err.Error())
@@ -354,256 +191,225 @@ func Run(ctx context.Context, sc ScenarioConfig) (Result, error) {
 		tSettle = min(tEnd+1, conv.at+int64(sc.MaxHold)+sc.Conc.MaxLeaseTTL*int64(time.Millisecond))
 	}
 
-	ops := rec.Ops()
+	ops := r.rec.Ops()
 	slices.SortFunc(ops, func(a, b Op) int { return int(a.ID - b.ID) })
-	check(&res, sc, ops, owner, nm, n, tInject, tHeal, tSettle, tEnd)
+	check(&res, sc, ops, r.owner, r.nm, r.n, tInject, tHeal, tSettle, tEnd)
 	res.Elapsed = time.Since(start)
-	return res, save(sc.Dir, ops, rec.Events(), res)
+	return res, save(sc.Dir, ops, r.rec.Events(), res)
 }
 
-// pickKeys finds one hot key owned by each node and names the cold keys,
-// returning every key's owner (by node name) as node 1 sees it.
-func pickKeys(ctx context.Context, c *Prober, sc ScenarioConfig, n int) (map[BucketID]string, []string, []string, error) {
-	owner := make(map[BucketID]string)
-	hot := make([]string, n)
-	if sc.Standalone {
-		for i := range n {
-			hot[i] = "hot-" + strconv.Itoa(i)
-		}
-	} else {
-		found := 0
-		for j := 0; j < 1000 && found < n; j++ {
-			k := "hot-" + strconv.Itoa(j)
-			in, err := c.Info(ctx, 1, sc.Hot.Name, k)
-			if err != nil {
-				return nil, nil, nil, err
-			}
-			i, err := strconv.Atoi(strings.TrimPrefix(in.Owner, "n"))
-			if err != nil || i < 1 || i > n {
-				return nil, nil, nil, fmt.Errorf("jepsen: unexpected owner %q", in.Owner)
-			}
-			if hot[i-1] == "" {
-				hot[i-1] = k
-				owner[BucketID{sc.Hot.Name, k}] = in.Owner
-				found++
-			}
-		}
-		if found < n {
-			return nil, nil, nil, errors.New("jepsen: could not find a hot key for every node")
-		}
-	}
-	cold := make([]string, sc.ColdKeys)
-	for j := range cold {
-		cold[j] = "cold-" + strconv.Itoa(j)
-		if sc.Standalone {
-			continue
-		}
-		in, err := c.Info(ctx, 1, sc.Cold.Name, cold[j])
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		owner[BucketID{sc.Cold.Name, cold[j]}] = in.Owner
-	}
-	return owner, hot, cold, nil
+// scenarioRun is a Run in progress: the cluster under test and what Run's
+// steps have chosen so far. Its methods are those steps, in the order Run
+// calls them; each sets the fields its doc comment names.
+type scenarioRun struct {
+	sc  ScenarioConfig
+	res *Result // Run's result, filled in as the steps go
+	c   Nodes
+	n   int // c.N()
+	pr  *Prober
+
+	all     []int               // the node indexes, 1..n (setUp)
+	names   []string            // the node names, sorted (setUp)
+	nm      Nemesis             // the fault and the nodes it hits (chooseTargets)
+	owner   map[BucketID]string // every key's owner, as node 1 saw it (chooseKeys)
+	hot     []string            // one hot key owned by each node (chooseKeys)
+	cold    []string            // the cold keys (chooseKeys)
+	leases  []string            // one lease key owned by each node, if leases are on (chooseKeys)
+	samples []BucketID          // the keys whose owners convergence compares (chooseKeys)
+	rec     *Recorder           // the history (startTraffic)
 }
 
-// pickLeaseKeys finds one key of the concurrency limit owned by each node
-// and adds their owners to owner.
-func pickLeaseKeys(ctx context.Context, c *Prober, sc ScenarioConfig, n int, owner map[BucketID]string) ([]string, error) {
-	keys := make([]string, n)
-	if sc.Standalone {
-		for i := range n {
-			keys[i] = "lease-" + strconv.Itoa(i)
-		}
-		return keys, nil
+// setUp starts every node and waits, for at most 30 s from then, until the
+// cluster has formed (each node alone when standalone), the fault's
+// targets and the keys are chosen, and every node agrees on the owners of
+// the sample keys. It sets all, names and what chooseTargets and
+// chooseKeys set.
+func (r *scenarioRun) setUp(ctx context.Context) error {
+	r.all = make([]int, r.n)
+	r.names = make([]string, r.n)
+	for i := range r.n {
+		r.all[i], r.names[i] = i+1, Name(i+1)
 	}
-	found := 0
-	for j := 0; j < 1000 && found < n; j++ {
-		k := "lease-" + strconv.Itoa(j)
-		in, err := c.Info(ctx, 1, sc.Conc.Name, k)
-		if err != nil {
-			return nil, err
-		}
-		i, err := strconv.Atoi(strings.TrimPrefix(in.Owner, "n"))
-		if err != nil || i < 1 || i > n {
-			return nil, fmt.Errorf("jepsen: unexpected owner %q", in.Owner)
-		}
-		if keys[i-1] == "" {
-			keys[i-1] = k
-			owner[BucketID{sc.Conc.Name, k}] = in.Owner
-			found++
+	slices.Sort(r.names)
+	for _, i := range r.all {
+		if err := r.c.Start(i); err != nil {
+			return err
 		}
 	}
-	if found < n {
-		return nil, errors.New("jepsen: could not find a lease key for every node")
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if r.sc.Standalone {
+		for _, i := range r.all {
+			if _, err := r.pr.WaitConverged(wctx, []int{i}, []string{Name(i)}, nil); err != nil {
+				return err
+			}
+		}
+	} else if _, err := r.pr.WaitConverged(wctx, r.all, r.names, nil); err != nil {
+		return fmt.Errorf("jepsen: cluster did not form: %w", err)
 	}
-	return keys, nil
+	r.chooseTargets()
+	if err := r.chooseKeys(wctx); err != nil {
+		return err
+	}
+	if !r.sc.Standalone {
+		if _, err := r.pr.WaitConverged(wctx, r.all, r.names, r.samples); err != nil {
+			return fmt.Errorf("jepsen: owners disagree before the run: %w", err)
+		}
+	}
+	return nil
 }
 
-// check fills res's verdicts from the history.
-func check(res *Result, sc ScenarioConfig, all []Op, owner map[BucketID]string, nm Nemesis, n int, tInject, tHeal, tSettle, tEnd int64) {
-	ops := TakeOps(all)
-	phases := []Phase{{"before", 0, tInject}, {"during", tInject, tHeal}, {"after", tHeal, tEnd + 1}}
-	leasePhases := []Phase{phases[0], phases[1], {"after", tHeal, tSettle}, {"settled", tSettle, tEnd + 1}}
-	res.Avail = make(map[string]Availability)
-	for _, p := range phases {
-		res.Avail[p.Name] = Availabilities(ops, p, nil)
-	}
-	hitNames := make(map[string]bool)
-	for _, t := range nm.Targets {
-		hitNames[Name(t)] = true
-	}
-	res.AvailOther = Availabilities(ops, phases[1], func(o Op) bool { return !hitNames[o.Node] })
-	if b := res.Avail["before"]; b.Share() < 0.95 {
-		res.Failures = append(res.Failures, fmt.Sprintf("sanity: only %.1f%% answered before the fault", 100*b.Share()))
-	}
-
-	limits := map[string]Limit{sc.Hot.Name: sc.Hot, sc.Cold.Name: sc.Cold}
-	fault := sc.Fault
-	if sc.Standalone {
-		fault = None
-	}
-	hotDenied := 0
-	for id, bops := range GroupByBucket(ops) {
-		l := limits[id.Limit]
-		b := l.Bucket()
-		rel := OwnedElsewhere
-		if hitNames[owner[id]] {
-			rel = OwnedByTarget
-		}
-		bd := FaultBound(fault, rel, n)
-		var ownerOps []Op
-		for _, o := range bops {
-			if o.Source == "owner" {
-				ownerOps = append(ownerOps, o)
-			}
-		}
-		allow, nfb := FallbackAllowance(bops, b, bd.Members, math.MinInt64, math.MaxInt64)
-		allowBefore, _ := FallbackAllowance(bops, b, bd.Members, phases[0].Start, phases[0].End)
-		lost := 0.0
-		if bd.LastInterval {
-			lost = LostDebits(bops, hitNames, tInject)
-		}
-		bc := BucketCheck{
-			ID: id, Owner: owner[id], Relation: rel,
-			Whole:         Excess(bops, b, math.MinInt64, math.MaxInt64),
-			Before:        Excess(bops, b, phases[0].Start, phases[0].End),
-			During:        Excess(bops, b, phases[1].Start, phases[1].End),
-			After:         Excess(bops, b, phases[2].Start, phases[2].End),
-			OwnerBefore:   Excess(ownerOps, b, phases[0].Start, phases[0].End),
-			Bound:         bd.Tokens(b, allow, lost),
-			OwnerChanges:  bd.OwnerChanges,
-			Allowance:     allow,
-			Lost:          lost,
-			BoundWhy:      bd.Why,
-			Indeterminate: Indeterminate(bops),
-			Fallbacks:     nfb,
-		}
-		for _, o := range bops {
-			if id.Limit == sc.Hot.Name && o.Result == Denied && o.Call < tInject {
-				hotDenied++
-			}
-		}
-		const eps = 1e-6
-		bc.Pass = bc.OwnerBefore.Excess <= eps && bc.Before.Excess <= allowBefore+eps && bc.Whole.Excess <= bc.Bound+eps
-		if !bc.Pass {
-			res.Detected = true
-		}
-		res.Buckets = append(res.Buckets, bc)
-	}
-	slices.SortFunc(res.Buckets, func(a, b BucketCheck) int {
-		return strings.Compare(a.ID.Limit+"/"+a.ID.Key, b.ID.Limit+"/"+b.ID.Key)
-	})
-	if hotDenied == 0 && tInject > 0 {
-		res.Failures = append(res.Failures, "sanity: hot keys were never denied before the fault (not saturated; the check is vacuous)")
-	}
-	checkLeases(res, sc, all, owner, hitNames, fault, n, leasePhases)
-	if fault == Pause {
-		// A stopped node decides what it held once it resumes: within a
-		// forward deadline, well inside a second.
-		checkLinear(res, sc, HeldUntil(ops, hitNames, tInject, tHeal+int64(time.Second)))
-	} else {
-		checkLinear(res, sc, ops)
-	}
-	if sc.ExpectViolation {
-		if !res.Detected {
-			res.Failures = append(res.Failures, "acceptance: the broken build's over-admission went undetected")
-		}
-	} else {
-		for _, bc := range res.Buckets {
-			if !bc.Pass {
-				res.Failures = append(res.Failures, fmt.Sprintf("over-admission: %s/%s (%s, owner %s): excess %.1f > bound %.1f (%d owner changes, %.0f debits of the crashed owner's last interval, fallback allowance %.1f from %d fallback admissions); before the fault: excess %.1f, owner-only %.1f",
-					bc.ID.Limit, bc.ID.Key, bc.Relation, bc.Owner, bc.Whole.Excess, bc.Bound, bc.OwnerChanges, bc.Lost, bc.Allowance, bc.Fallbacks, bc.Before.Excess, bc.OwnerBefore.Excess))
-			}
+// chooseTargets picks, from the scenario's seed and name, the nodes the
+// fault hits: sc.Hit of them, by default one (Split: half, Ring: all, in a
+// shuffled ring order). It sets nm and res.Targets.
+func (r *scenarioRun) chooseTargets() {
+	rng := seedFor(r.sc.Seed, r.sc.Name)
+	hit := r.sc.Hit
+	if hit == 0 {
+		hit = 1
+		switch r.sc.Fault {
+		case Split:
+			hit = r.n / 2
+		case Ring:
+			hit = r.n
 		}
 	}
-	res.Pass = len(res.Failures) == 0
-}
-
-// checkLeases fills res's lease verdicts. A key over its bound fails the
-// run, except in the broken-build acceptance run, where it is expected.
-func checkLeases(res *Result, sc ScenarioConfig, all []Op, owner map[BucketID]string, hitNames map[string]bool, fault Fault, n int, phases []Phase) {
-	rel := func(id BucketID) Relation {
-		if hitNames[owner[id]] {
-			return OwnedByTarget
+	perm := rng.Perm(r.n)
+	r.nm = Nemesis{Fault: r.sc.Fault, Loss: r.sc.Loss}
+	if r.sc.Fault == Ring {
+		for _, p := range perm {
+			r.nm.Order = append(r.nm.Order, p+1)
 		}
-		return OwnedElsewhere
 	}
-	tInject := int64(0)
-	if len(phases) > 1 {
-		tInject = phases[1].Start
+	for _, p := range perm[:hit] {
+		r.nm.Targets = append(r.nm.Targets, p+1)
 	}
-	res.Leases = CheckLeases(all, phases, time.Duration(sc.Conc.MaxLeaseTTL)*time.Millisecond,
-		func(id BucketID) LeaseBound {
-			lb := NewLeaseBound(sc.Conc, fault, rel(id), n)
-			if FaultBound(fault, rel(id), n).LastInterval {
-				lb = lb.WithLost(LostGrants(all, id, tInject))
-			}
-			return lb
-		},
-		func(id BucketID) (string, Relation) { return owner[id], rel(id) })
-	for _, k := range res.Leases {
-		if k.Pass {
-			continue
-		}
-		res.LeaseDetected = true
-		if sc.ExpectViolation {
-			continue
-		}
-		if w := k.Worst(); w.Max > w.Bound {
-			res.Failures = append(res.Failures, fmt.Sprintf("leases: %s/%s (%s, owner %s): %d held at once %s (at %.3fs) > bound %d (%s)",
-				k.ID.Limit, k.ID.Key, k.Relation, k.Owner, w.Max, w.Phase, float64(w.At)/1e9, w.Bound, k.Bound.Why))
-		}
-		if len(k.FencingHealthy) > 0 {
-			v := k.FencingHealthy[0]
-			res.Failures = append(res.Failures, fmt.Sprintf("leases: %s/%s: %d owner grants of a healthy phase with a fencing token not above an earlier one (first: %d at %.3fs after %d at %.3fs)",
-				k.ID.Limit, k.ID.Key, len(k.FencingHealthy), v.Later.Fencing, float64(v.Later.Call)/1e9, v.Earlier.Fencing, float64(v.Earlier.Return)/1e9))
-		}
-		if len(k.Leaks) > 0 {
-			l := k.Leaks[0]
-			res.Failures = append(res.Failures, fmt.Sprintf("leases: %s/%s: %d acquires refused %s while fewer than %d leases could be held (first at %.3fs by %s, at most %d held; %d abandoned leases expired before it): a lease was not reclaimed",
-				k.ID.Limit, k.ID.Key, len(k.Leaks), l.Phase, k.Bound.Healthy, float64(l.Refused.Call)/1e9, l.Refused.Node, l.MostHeld, l.Abandoned))
-		}
+	slices.Sort(r.nm.Targets)
+	for _, t := range r.nm.Targets {
+		r.res.Targets = append(r.res.Targets, Name(t))
 	}
 }
 
-// checkLinear fills res's linearizability verdicts: every instance of an
-// owner's bucket must replay its decisions exactly. A failed instance
-// fails the run (porcupine's visualization is written next to the
-// history), except in the broken-build run.
-func checkLinear(res *Result, sc ScenarioConfig, ops []Op) {
-	limits := map[string]Limit{sc.Hot.Name: sc.Hot, sc.Cold.Name: sc.Cold}
-	res.Linear = CheckLinear(ops, func(name string) (Limit, bool) { l, ok := limits[name]; return l, ok }, sc.Dir, 30*time.Second)
-	for _, lc := range res.Linear {
-		if lc.Pass {
-			continue
+// chooseKeys asks node 1 for the keys: one hot key owned by each node,
+// the cold keys anywhere and, with lease traffic, one lease key owned by
+// each node. It sets owner, hot, cold, leases and samples (the hot keys and
+// the first four cold keys).
+func (r *scenarioRun) chooseKeys(ctx context.Context) error {
+	var err error
+	if r.owner, r.hot, r.cold, err = pickKeys(ctx, r.pr, r.sc, r.n); err != nil {
+		return err
+	}
+	if r.sc.HoldersPerNode > 0 {
+		if r.leases, err = pickLeaseKeys(ctx, r.pr, r.sc, r.n, r.owner); err != nil {
+			return err
 		}
-		res.LinearDetected = true
-		if sc.ExpectViolation {
-			continue
-		}
-		res.Failures = append(res.Failures, fmt.Sprintf("linearizability: %s/%s instance %s (%d decisions, %d timeouts): %s; see %s",
-			lc.ID.Limit, lc.ID.Key, lc.Instance, lc.Ops, lc.Unknown, lc.Result, lc.Visualization))
+	}
+	for _, k := range r.hot {
+		r.samples = append(r.samples, BucketID{r.sc.Hot.Name, k})
+	}
+	for _, k := range r.cold[:min(4, len(r.cold))] {
+		r.samples = append(r.samples, BucketID{r.sc.Cold.Name, k})
+	}
+	return nil
+}
+
+// startTraffic starts the take clients and the lease holders on every
+// node, recording into a new history, rec. The returned stop ends them and
+// waits until they have; it may be called more than once.
+func (r *scenarioRun) startTraffic(ctx context.Context) (stop func()) {
+	sc := r.sc
+	r.rec = NewRecorder()
+	r.rec.Event("start", "wall clock "+time.Now().UTC().Format(time.RFC3339Nano)+" (node logs are in UTC)")
+	urls := make(map[string]string, r.n)
+	for _, i := range r.all {
+		urls[Name(i)] = r.c.URL(i)
+	}
+	wl := Workload{
+		HotLimit: sc.Hot.Name, ColdLimit: sc.Cold.Name, HotKeys: r.hot, ColdKeys: r.cold,
+		WorkersPerNode: sc.WorkersPerNode, RatePerWorker: sc.RatePerWorker, HotShare: sc.HotShare,
+		Deadline: sc.Deadline, Seed: sc.Seed,
+	}
+	cctx, stopClients := context.WithCancel(ctx)
+	clientsDone := make(chan struct{})
+	lw := LeaseWorkload{
+		Limit: sc.Conc, Keys: r.leases, HoldersPerNode: sc.HoldersPerNode,
+		MinHold: sc.MinHold, MaxHold: sc.MaxHold, Pause: 200 * time.Millisecond, AbandonShare: sc.AbandonShare,
+		Deadline: sc.Deadline, Seed: sc.Seed,
+	}
+	go func() {
+		var wg sync.WaitGroup
+		wg.Go(func() { RunClients(cctx, urls, wl, r.rec) })
+		wg.Go(func() { RunHolders(cctx, urls, lw, r.n*sc.WorkersPerNode, r.rec) })
+		wg.Wait()
+		close(clientsDone)
+	}()
+	return func() { stopClients(); <-clientsDone }
+}
+
+// converged is how the cluster's convergence after the heal ended: the
+// instant (on the recorder's base) it converged, or the error of not
+// converging in time. The zero value is a run without a fault.
+type converged struct {
+	at  int64
+	err error
+}
+
+// playFault lets the traffic run for Before and, unless the fault is None,
+// injects the fault, holds it for During, heals it, starts watching for
+// convergence and lets the traffic run for After. It returns the inject
+// and heal-start instants (0 without a fault) and a channel that yields how
+// convergence ended, once; its error is a cancelled ctx or a fault that
+// could not be injected or healed.
+func (r *scenarioRun) playFault(ctx context.Context) (tInject, tHeal int64, convDone <-chan converged, err error) {
+	done := make(chan converged, 1)
+	if err := sleepCtx(ctx, r.sc.Before); err != nil {
+		return 0, 0, nil, err
+	}
+	if r.sc.Fault == None {
+		done <- converged{}
+		return 0, 0, done, nil
+	}
+	tInject = r.rec.Event("inject", r.nm.String())
+	if err := r.nm.Inject(ctx, r.c); err != nil {
+		return 0, 0, nil, err
+	}
+	if err := sleepCtx(ctx, r.sc.During); err != nil {
+		return 0, 0, nil, err
+	}
+	tHeal = r.rec.Event("heal-start", r.nm.String())
+	if err := r.nm.Heal(ctx, r.c); err != nil {
+		return 0, 0, nil, err
+	}
+	r.rec.Event("heal", r.nm.String())
+	go r.watchConvergence(ctx, done)
+	if err := sleepCtx(ctx, r.sc.After); err != nil {
+		return 0, 0, nil, err
+	}
+	return tInject, tHeal, done, nil
+}
+
+// watchConvergence waits, for at most ConvergeWithin, until every node
+// agrees on the members and the sample owners, records the "converged"
+// event and res.Converge when they do, and sends the outcome on done.
+func (r *scenarioRun) watchConvergence(ctx context.Context, done chan<- converged) {
+	cvctx, cancel := context.WithTimeout(ctx, r.sc.ConvergeWithin)
+	defer cancel()
+	d, err := r.pr.WaitConverged(cvctx, r.all, r.names, r.samples)
+	var at int64
+	if err == nil {
+		at = r.rec.Event("converged", d.String())
+		r.res.Converge = d
+	}
+	done <- converged{at, err}
+}
+
+// sleepCtx waits for d, or returns ctx's error if it ends first.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
 	}
 }
 

@@ -135,13 +135,35 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // parseFlags reads the command line of a load run.
 func parseFlags(args []string, stderr io.Writer) (config, error) {
 	var (
-		cfg     config
-		addrs   string
-		concs   string
-		pids    string
-		metrics string
-		dist    string
+		cfg  config
+		list listFlags
 	)
+	fs := newFlagSet(&cfg, &list, stderr)
+	if err := fs.Parse(args); err != nil {
+		return config{}, err
+	}
+	if fs.NArg() > 0 {
+		return config{}, fmt.Errorf("loadgen: unexpected arguments %q", fs.Args())
+	}
+	if err := cfg.finish(list, flagSet(fs, "limit")); err != nil {
+		return config{}, err
+	}
+	return cfg, nil
+}
+
+// listFlags holds the flags that parseFlags reads as text and config.finish
+// turns into config's fields.
+type listFlags struct {
+	addrs   string // -addrs, comma-separated
+	concs   string // -concurrency, comma-separated
+	pids    string // -server-pid, comma-separated
+	metrics string // -metrics, comma-separated
+	dist    string // -dist
+}
+
+// newFlagSet returns the flag set of a load run, with its usage text,
+// writing each flag into cfg or, for those config.finish reads, into list.
+func newFlagSet(cfg *config, list *listFlags, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
@@ -153,88 +175,120 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&cfg.Target, "target", "", "weir-grpc, weir-http, weir-lease-grpc or redis-lua (required)")
-	fs.StringVar(&addrs, "addrs", "", "comma-separated addresses; caller i uses address i mod n (default: the target's usual loopback port)")
-	fs.StringVar(&concs, "concurrency", "1,16,64", "comma-separated list of concurrencies, one cell each")
+	fs.StringVar(&list.addrs, "addrs", "", "comma-separated addresses; caller i uses address i mod n (default: the target's usual loopback port)")
+	fs.StringVar(&list.concs, "concurrency", "1,16,64", "comma-separated list of concurrencies, one cell each")
 	fs.DurationVar(&cfg.Duration, "duration", 5*time.Second, "measured time per cell; 0 bounds by -requests only")
 	fs.Int64Var(&cfg.Requests, "requests", 0, "requests per cell over all callers; 0 bounds by -duration only")
 	fs.DurationVar(&cfg.Warmup, "warmup", time.Second, "unrecorded warm-up before each cell")
 	fs.DurationVar(&cfg.Timeout, "timeout", 5*time.Second, "how long an outstanding request may run past the cell's end")
 	fs.IntVar(&cfg.Keys, "keys", 1, "distinct keys, picked per request by -dist; 1 is one hot key")
-	fs.StringVar(&dist, "dist", "uniform", "key distribution: uniform or zipf")
+	fs.StringVar(&list.dist, "dist", "uniform", "key distribution: uniform or zipf")
 	fs.StringVar(&cfg.Limit, "limit", "bench", "limit name (weir-lease-grpc: bench-lease unless set)")
 	fs.StringVar(&cfg.LimitsPath, "limits", "", "limits file whose -limit gives redis-lua its capacity and rate (required for redis-lua)")
 	fs.Int64Var(&cfg.Cost, "cost", 1, "cost of each request")
 	fs.IntVar(&cfg.Conns, "conns", 1, "weir-grpc, weir-lease-grpc: client connections per address")
 	fs.BoolVar(&cfg.Rotate, "rotate", false, "weir-grpc, weir-lease-grpc: each caller moves to the next address on every request (round robin)")
 	fs.BoolVar(&cfg.JSON, "json", false, "print one JSON object per cell instead of a table")
-	fs.StringVar(&pids, "server-pid", "", "comma-separated local server processes whose CPU time per cell is reported, summed (Linux)")
-	fs.StringVar(&metrics, "metrics", "", "comma-separated node HTTP addresses whose /metrics forwarding counters are read around each cell")
+	fs.StringVar(&list.pids, "server-pid", "", "comma-separated local server processes whose CPU time per cell is reported, summed (Linux)")
+	fs.StringVar(&list.metrics, "metrics", "", "comma-separated node HTTP addresses whose /metrics forwarding counters are read around each cell")
 	fs.StringVar(&cfg.Label, "label", "", "free text copied into -json output (e.g. \"1 node\")")
-	if err := fs.Parse(args); err != nil {
-		return config{}, err
-	}
-	if fs.NArg() > 0 {
-		return config{}, fmt.Errorf("loadgen: unexpected arguments %q", fs.Args())
-	}
-	d, err := parseKeyDist(dist)
+	return fs
+}
+
+// finish completes cfg from the list flags and checks it, before anything
+// is connected. limitSet says -limit was given (else weir-lease-grpc uses
+// bench-lease). It reports the first problem, checking in a fixed order:
+// -dist, -target, -addrs, -server-pid, -rotate, -concurrency, -cost and
+// -conns, then the cell bounds.
+func (cfg *config) finish(list listFlags, limitSet bool) error {
+	d, err := parseKeyDist(list.dist)
 	if err != nil {
-		return config{}, err
+		return err
 	}
 	cfg.Dist = d
-	def, ok := defaultAddrs[cfg.Target]
+	if cfg.Addrs, err = targetAddrs(cfg.Target, list.addrs); err != nil {
+		return err
+	}
+	if cfg.ServerPIDs, err = parsePIDs(list.pids); err != nil {
+		return err
+	}
+	for _, a := range splitList(list.metrics) {
+		cfg.MetricsURLs = append(cfg.MetricsURLs, metricsURL(a))
+	}
+	if cfg.Target == "weir-lease-grpc" && !limitSet {
+		cfg.Limit = "bench-lease"
+	}
+	if cfg.Rotate && cfg.Target != "weir-grpc" && cfg.Target != "weir-lease-grpc" {
+		return errors.New("loadgen: -rotate applies to weir-grpc and weir-lease-grpc only")
+	}
+	if cfg.Concurrency, err = parseConcurrency(list.concs); err != nil {
+		return err
+	}
+	if cfg.Cost < 1 || cfg.Conns < 1 {
+		return errors.New("loadgen: -cost and -conns must be at least 1")
+	}
+	// Check the cell bounds once, before connecting to anything.
+	return cellConfig{
+		Concurrency: 1, Duration: cfg.Duration, Requests: cfg.Requests,
+		Warmup: cfg.Warmup, Keys: cfg.Keys, Timeout: cfg.Timeout,
+	}.validate()
+}
+
+// targetAddrs returns the addresses listed in addrs, or target's default
+// address when addrs is empty. It fails on an unknown target or a list
+// that names no address.
+func targetAddrs(target, addrs string) ([]string, error) {
+	def, ok := defaultAddrs[target]
 	if !ok {
-		return config{}, fmt.Errorf("loadgen: -target must be weir-grpc, weir-http, weir-lease-grpc or redis-lua, got %q", cfg.Target)
+		return nil, fmt.Errorf("loadgen: -target must be weir-grpc, weir-http, weir-lease-grpc or redis-lua, got %q", target)
 	}
 	if addrs == "" {
 		addrs = def
 	}
-	for a := range strings.SplitSeq(addrs, ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			cfg.Addrs = append(cfg.Addrs, a)
-		}
+	out := splitList(addrs)
+	if len(out) == 0 {
+		return nil, errors.New("loadgen: -addrs lists no address")
 	}
-	if len(cfg.Addrs) == 0 {
-		return config{}, errors.New("loadgen: -addrs lists no address")
-	}
-	for p := range strings.SplitSeq(pids, ",") {
-		if p = strings.TrimSpace(p); p == "" {
-			continue
-		}
+	return out, nil
+}
+
+// parsePIDs parses -server-pid: process ids, each at least 1.
+func parsePIDs(list string) ([]int, error) {
+	var pids []int
+	for _, p := range splitList(list) {
 		n, err := strconv.Atoi(p)
 		if err != nil || n < 1 {
-			return config{}, fmt.Errorf("loadgen: -server-pid: %q is not a process id", p)
+			return nil, fmt.Errorf("loadgen: -server-pid: %q is not a process id", p)
 		}
-		cfg.ServerPIDs = append(cfg.ServerPIDs, n)
+		pids = append(pids, n)
 	}
-	for a := range strings.SplitSeq(metrics, ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			cfg.MetricsURLs = append(cfg.MetricsURLs, metricsURL(a))
-		}
-	}
-	if cfg.Target == "weir-lease-grpc" && !flagSet(fs, "limit") {
-		cfg.Limit = "bench-lease"
-	}
-	if cfg.Rotate && cfg.Target != "weir-grpc" && cfg.Target != "weir-lease-grpc" {
-		return config{}, errors.New("loadgen: -rotate applies to weir-grpc and weir-lease-grpc only")
-	}
-	for c := range strings.SplitSeq(concs, ",") {
+	return pids, nil
+}
+
+// parseConcurrency parses -concurrency: one positive integer per cell; an
+// empty item is an error.
+func parseConcurrency(list string) ([]int, error) {
+	var out []int
+	for c := range strings.SplitSeq(list, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(c))
 		if err != nil || n < 1 {
-			return config{}, fmt.Errorf("loadgen: -concurrency: %q is not a positive integer", c)
+			return nil, fmt.Errorf("loadgen: -concurrency: %q is not a positive integer", c)
 		}
-		cfg.Concurrency = append(cfg.Concurrency, n)
+		out = append(out, n)
 	}
-	if cfg.Cost < 1 || cfg.Conns < 1 {
-		return config{}, errors.New("loadgen: -cost and -conns must be at least 1")
+	return out, nil
+}
+
+// splitList returns the items of a comma-separated list, trimmed of spaces,
+// without the empty ones; nil if there are none.
+func splitList(s string) []string {
+	var out []string
+	for a := range strings.SplitSeq(s, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
 	}
-	// Check the cell bounds once, before connecting to anything.
-	if err := (cellConfig{
-		Concurrency: 1, Duration: cfg.Duration, Requests: cfg.Requests,
-		Warmup: cfg.Warmup, Keys: cfg.Keys, Timeout: cfg.Timeout,
-	}).validate(); err != nil {
-		return config{}, err
-	}
-	return cfg, nil
+	return out
 }
 
 // newTarget connects to the target named in cfg.

@@ -191,137 +191,218 @@ func runCell(ctx context.Context, t target, cfg cellConfig) (cellResult, error) 
 	if err := cfg.validate(); err != nil {
 		return cellResult{}, err
 	}
-	callers := make([]caller, 0, cfg.Concurrency)
+	callers, err := openCallers(ctx, t, cfg.Concurrency)
 	defer func() {
 		for _, c := range callers {
 			_ = c.close()
 		}
 	}()
-	for i := range cfg.Concurrency {
-		c, err := t.newCaller(ctx, i)
-		if err != nil {
-			return cellResult{}, fmt.Errorf("loadgen: caller %d: %w", i, err)
-		}
-		callers = append(callers, c)
+	if err != nil {
+		return cellResult{}, err
 	}
 
-	start := time.Now()
-	measure := start.Add(cfg.Warmup)
-	var end, deadline time.Time // zero: no time bound
-	if cfg.Duration > 0 {
-		end = measure.Add(cfg.Duration)
-		deadline = end.Add(cfg.Timeout)
-	}
-	var (
-		cctx   context.Context
-		cancel context.CancelFunc
-	)
-	if deadline.IsZero() {
-		cctx, cancel = context.WithCancel(ctx)
-	} else {
-		cctx, cancel = context.WithDeadline(ctx, deadline)
-	}
+	plan := planCell(time.Now(), cfg)
+	cctx, cancel := plan.context(ctx)
 	defer cancel()
-	var budget atomic.Int64
-	budget.Store(cfg.Requests)
-
 	stats := make([]callerStats, len(callers))
 	var wg sync.WaitGroup
 	for i, c := range callers {
 		wg.Go(func() {
-			st := &stats[i]
-			pick := newKeyPicker(cfg.Dist, cfg.Keys, uint64(i+1))
-			for cctx.Err() == nil {
-				t0 := time.Now()
-				if !end.IsZero() && !t0.Before(end) {
-					return
-				}
-				measured := !t0.Before(measure)
-				if measured && cfg.Requests > 0 && budget.Add(-1) < 0 {
-					return
-				}
-				allowed, err := c.take(cctx, pick.next())
-				t1 := time.Now()
-				if !measured {
-					continue
-				}
-				st.last = t1
-				switch {
-				case err != nil:
-					st.errors++
-					if st.firstErr == nil {
-						st.firstErr = err
-					}
-				case allowed:
-					st.allowed++
-					st.hist.record(t1.Sub(t0))
-				default:
-					st.denied++
-					st.hist.record(t1.Sub(t0))
-				}
-			}
+			stats[i].run(cctx, c, newKeyPicker(cfg.Dist, cfg.Keys, uint64(i+1)), plan)
 		})
 	}
 	// Sample CPU times when the measured phase starts and after it ends.
-	if d := time.Until(measure); d > 0 {
-		timer := time.NewTimer(d)
-		select {
-		case <-timer.C:
-		case <-cctx.Done():
-		}
-		timer.Stop()
-	}
-	srv0, srvErr := cpuOf(cfg.ServerPIDs)
-	self0, selfErr := procCPU(0)
-	fwd0, fwdErr := scrape(ctx, cfg.MetricsURLs)
+	sleepUntil(cctx, plan.measure)
+	before := readUsage(ctx, cfg)
 	wg.Wait()
-	srv1, srvErr1 := cpuOf(cfg.ServerPIDs)
-	self1, selfErr1 := procCPU(0)
-	fwd1, fwdErr1 := scrape(ctx, cfg.MetricsURLs)
+	after := readUsage(ctx, cfg)
 
 	res := cellResult{Concurrency: cfg.Concurrency, Keys: cfg.Keys, Dist: cfg.Dist.String()}
-	if len(cfg.ServerPIDs) > 0 && srvErr == nil && srvErr1 == nil {
-		res.ServerCPUSeconds = (srv1 - srv0).Seconds()
+	res.addUsage(cfg, before, after)
+	res.addCallers(stats, plan.measure)
+	return res, ctx.Err()
+}
+
+// openCallers creates the n callers of t, in order. On an error it returns
+// the callers created so far, which the caller must close as it closes a
+// full set.
+func openCallers(ctx context.Context, t target, n int) ([]caller, error) {
+	callers := make([]caller, 0, n)
+	for i := range n {
+		c, err := t.newCaller(ctx, i)
+		if err != nil {
+			return callers, fmt.Errorf("loadgen: caller %d: %w", i, err)
+		}
+		callers = append(callers, c)
 	}
-	if len(cfg.MetricsURLs) > 0 {
-		if err := errors.Join(fwdErr, fwdErr1); err != nil {
-			res.MetricsError = err.Error()
-		} else {
-			d := fwd1.sub(fwd0)
-			res.Scraped, res.Forwarded, res.ForwardBatches, res.ForwardErrors = true, d.Requests, d.Batches, d.Errors
+	return callers, nil
+}
+
+// cellPlan is when a cell's phases begin and end, and its request budget.
+// It is shared by the cell's callers; only budget changes.
+type cellPlan struct {
+	measure  time.Time    // the measured phase starts (after the warm-up)
+	end      time.Time    // the measured phase ends; zero: no time bound
+	deadline time.Time    // outstanding requests are abandoned; zero: never
+	counted  bool         // the measured phase is bounded by budget
+	budget   atomic.Int64 // requests the measured phase may still start
+}
+
+// planCell plans a cell of cfg starting at start.
+func planCell(start time.Time, cfg cellConfig) *cellPlan {
+	p := &cellPlan{measure: start.Add(cfg.Warmup), counted: cfg.Requests > 0}
+	if cfg.Duration > 0 {
+		p.end = p.measure.Add(cfg.Duration)
+		p.deadline = p.end.Add(cfg.Timeout)
+	}
+	p.budget.Store(cfg.Requests)
+	return p
+}
+
+// context returns ctx bounded by the plan's deadline, if it has one.
+func (p *cellPlan) context(ctx context.Context) (context.Context, context.CancelFunc) {
+	if p.deadline.IsZero() {
+		return context.WithCancel(ctx)
+	}
+	return context.WithDeadline(ctx, p.deadline)
+}
+
+// admit decides on a request about to start at t0: whether to send it,
+// and whether it is measured. It refuses one at or after the end of the
+// measured phase or, in a counted cell, one beyond the budget (which it
+// spends).
+func (p *cellPlan) admit(t0 time.Time) (send, measured bool) {
+	if !p.end.IsZero() && !t0.Before(p.end) {
+		return false, false
+	}
+	measured = !t0.Before(p.measure)
+	if measured && p.counted && p.budget.Add(-1) < 0 {
+		return false, false
+	}
+	return true, measured
+}
+
+// run is one caller's closed loop: it sends requests on keys drawn from
+// pick, one at a time, until ctx ends or the plan admits no more, and
+// records the measured ones in st.
+func (st *callerStats) run(ctx context.Context, c caller, pick *keyPicker, p *cellPlan) {
+	for ctx.Err() == nil {
+		t0 := time.Now()
+		send, measured := p.admit(t0)
+		if !send {
+			return
+		}
+		allowed, err := c.take(ctx, pick.next())
+		t1 := time.Now()
+		if measured {
+			st.record(t0, t1, allowed, err)
 		}
 	}
-	if selfErr == nil && selfErr1 == nil {
-		res.LoadgenCPUSeconds = (self1 - self0).Seconds()
+}
+
+// record counts one measured request that started at t0 and ended at t1:
+// an error is counted (the first one kept), a decision is counted and
+// timed.
+func (st *callerStats) record(t0, t1 time.Time, allowed bool, err error) {
+	st.last = t1
+	switch {
+	case err != nil:
+		st.errors++
+		if st.firstErr == nil {
+			st.firstErr = err
+		}
+	case allowed:
+		st.allowed++
+		st.hist.record(t1.Sub(t0))
+	default:
+		st.denied++
+		st.hist.record(t1.Sub(t0))
 	}
+}
+
+// sleepUntil waits until t or until ctx ends, whichever comes first.
+func sleepUntil(ctx context.Context, t time.Time) {
+	d := time.Until(t)
+	if d <= 0 {
+		return
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+}
+
+// usage is one reading of the counters a cell reports as differences over
+// its measured phase, each with the error that spoiled it.
+type usage struct {
+	server    time.Duration // CPU time of cfg.ServerPIDs, summed
+	serverErr error
+	self      time.Duration // CPU time of this process
+	selfErr   error
+	fwd       forwardStats // forwarding counters of cfg.MetricsURLs
+	fwdErr    error
+}
+
+// readUsage reads the server CPU, this process's CPU and the forwarding
+// counters, in that order.
+func readUsage(ctx context.Context, cfg cellConfig) usage {
+	var u usage
+	u.server, u.serverErr = cpuOf(cfg.ServerPIDs)
+	u.self, u.selfErr = procCPU(0)
+	u.fwd, u.fwdErr = scrape(ctx, cfg.MetricsURLs)
+	return u
+}
+
+// addUsage sets r's CPU times and forwarding counts from readings before
+// and after the measured phase. A figure either reading failed is left at
+// zero; a failed scrape is reported in MetricsError instead.
+func (r *cellResult) addUsage(cfg cellConfig, before, after usage) {
+	if len(cfg.ServerPIDs) > 0 && before.serverErr == nil && after.serverErr == nil {
+		r.ServerCPUSeconds = (after.server - before.server).Seconds()
+	}
+	if len(cfg.MetricsURLs) > 0 {
+		if err := errors.Join(before.fwdErr, after.fwdErr); err != nil {
+			r.MetricsError = err.Error()
+		} else {
+			d := after.fwd.sub(before.fwd)
+			r.Scraped, r.Forwarded, r.ForwardBatches, r.ForwardErrors = true, d.Requests, d.Batches, d.Errors
+		}
+	}
+	if before.selfErr == nil && after.selfErr == nil {
+		r.LoadgenCPUSeconds = (after.self - before.self).Seconds()
+	}
+}
+
+// addCallers sums the callers' counts and latencies into r. The measured
+// phase is taken to run from measure to the end of the last measured
+// request, which is what Seconds and Throughput are over.
+func (r *cellResult) addCallers(stats []callerStats, measure time.Time) {
 	var h histogram
 	last := measure
 	for i := range stats {
 		st := &stats[i]
 		h.merge(&st.hist)
-		res.Allowed += st.allowed
-		res.Denied += st.denied
-		res.Errors += st.errors
-		if st.firstErr != nil && res.FirstError == "" {
-			res.FirstError = st.firstErr.Error()
+		r.Allowed += st.allowed
+		r.Denied += st.denied
+		r.Errors += st.errors
+		if st.firstErr != nil && r.FirstError == "" {
+			r.FirstError = st.firstErr.Error()
 		}
 		if st.last.After(last) {
 			last = st.last
 		}
 	}
-	res.Decisions = res.Allowed + res.Denied
-	res.Seconds = last.Sub(measure).Seconds()
-	if res.Seconds > 0 {
-		res.Throughput = float64(res.Decisions) / res.Seconds
+	r.Decisions = r.Allowed + r.Denied
+	r.Seconds = last.Sub(measure).Seconds()
+	if r.Seconds > 0 {
+		r.Throughput = float64(r.Decisions) / r.Seconds
 	}
 	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
-	res.MeanUs = us(h.mean())
-	res.P50Us = us(h.quantile(0.50))
-	res.P99Us = us(h.quantile(0.99))
-	res.P999Us = us(h.quantile(0.999))
-	res.MaxUs = us(time.Duration(h.max))
-	if err := ctx.Err(); err != nil {
-		return res, err
-	}
-	return res, nil
+	r.MeanUs = us(h.mean())
+	r.P50Us = us(h.quantile(0.50))
+	r.P99Us = us(h.quantile(0.99))
+	r.P999Us = us(h.quantile(0.999))
+	r.MaxUs = us(time.Duration(h.max))
 }

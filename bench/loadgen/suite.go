@@ -33,19 +33,6 @@ type suiteConfig struct {
 	Gubernator string // why Gubernator is not in the run
 }
 
-// suiteSpec is one target of the suite: its table entry, how to connect
-// it for a workload, and the server processes behind it.
-type suiteSpec struct {
-	info    targetInfo
-	open    func(ctx context.Context, wl workload) (target, error)
-	servers []*proc  // must be alive for the cell to count
-	pids    []int    // server CPU is summed over these
-	metrics []string // /metrics read around each cell (Weir nodes)
-}
-
-// skipped is a target the suite could not run, and why.
-type skipped struct{ name, why string }
-
 // gubernatorNote is what the suite says of Gubernator v2: the one attempt
 // to install its command from the module proxy failed.
 const gubernatorNote = "`go install github.com/gubernator-io/gubernator/v2/cmd/gubernator@latest` (v2.21.0) fails here: it requires go >= 1.26.10 and this machine has go1.26.8 with GOTOOLCHAIN=local"
@@ -317,107 +304,6 @@ func progressLine(i, total int, r suiteRow) string {
 	return fmt.Sprintf("[%d/%d] %-7s c=%-3d %-19s %9.0f/s  p50 %s  p99 %s  p99.9 %s  cpu %s µs  fwd %s  %s",
 		i, total, r.Workload.Name, res.Concurrency, r.Target.Name, res.Throughput,
 		fmtUs(res.P50Us), fmtUs(res.P99Us), fmtUs(res.P999Us), fmtSig(cpu, cpuOK), fmtShare(fwd, fwdOK), r.Check)
-}
-
-// suiteSpecs lists the targets in the order they run at each number of
-// callers, and the ones that cannot run in this build, with why.
-func suiteSpecs(cfg suiteConfig, b bucketSpec, env *suiteEnv, redisAddr string, solo *weirNode, trio, trioOff []*weirNode, resp bool) ([]suiteSpec, []skipped) {
-	grpcOf := func(nodes []*weirNode) []string {
-		out := make([]string, len(nodes))
-		for i, n := range nodes {
-			out[i] = n.grpcAddr
-		}
-		return out
-	}
-	trioGRPC, trioOffGRPC := grpcOf(trio), grpcOf(trioOff)
-	maxC := slices.Max(cfg.Callers)
-	one := []string{solo.grpcAddr}
-	weir1 := func(name, ceiling string, open func(ctx context.Context, wl workload) (target, error)) suiteSpec {
-		return suiteSpec{
-			info: targetInfo{Name: name, Group: "weir 1 node", Ceiling: ceiling, VsRedis: true, Weir: true},
-			open: open, servers: []*proc{solo.proc}, pids: pidsOf(solo), metrics: metricsOf(solo),
-		}
-	}
-	trioProcs := []*proc{trio[0].proc, trio[1].proc, trio[2].proc}
-	trioOffProcs := []*proc{trioOff[0].proc, trioOff[1].proc, trioOff[2].proc}
-	all := []suiteSpec{
-		{
-			info: targetInfo{Name: "ceiling-http", Group: "ceiling"},
-			open: func(_ context.Context, wl workload) (target, error) {
-				return newHTTPTarget([]string{env.ceil.httpAddr()}, maxC, cfg.Limit, wl.Keys, 1)
-			},
-		},
-		weir1("weir-http", "ceiling-http", func(_ context.Context, wl workload) (target, error) {
-			return newHTTPTarget([]string{solo.httpAddr}, maxC, cfg.Limit, wl.Keys, 1)
-		}),
-		{
-			info: targetInfo{Name: "ceiling-grpc", Group: "ceiling"},
-			open: func(_ context.Context, wl workload) (target, error) {
-				return newGRPCTarget([]string{env.ceil.grpcAddr()}, 1, cfg.Limit, wl.Keys, 1, false)
-			},
-		},
-		weir1("weir-grpc", "ceiling-grpc", func(_ context.Context, wl workload) (target, error) {
-			return newGRPCTarget(one, 1, cfg.Limit, wl.Keys, 1, false)
-		}),
-		weir1("weir-stream", "ceiling-grpc", func(_ context.Context, wl workload) (target, error) {
-			t, err := newGRPCTarget(one, 1, cfg.Limit, wl.Keys, 1, false)
-			if err != nil {
-				return nil, err
-			}
-			return streamTarget{t}, nil
-		}),
-		weir1("weir-client", "ceiling-grpc", func(ctx context.Context, wl workload) (target, error) {
-			return newGoClientTarget(ctx, one, cfg.Limit, wl.Keys, 1)
-		}),
-		{
-			info:    targetInfo{Name: redisName, Group: "redis"},
-			servers: []*proc{env.redis}, pids: []int{env.redis.pid()},
-			open: func(ctx context.Context, wl workload) (target, error) {
-				return newGoRedisLuaTarget(ctx, redisAddr, cfg.Limit, wl.Keys, maxC, b, 1)
-			},
-		},
-		weir1("weir-resp", "", func(ctx context.Context, wl workload) (target, error) {
-			return newRESPTarget(ctx, solo.respAddr, cfg.Limit, wl.Keys, maxC, 1)
-		}),
-		{
-			info:    targetInfo{Name: "weir3-grpc-rr", Group: "weir 3 nodes", Ceiling: "ceiling-grpc", OneNode: "weir-grpc", VsRedis: true, Weir: true},
-			servers: trioProcs, pids: pidsOf(trio...), metrics: metricsOf(trio...),
-			open: func(_ context.Context, wl workload) (target, error) {
-				return newGRPCTarget(trioGRPC, 1, cfg.Limit, wl.Keys, 1, true)
-			},
-		},
-		{
-			info: targetInfo{
-				Name: "weir3-client", Group: "weir 3 nodes", Ceiling: "ceiling-grpc", OneNode: "weir-client",
-				ReplOff: "weir3-client-norepl", VsRedis: true, Weir: true,
-			},
-			servers: trioProcs, pids: pidsOf(trio...), metrics: metricsOf(trio...),
-			open: func(ctx context.Context, wl workload) (target, error) {
-				return newGoClientTarget(ctx, trioGRPC, cfg.Limit, wl.Keys, 1)
-			},
-		},
-		{
-			info:    targetInfo{Name: "weir3-client-norepl", Group: "weir 3 nodes", Ceiling: "ceiling-grpc", OneNode: "weir-client", VsRedis: true, Weir: true},
-			servers: trioOffProcs, pids: pidsOf(trioOff...), metrics: metricsOf(trioOff...),
-			open: func(ctx context.Context, wl workload) (target, error) {
-				return newGoClientTarget(ctx, trioOffGRPC, cfg.Limit, wl.Keys, 1)
-			},
-		},
-	}
-	var specs []suiteSpec
-	var skips []skipped
-	for _, s := range all {
-		switch {
-		case len(cfg.Targets) > 0 && !slices.Contains(cfg.Targets, s.info.Name):
-			continue
-		case s.info.Name == "weir-resp" && !resp:
-			skips = append(skips, skipped{s.info.Name, "`weir serve` has no `--resp-addr` in this build"})
-		default:
-			specs = append(specs, s)
-		}
-	}
-	skips = append(skips, skipped{"gubernator", cfg.Gubernator})
-	return specs, skips
 }
 
 // suiteHeader describes the run: machine, versions, cell length, what

@@ -1,0 +1,156 @@
+package main
+
+import (
+	"context"
+	"slices"
+)
+
+// suiteSpec is one target of the suite: its table entry, how to connect
+// it for a workload, and the server processes behind it.
+type suiteSpec struct {
+	info    targetInfo
+	open    func(ctx context.Context, wl workload) (target, error)
+	servers []*proc  // must be alive for the cell to count
+	pids    []int    // server CPU is summed over these
+	metrics []string // /metrics read around each cell (Weir nodes)
+}
+
+// skipped is a target the suite could not run, and why.
+type skipped struct{ name, why string }
+
+// suiteSpecs lists the targets in the order they run at each number of
+// callers, and the ones that cannot run in this build, with why.
+func suiteSpecs(cfg suiteConfig, b bucketSpec, env *suiteEnv, redisAddr string, solo *weirNode, trio, trioOff []*weirNode, resp bool) ([]suiteSpec, []skipped) {
+	maxC := slices.Max(cfg.Callers)
+	all := oneNodeSpecs(cfg, env, solo, maxC)
+	all = append(all, redisSpecs(cfg, b, env, redisAddr, solo, maxC)...)
+	all = append(all, trioSpecs(cfg, trio, trioOff)...)
+	return selectSpecs(cfg, all, resp)
+}
+
+// selectSpecs keeps the targets of all that cfg.Targets names (all of them
+// when it names none), in order. weir-resp is skipped when the weir binary
+// has no RESP listener (resp false), and Gubernator always, with why.
+func selectSpecs(cfg suiteConfig, all []suiteSpec, resp bool) ([]suiteSpec, []skipped) {
+	var specs []suiteSpec
+	var skips []skipped
+	for _, s := range all {
+		switch {
+		case len(cfg.Targets) > 0 && !slices.Contains(cfg.Targets, s.info.Name):
+			continue
+		case s.info.Name == "weir-resp" && !resp:
+			skips = append(skips, skipped{s.info.Name, "`weir serve` has no `--resp-addr` in this build"})
+		default:
+			specs = append(specs, s)
+		}
+	}
+	skips = append(skips, skipped{"gubernator", cfg.Gubernator})
+	return specs, skips
+}
+
+// soloSpec is a target served by the single node solo, in the group
+// "weir 1 node", compared with the ceiling named ceiling ("" for none)
+// and with Redis.
+func soloSpec(solo *weirNode, name, ceiling string, open func(ctx context.Context, wl workload) (target, error)) suiteSpec {
+	return suiteSpec{
+		info: targetInfo{Name: name, Group: "weir 1 node", Ceiling: ceiling, VsRedis: true, Weir: true},
+		open: open, servers: []*proc{solo.proc}, pids: pidsOf(solo), metrics: metricsOf(solo),
+	}
+}
+
+// oneNodeSpecs lists the loopback ceilings and the single node's HTTP and
+// gRPC targets, each protocol's ceiling just before the node's targets
+// over it. maxC is the most callers of any cell.
+func oneNodeSpecs(cfg suiteConfig, env *suiteEnv, solo *weirNode, maxC int) []suiteSpec {
+	one := []string{solo.grpcAddr}
+	return []suiteSpec{
+		{
+			info: targetInfo{Name: "ceiling-http", Group: "ceiling"},
+			open: func(_ context.Context, wl workload) (target, error) {
+				return newHTTPTarget([]string{env.ceil.httpAddr()}, maxC, cfg.Limit, wl.Keys, 1)
+			},
+		},
+		soloSpec(solo, "weir-http", "ceiling-http", func(_ context.Context, wl workload) (target, error) {
+			return newHTTPTarget([]string{solo.httpAddr}, maxC, cfg.Limit, wl.Keys, 1)
+		}),
+		{
+			info: targetInfo{Name: "ceiling-grpc", Group: "ceiling"},
+			open: func(_ context.Context, wl workload) (target, error) {
+				return newGRPCTarget([]string{env.ceil.grpcAddr()}, 1, cfg.Limit, wl.Keys, 1, false)
+			},
+		},
+		soloSpec(solo, "weir-grpc", "ceiling-grpc", func(_ context.Context, wl workload) (target, error) {
+			return newGRPCTarget(one, 1, cfg.Limit, wl.Keys, 1, false)
+		}),
+		soloSpec(solo, "weir-stream", "ceiling-grpc", func(_ context.Context, wl workload) (target, error) {
+			t, err := newGRPCTarget(one, 1, cfg.Limit, wl.Keys, 1, false)
+			if err != nil {
+				return nil, err
+			}
+			return streamTarget{t}, nil
+		}),
+		soloSpec(solo, "weir-client", "ceiling-grpc", func(ctx context.Context, wl workload) (target, error) {
+			return newGoClientTarget(ctx, one, cfg.Limit, wl.Keys, 1)
+		}),
+	}
+}
+
+// redisSpecs lists Redis running the Lua token bucket b at redisAddr, and
+// the single node spoken to over RESP, Redis's own protocol.
+func redisSpecs(cfg suiteConfig, b bucketSpec, env *suiteEnv, redisAddr string, solo *weirNode, maxC int) []suiteSpec {
+	return []suiteSpec{
+		{
+			info:    targetInfo{Name: redisName, Group: "redis"},
+			servers: []*proc{env.redis}, pids: []int{env.redis.pid()},
+			open: func(ctx context.Context, wl workload) (target, error) {
+				return newGoRedisLuaTarget(ctx, redisAddr, cfg.Limit, wl.Keys, maxC, b, 1)
+			},
+		},
+		soloSpec(solo, "weir-resp", "", func(ctx context.Context, wl workload) (target, error) {
+			return newRESPTarget(ctx, solo.respAddr, cfg.Limit, wl.Keys, maxC, 1)
+		}),
+	}
+}
+
+// trioSpecs lists the 3-node targets: round-robin gRPC and the Go client
+// on trio, and the Go client on trioOff, the cluster with replication off.
+func trioSpecs(cfg suiteConfig, trio, trioOff []*weirNode) []suiteSpec {
+	trioGRPC, trioOffGRPC := grpcAddrs(trio), grpcAddrs(trioOff)
+	trioProcs := []*proc{trio[0].proc, trio[1].proc, trio[2].proc}
+	trioOffProcs := []*proc{trioOff[0].proc, trioOff[1].proc, trioOff[2].proc}
+	return []suiteSpec{
+		{
+			info:    targetInfo{Name: "weir3-grpc-rr", Group: "weir 3 nodes", Ceiling: "ceiling-grpc", OneNode: "weir-grpc", VsRedis: true, Weir: true},
+			servers: trioProcs, pids: pidsOf(trio...), metrics: metricsOf(trio...),
+			open: func(_ context.Context, wl workload) (target, error) {
+				return newGRPCTarget(trioGRPC, 1, cfg.Limit, wl.Keys, 1, true)
+			},
+		},
+		{
+			info: targetInfo{
+				Name: "weir3-client", Group: "weir 3 nodes", Ceiling: "ceiling-grpc", OneNode: "weir-client",
+				ReplOff: "weir3-client-norepl", VsRedis: true, Weir: true,
+			},
+			servers: trioProcs, pids: pidsOf(trio...), metrics: metricsOf(trio...),
+			open: func(ctx context.Context, wl workload) (target, error) {
+				return newGoClientTarget(ctx, trioGRPC, cfg.Limit, wl.Keys, 1)
+			},
+		},
+		{
+			info:    targetInfo{Name: "weir3-client-norepl", Group: "weir 3 nodes", Ceiling: "ceiling-grpc", OneNode: "weir-client", VsRedis: true, Weir: true},
+			servers: trioOffProcs, pids: pidsOf(trioOff...), metrics: metricsOf(trioOff...),
+			open: func(ctx context.Context, wl workload) (target, error) {
+				return newGoClientTarget(ctx, trioOffGRPC, cfg.Limit, wl.Keys, 1)
+			},
+		},
+	}
+}
+
+// grpcAddrs returns the gRPC address of each node, in order.
+func grpcAddrs(nodes []*weirNode) []string {
+	out := make([]string, len(nodes))
+	for i, n := range nodes {
+		out[i] = n.grpcAddr
+	}
+	return out
+}
