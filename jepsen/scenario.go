@@ -179,6 +179,7 @@ func Run(ctx context.Context, sc ScenarioConfig) (Result, error) {
 	tEnd := r.rec.Event("end", "")
 	stopTraffic()
 	conv := <-convDone
+	res.Converge = conv.after
 	if conv.err != nil {
 		res.Failures = append(res.Failures, "convergence: "+conv.err.Error())
 	}
@@ -347,11 +348,13 @@ func (r *scenarioRun) startTraffic(ctx context.Context) (stop func()) {
 }
 
 // converged is how the cluster's convergence after the heal ended: the
-// instant (on the recorder's base) it converged, or the error of not
-// converging in time. The zero value is a run without a fault.
+// instant (on the recorder's base) it converged and how long after the
+// heal, or the error of not converging in time. The zero value is a run
+// without a fault.
 type converged struct {
-	at  int64
-	err error
+	at    int64
+	after time.Duration
+	err   error
 }
 
 // playFault lets the traffic run for Before and, unless the fault is None,
@@ -390,7 +393,8 @@ func (r *scenarioRun) playFault(ctx context.Context) (tInject, tHeal int64, conv
 
 // watchConvergence waits, for at most ConvergeWithin, until every node
 // agrees on the members and the sample owners, records the "converged"
-// event and res.Converge when they do, and sends the outcome on done.
+// event when they do, and sends the outcome on done (Run copies it into
+// the result: this goroutine may outlive a cancelled Run).
 func (r *scenarioRun) watchConvergence(ctx context.Context, done chan<- converged) {
 	cvctx, cancel := context.WithTimeout(ctx, r.sc.ConvergeWithin)
 	defer cancel()
@@ -398,9 +402,8 @@ func (r *scenarioRun) watchConvergence(ctx context.Context, done chan<- converge
 	var at int64
 	if err == nil {
 		at = r.rec.Event("converged", d.String())
-		r.res.Converge = d
 	}
-	done <- converged{at, err}
+	done <- converged{at, d, err}
 }
 
 // sleepCtx waits for d, or returns ctx's error if it ends first.
