@@ -90,12 +90,15 @@ type Deps struct {
 // the state it decides from. It is safe for concurrent use: the stores lock
 // their own shards and each lease table serializes itself.
 type Engine struct {
-	now      func() time.Time
-	limits   func() *limits.File
-	router   Router
-	peers    Peers
-	changes  Changes
-	store    *bucket.Store // buckets this node owns
+	now     func() time.Time
+	limits  func() *limits.File
+	router  Router
+	peers   Peers
+	changes Changes
+	store   *bucket.Store // buckets this node owns
+	// held is store.Has, made once: a method value made per take would
+	// allocate on the decision path.
+	held     func(limit, key string) bool
 	fallback *bucket.Store // local ceilings for keys whose owner is unreachable
 	leases   *leases       // the owner lease table
 	// fallbackLeases holds permits granted from local ceilings while a
@@ -128,6 +131,7 @@ func New(cfg Config, deps Deps) (*Engine, error) {
 		capOwner: cfg.Store.MaxBuckets, capFallback: cfg.FallbackStore.MaxBuckets,
 		run: cfg.Name + "/" + strconv.FormatUint(rand.Uint64()&0xffffff, 16),
 	}
+	e.held = e.store.Has
 	e.m = newMetrics(deps.Registry, gauges{
 		owner:      func() float64 { return float64(e.store.Len()) },
 		fallback:   func() float64 { return float64(e.fallback.Len()) },

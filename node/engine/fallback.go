@@ -9,9 +9,9 @@ import (
 // fallbackTake decides g's checks from local ceilings by each limit's
 // on_owner_unreachable policy: local (a share of the limit, the known
 // members dividing it), open (allow, spending nothing) or closed (the
-// whole request fails). With record, the returned Spend holds the local
-// debits, with the share they were taken under.
-func (e *Engine) fallbackTake(rs []resolved, g *group, results []api.Result, record bool) (Spend, bool, error) {
+// whole request fails). With sp, it records in *sp the local debits, with
+// the share they were taken under.
+func (e *Engine) fallbackTake(rs []resolved, g *group, results []api.Result, sp *Spend) (bool, error) {
 	now := e.now()
 	known := e.router.Known()
 	var local []bucket.Check
@@ -22,7 +22,7 @@ func (e *Engine) fallbackTake(rs []resolved, g *group, results []api.Result, rec
 		switch l.OnOwnerUnreachable {
 		case limits.PolicyClosed:
 			e.m.denials.WithLabelValues(metricName(l), denialError).Inc()
-			return Spend{}, false, api.Errorf(api.CodeUnavailable, "limit %q fails closed and its owner is unreachable", l.Name)
+			return false, api.Errorf(api.CodeUnavailable, "limit %q fails closed and its owner is unreachable", l.Name)
 		case limits.PolicyOpen:
 			results[i] = api.Result{
 				Limit: l.Name, Allowed: true, Capacity: l.Bucket.Capacity, Remaining: l.Bucket.Capacity,
@@ -45,20 +45,20 @@ func (e *Engine) fallbackTake(rs []resolved, g *group, results []api.Result, rec
 		}
 	}
 	if denied || len(local) == 0 {
-		return Spend{}, !denied, nil
+		return !denied, nil
 	}
 	ds, ok, err := e.fallback.TakeAt(now, local, nil)
 	if err != nil {
 		for _, i := range localIdx {
 			e.m.denials.WithLabelValues(metricName(rs[i].limit), denialError).Inc()
 		}
-		return Spend{}, false, api.Errorf(api.CodeOverloaded, "limiter_overloaded: %v", err)
+		return false, api.Errorf(api.CodeOverloaded, "limiter_overloaded: %v", err)
 	}
 	for j, i := range localIdx {
 		results[i] = e.result(rs[i].limit, ds[j], api.SourceFallback, now)
 	}
-	sp := Spend{Where: Fallback}
-	if ok && record {
+	if ok && sp != nil {
+		*sp = Spend{Where: Fallback}
 		for j, i := range localIdx {
 			// Shadow checks are never undone, here as at the owner.
 			if !rs[i].limit.Shadow {
@@ -66,5 +66,5 @@ func (e *Engine) fallbackTake(rs []resolved, g *group, results []api.Result, rec
 			}
 		}
 	}
-	return sp, ok, nil
+	return ok, nil
 }

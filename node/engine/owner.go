@@ -18,27 +18,30 @@ var errHandedOver = errors.New("engine: a key was handed over while its step was
 // for none): the owner's answer to a retried take is its first decision.
 // A take with an id is always a request's only step, so its spend is never
 // recorded.
-func (e *Engine) ownerTakeOnce(f *limits.File, checks []api.Check, id string, record bool) ([]api.Result, Spend, bool, error) {
+func (e *Engine) ownerTakeOnce(f *limits.File, checks []api.Check, id string, sp *Spend) ([]api.Result, bool, error) {
 	if id == "" {
-		return e.ownerTake(f, checks, record)
+		return e.ownerTake(f, checks, sp)
 	}
-	res, ok, err := e.dedup.once(e.now(), id, checks, func() ([]api.Result, bool, error) {
-		out, _, ok, err := e.ownerTake(f, checks, false)
-		return out, ok, err
+	return e.dedup.once(e.now(), id, checks, func() ([]api.Result, bool, error) {
+		return e.ownerTake(f, checks, nil)
 	})
-	return res, Spend{}, ok, err
 }
 
 // ownerTake is the owner's atomic step for checks it decides: the enforced
 // checks are spent together or not at all; shadow checks are decided one
 // by one, counted, and reported as allowed. Peers' forwarded steps run
-// here too. With record, the returned Spend holds the enforced debits when
-// the step admitted them.
-func (e *Engine) ownerTake(f *limits.File, checks []api.Check, record bool) ([]api.Result, Spend, bool, error) {
+// here too. With sp, it records in *sp the enforced debits when the step
+// admitted them. (Spends travel by pointer on the decision path: returned
+// by value through every frame, they grew the stack of a gRPC handler past
+// its first size.)
+func (e *Engine) ownerTake(f *limits.File, checks []api.Check, sp *Spend) ([]api.Result, bool, error) {
+	// One frame, with the key hold released by hand on every path: the
+	// decision path runs on the caller's goroutine (a gRPC handler's, which
+	// starts small), and a deeper stack there costs a stack copy per call.
 	release, ok := e.router.Hold(checks)
-	defer release()
 	if !ok {
-		return nil, Spend{}, false, errHandedOver
+		release()
+		return nil, false, errHandedOver
 	}
 	now := e.now()
 	out := make([]api.Result, len(checks))
@@ -53,11 +56,12 @@ func (e *Engine) ownerTake(f *limits.File, checks []api.Check, record bool) ([]a
 	enforced, enforcedIdx, enforcedLim := bcBuf[:0], idxBuf[:0], limBuf[:0]
 	for i, c := range checks {
 		l, err := e.resolve(f, i, c)
-		if err != nil {
-			return nil, Spend{}, false, err
+		if err == nil && l.Kind != limits.KindRate {
+			err = api.Errorf(api.CodeInvalid, "checks[%d]: limit %q is a concurrency limit: acquire a lease instead", i, c.Limit)
 		}
-		if l.Kind != limits.KindRate {
-			return nil, Spend{}, false, api.Errorf(api.CodeInvalid, "checks[%d]: limit %q is a concurrency limit: acquire a lease instead", i, c.Limit)
+		if err != nil {
+			release()
+			return nil, false, err
 		}
 		bc := bucket.Check{Name: l.Name, Limit: l.Bucket, Key: c.Key, Cost: c.Cost}
 		if l.Shadow {
@@ -69,27 +73,28 @@ func (e *Engine) ownerTake(f *limits.File, checks []api.Check, record bool) ([]a
 		enforcedLim = append(enforcedLim, l)
 	}
 	if len(enforced) == 0 {
-		return out, Spend{}, true, nil
+		release()
+		return out, true, nil
 	}
 	ds, ok, err := e.store.TakeAt(now, enforced, decBuf[:0])
-	if errors.Is(err, bucket.ErrFull) {
-		out, ok, err := e.overloaded(f, checks)
-		return out, Spend{}, ok, err
-	}
-	if err != nil {
-		return nil, Spend{}, false, api.Errorf(api.CodeInvalid, "%v", err)
-	}
-	for j, i := range enforcedIdx {
-		out[i] = e.result(enforcedLim[j], ds[j], api.SourceOwner, now)
-	}
-	var sp Spend
-	if ok {
-		e.touchedAt(now, enforced)
-		if record {
-			sp = Spend{Where: Owner, Debits: slices.Clone(enforced)}
+	switch {
+	case errors.Is(err, bucket.ErrFull):
+		out, ok, err = e.overloaded(f, checks)
+	case err != nil:
+		out, ok, err = nil, false, api.Errorf(api.CodeInvalid, "%v", err)
+	default:
+		for j, i := range enforcedIdx {
+			out[i] = e.result(enforcedLim[j], ds[j], api.SourceOwner, now)
+		}
+		if ok {
+			e.touchedAt(now, enforced)
+			if sp != nil {
+				*sp = Spend{Where: Owner, Debits: slices.Clone(enforced)}
+			}
 		}
 	}
-	return out, sp, ok, nil
+	release()
+	return out, ok, err
 }
 
 // shadowTake decides a shadow limit's check alone and reports it allowed.
@@ -158,7 +163,7 @@ func (e *Engine) result(l *limits.Limit, d bucket.Decision, src api.Source, now 
 // deduplicated by the caller's request id ("" for none). ErrNotOwner means
 // a key was handed over meanwhile; semantic errors are *api.Error.
 func (e *Engine) ServeTake(checks []api.Check, id string) ([]api.Result, bool, error) {
-	out, _, ok, err := e.ownerTakeOnce(e.limits(), checks, id, false)
+	out, ok, err := e.ownerTakeOnce(e.limits(), checks, id, nil)
 	if errors.Is(err, errHandedOver) {
 		return nil, false, ErrNotOwner
 	}

@@ -42,55 +42,72 @@ func keyOf(p placement.Placement) groupKey {
 // errors are *api.Error.
 func (e *Engine) Take(ctx context.Context, checks []api.Check) (api.TakeResponse, error) {
 	start := time.Now()
-	resp, err := e.take(ctx, checks)
-	e.m.takeLatency().Observe(time.Since(start).Seconds())
-	return resp, err
-}
-
-func (e *Engine) take(ctx context.Context, checks []api.Check) (api.TakeResponse, error) {
 	f := e.limits()
 	rs, err := e.validate(f, checks)
 	if err != nil {
+		e.tookSince(start)
 		return api.TakeResponse{}, err
 	}
 	groups := e.split(rs)
 	results := make([]api.Result, len(rs))
-	allowed := true
-	// A request id deduplicates only a take with one owner: replaying one
-	// group of several while another is refunded again would mint tokens.
-	id := ""
+	var allowed bool
 	if len(groups) == 1 {
-		id = api.RequestID(ctx)
-	} else if api.RequestID(ctx) != "" {
+		// One step, the whole request in order: a request id deduplicates
+		// it, and nothing is ever left to undo.
+		allowed, err = e.decideGroup(ctx, f, rs, &groups[0], results, api.RequestID(ctx), checks, nil)
+	} else {
+		allowed, err = e.takeSteps(ctx, f, rs, groups, results)
+	}
+	if err != nil {
+		e.tookSince(start)
+		return api.TakeResponse{}, err
+	}
+	resp := e.respond(f, rs, groups, results, allowed)
+	e.tookSince(start)
+	return resp, nil
+}
+
+// takeSteps decides a request of several steps, in request order, undoing
+// every spent step when a later one is denied or fails. No step is
+// deduplicated by a request id: replaying one step of several while
+// another is undone again would mint tokens.
+func (e *Engine) takeSteps(ctx context.Context, f *limits.File, rs []resolved, groups []group, results []api.Result) (bool, error) {
+	if api.RequestID(ctx) != "" {
 		ctx = api.WithoutRequestID(ctx)
 	}
 	var spent []Spend // the steps that admitted, to undo if a later one is denied
 	for gi := range groups {
-		g := &groups[gi]
-		var all []api.Check // a lone group is the whole request, in order
-		if len(groups) == 1 {
-			all = checks
-		}
 		// The last step's spend is never undone: after it, nothing is left
 		// to deny the request.
+		var sp Spend
 		record := gi < len(groups)-1
-		sp, ok, err := e.decideGroup(ctx, f, rs, g, results, id, all, record)
+		ok, err := e.decideGroup(ctx, f, rs, &groups[gi], results, "", nil, spendIf(record, &sp))
 		if err != nil {
 			e.undo(ctx, spent)
-			return api.TakeResponse{}, err
+			return false, err
 		}
 		if !ok {
-			allowed = false
-			break // nothing later needs spending: the request is denied
+			e.undo(ctx, spent)
+			return false, nil // nothing later needs spending: the request is denied
 		}
 		if record {
 			spent = append(spent, sp)
 		}
 	}
-	if !allowed {
-		e.undo(ctx, spent)
+	return true, nil
+}
+
+// tookSince observes a take's latency.
+func (e *Engine) tookSince(start time.Time) {
+	e.m.takeLatency().Observe(time.Since(start).Seconds())
+}
+
+// spendIf is sp when record, else nil: where a step records its spend.
+func spendIf(record bool, sp *Spend) *Spend {
+	if record {
+		return sp
 	}
-	return e.respond(f, rs, groups, results, allowed), nil
+	return nil
 }
 
 // undo gives back every spend of spent.
@@ -141,12 +158,12 @@ func (e *Engine) split(rs []resolved) []group {
 
 // decideGroup runs one atomic step for g: at this node if it decides the
 // keys here, at the owner otherwise, and from local ceilings when the owner
-// cannot be reached. It fills results for g's checks and, with record,
-// returns what the step spent. id is the caller's request id ("" for
+// cannot be reached. It fills results for g's checks and, with sp, records
+// in *sp what the step spent. id is the caller's request id ("" for
 // none), deduplicated by the owner. all, when not nil, is g's checks in g's
 // order (the request itself, when g is its only group), and is not
 // modified.
-func (e *Engine) decideGroup(ctx context.Context, f *limits.File, rs []resolved, g *group, results []api.Result, id string, all []api.Check, record bool) (Spend, bool, error) {
+func (e *Engine) decideGroup(ctx context.Context, f *limits.File, rs []resolved, g *group, results []api.Result, id string, all []api.Check, sp *Spend) (bool, error) {
 	checks := all
 	if checks == nil {
 		checks = make([]api.Check, len(g.idx))
@@ -154,50 +171,49 @@ func (e *Engine) decideGroup(ctx context.Context, f *limits.File, rs []resolved,
 			checks[j] = rs[i].check
 		}
 	}
-	if g.place.DecidesHere() && e.router.Prepare(ctx, checks, g.place.Kind == placement.Replica, e.store.Has) {
+	if g.place.DecidesHere() && e.router.Prepare(ctx, checks, g.place.Kind == placement.Replica, e.held) {
 		g.src = api.SourceOwner
-		out, sp, ok, err := e.ownerTakeOnce(f, checks, id, record)
+		out, ok, err := e.ownerTakeOnce(f, checks, id, sp)
 		if errors.Is(err, errHandedOver) {
 			// Handed over while it was routed here: ask the new owner.
 			if p := e.router.Place(checks[0].Limit, checks[0].Key); p.Kind == placement.Forward {
 				g.place = p
-				return e.decideGroup(ctx, f, rs, g, results, id, all, record)
+				return e.decideGroup(ctx, f, rs, g, results, id, all, sp)
 			}
 			g.src = api.SourceFallback
-			return e.fallbackTake(rs, g, results, record)
+			return e.fallbackTake(rs, g, results, sp)
 		}
 		if err != nil {
-			return Spend{}, false, err
+			return false, err
 		}
 		for j, i := range g.idx {
 			results[i] = out[j]
 		}
-		return sp, ok, nil
+		return ok, nil
 	}
 	if g.place.Kind == placement.Forward {
 		out, ok, err := e.peers.Take(ctx, g.place.Addr, checks, id)
 		if _, semantic := errors.AsType[*api.Error](err); semantic {
-			return Spend{}, false, err
+			return false, err
 		}
 		if err == nil {
 			g.src = api.SourceOwner
 			for j, i := range g.idx {
 				results[i] = out[j]
 			}
-			var sp Spend
-			if ok && record {
-				sp = Spend{Where: Peer, Peer: g.place.Addr}
+			if ok && sp != nil {
+				*sp = Spend{Where: Peer, Peer: g.place.Addr}
 				for _, i := range g.idx {
 					if !rs[i].limit.Shadow {
 						sp.Sent = append(sp.Sent, rs[i].check)
 					}
 				}
 			}
-			return sp, ok, nil
+			return ok, nil
 		}
 	}
 	g.src = api.SourceFallback
-	return e.fallbackTake(rs, g, results, record)
+	return e.fallbackTake(rs, g, results, sp)
 }
 
 // respond assembles the answer and counts it.
