@@ -337,6 +337,47 @@ func (s *Store) RefundAt(now time.Time, checks []Check) {
 	}
 }
 
+// SettleAt refills the token bucket of c (its Limit and Key; Cost is
+// ignored) to now under c.Limit, stores the result, and returns the whole
+// tokens it holds. It materializes a bucket around a change of capacity
+// (package allot): settled under the old capacity before the change, so
+// refill up to now counts under the capacity in force until now, and again
+// at the same now under the new one after it, so the stored time the
+// bucket turns full (when it may be evicted) is the new capacity's. A
+// missing bucket is created full: read as missing, it would be full under
+// whatever capacity is in force later. A time before the bucket's last
+// step refills nothing. Only token_bucket limits settle; others, and
+// invalid limits, are an error wrapping ErrInvalid; a missing bucket that
+// finds its shard full with nothing evictable is ErrFull.
+func (s *Store) SettleAt(now time.Time, c Check) (int64, error) {
+	if err := c.Limit.Validate(); err != nil {
+		return 0, err
+	}
+	if c.Limit.Algorithm != TokenBucket {
+		return 0, fmt.Errorf("%w: only token_bucket limits settle, not %s", ErrInvalid, c.Limit.Algorithm)
+	}
+	sh, h := s.locate(c.Name, c.Key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	ns := now.UnixNano()
+	idx, ok := sh.find(h, c.Name, c.Key)
+	if !ok {
+		var st State
+		t, whole, frac := tbLoad(c.Limit, &st, ns)
+		tbStore(c.Limit, &st, t, whole, frac)
+		if !s.reserve(uint32(h&s.mask), now, nil) {
+			return 0, ErrFull
+		}
+		sh.insert(h, c.Name, c.Key, st)
+		return int64(whole), nil
+	}
+	st := &sh.at(idx).st
+	migrate(c.Limit, st, ns)
+	t, whole, frac := tbLoad(c.Limit, st, ns)
+	tbStore(c.Limit, st, t, whole, frac)
+	return int64(whole), nil
+}
+
 // Len returns the number of live buckets.
 func (s *Store) Len() int { return int(s.live.Load()) }
 

@@ -236,3 +236,44 @@ func TestStoreInstance(t *testing.T) {
 		t.Errorf("a read-only export changed the instance: %x then %x", before, after)
 	}
 }
+
+// TestStoreSettleAt: settling stores the refill under the capacity passed,
+// so a capacity that rises afterwards claims no refill of the time before
+// and the bucket is not evicted as full under the capacity that was; a
+// missing bucket is created full; other algorithms refuse.
+func TestStoreSettleAt(t *testing.T) {
+	s := NewStore(LocalConfig())
+	full := tb(10, 1, time.Second) // 10 tokens, 1/s
+	capped := full
+	capped.Capacity = 4
+	if n, err := s.SettleAt(at(0), Check{Name: "n", Limit: capped, Key: "k"}); err != nil || n != 4 || !s.Has("n", "k") {
+		t.Fatalf("settling a missing bucket = %d, %v (held %v); want 4, created", n, err, s.Has("n", "k"))
+	}
+	// Spend to 0 at t=0 under the capped limit.
+	if _, ok, err := s.TakeAt(at(0), []Check{{Name: "n", Limit: capped, Key: "k", Cost: 4}}, nil); !ok || err != nil {
+		t.Fatalf("take: %v %v", ok, err)
+	}
+	// Ten seconds under the cap of 4 refill 4, not 10.
+	if n, err := s.SettleAt(at(10*time.Second), Check{Name: "n", Limit: capped, Key: "k"}); err != nil || n != 4 {
+		t.Fatalf("settle at 10s under the cap = %d, %v; want 4", n, err)
+	}
+	// The cap rises at 10 s: the 6 s of refill it blocked stay lost.
+	if n, _ := s.SettleAt(at(10*time.Second), Check{Name: "n", Limit: full, Key: "k"}); n != 4 {
+		t.Fatalf("right after the cap rose: %d, want 4", n)
+	}
+	// Full under the cap of 4, it is not full under 10: no sweep evicts it
+	// (evicted, it would read as full under 10).
+	if n := s.SweepAt(at(10*time.Second), 10); n != 0 || !s.Has("n", "k") {
+		t.Fatalf("a sweep after the cap rose evicted %d", n)
+	}
+	if n, _ := s.SettleAt(at(12*time.Second), Check{Name: "n", Limit: full, Key: "k"}); n != 6 {
+		t.Fatalf("two seconds later: %d, want 6", n)
+	}
+	// A time before the last step refills nothing.
+	if n, _ := s.SettleAt(at(11*time.Second), Check{Name: "n", Limit: full, Key: "k"}); n != 6 {
+		t.Fatalf("settling in the past: %d, want 6", n)
+	}
+	if _, err := s.SettleAt(at(0), Check{Name: "n", Limit: Limit{Algorithm: SlidingWindow, Capacity: 5, Window: time.Second}, Key: "k"}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("settling a sliding window: %v, want ErrInvalid", err)
+	}
+}
