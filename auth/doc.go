@@ -34,11 +34,15 @@
 //   - decide: take, check, and lease acquire, renew and release.
 //   - admin: forget a member and other cluster changes.
 //   - read: cluster status, and /metrics when the node protects it.
+//   - allot: hold allotments (a slice of a bucket's tokens, decided in the
+//     caller's own process, as the Go client does with Options.Allot). It
+//     is for services trusted with their own budget; no token has it
+//     unless the file gives it.
 //
 // Scopes do not imply one another: an admin token cannot take unless it
-// also has decide. Limits and key_prefix restrict decide calls (every check
-// of a take must pass; one that does not makes the whole take Forbidden and
-// nothing is spent); they do not restrict admin or read.
+// also has decide. Limits and key_prefix restrict decide and allot calls
+// (every check of a take must pass; one that does not makes the whole take
+// Forbidden and nothing is spent); they do not restrict admin or read.
 //
 // # Answers
 //

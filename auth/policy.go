@@ -36,9 +36,14 @@ const (
 	ScopeAdmin
 	// ScopeRead is cluster status, and metrics when protected.
 	ScopeRead
+	// ScopeAllot is holding allotments: taking a slice of a bucket's
+	// tokens to decide its takes in the caller's own process. Off unless
+	// given: it is for services trusted with their own budget. Like
+	// decide, it is confined by the token's limits and key prefix.
+	ScopeAllot
 )
 
-var scopeNames = map[string]Scope{"decide": ScopeDecide, "admin": ScopeAdmin, "read": ScopeRead}
+var scopeNames = map[string]Scope{"decide": ScopeDecide, "admin": ScopeAdmin, "read": ScopeRead, "allot": ScopeAllot}
 
 // String returns the scope's name in the tokens file.
 func (s Scope) String() string {
@@ -56,7 +61,7 @@ type Token struct {
 	Name string
 	// Hash is the SHA-256 of the token.
 	Hash     [32]byte
-	scopes   [4]bool // indexed by Scope
+	scopes   [5]bool // indexed by Scope
 	limits   []string
 	prefix   string
 	hasLimit bool
@@ -179,14 +184,15 @@ func (p *Policy) Authorize(credential string, scope Scope, limit, key string) An
 }
 
 // Authorize answers whether t may make a call of scope on (limit, key).
-// For ScopeDecide, limit and key are checked against the token's limits
-// and key prefix; pass both empty to check the scope alone (a call whose
-// resource is not known yet). Other scopes ignore limit and key.
+// For ScopeDecide and ScopeAllot, limit and key are checked against the
+// token's limits and key prefix; pass both empty to check the scope alone
+// (a call whose resource is not known yet). Other scopes ignore limit and
+// key.
 func (t *Token) Authorize(scope Scope, limit, key string) Answer {
 	switch {
 	case !t.Has(scope):
 		return Answer{Outcome: Forbidden, Reason: ReasonScope, Token: t}
-	case scope != ScopeDecide || (limit == "" && key == ""):
+	case (scope != ScopeDecide && scope != ScopeAllot) || (limit == "" && key == ""):
 	case t.hasLimit && !slices.Contains(t.limits, limit):
 		return Answer{Outcome: Forbidden, Reason: ReasonLimit, Token: t}
 	case !strings.HasPrefix(key, t.prefix):
@@ -336,8 +342,8 @@ func (b *policyBuilder) token(i int, e tokenYAML) *Token {
 	if len(e.KeyPrefix) > MaxNameBytes {
 		b.bad(i, "key_prefix is longer than %d bytes", MaxNameBytes)
 	}
-	if (t.hasLimit || t.prefix != "") && !t.scopes[ScopeDecide] {
-		b.bad(i, "limits and key_prefix restrict decide calls; this token has no decide scope")
+	if (t.hasLimit || t.prefix != "") && !t.scopes[ScopeDecide] && !t.scopes[ScopeAllot] {
+		b.bad(i, "limits and key_prefix restrict decide and allot calls; this token has neither scope")
 	}
 	return t
 }

@@ -94,7 +94,7 @@ func TestParseRejects(t *testing.T) {
 		{"dup name", "version: 1\ntokens:\n  - {name: a, sha256: " + h + ", scopes: [read]}\n  - {name: a, sha256: " + HashToken("y") + ", scopes: [read]}\n", "line 4: tokens[1]: name \"a\" is also tokens[0]"},
 		{"dup hash", "version: 1\ntokens:\n  - {name: a, sha256: " + h + ", scopes: [read]}\n  - {name: b, sha256: " + h + ", scopes: [read]}\n", "also the hash"},
 		{"empty limits", "version: 1\ntokens:\n  - {name: a, sha256: " + h + ", scopes: [decide], limits: []}\n", "limits is empty"},
-		{"prefix without decide", "version: 1\ntokens:\n  - {name: a, sha256: " + h + ", scopes: [admin], key_prefix: x}\n", "no decide scope"},
+		{"prefix without decide", "version: 1\ntokens:\n  - {name: a, sha256: " + h + ", scopes: [admin], key_prefix: x}\n", "has neither scope"},
 		{"wrong type", "version: 1\ntokens: 7\n", "cannot unmarshal"},
 		{"too large", "version: 1\n#" + strings.Repeat("x", MaxFileSize), "larger than"},
 	}
@@ -169,4 +169,31 @@ func firstLimit(t *Token) string {
 		return l[0]
 	}
 	return "any"
+}
+
+// TestAllotScope: allot is a scope of its own, confined by limits and key
+// prefix like decide, and implied by no other scope.
+func TestAllotScope(t *testing.T) {
+	h := HashToken("secret-of-the-holder")
+	d := HashToken("secret-of-the-caller")
+	p, err := Parse([]byte("version: 1\ntokens:\n  - name: holder\n    sha256: "+h+"\n    scopes: [allot]\n    key_prefix: \"t:\"\n"+
+		"  - name: caller\n    sha256: "+d+"\n    scopes: [decide, read, admin]\n"), "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := p.Authorize("secret-of-the-holder", ScopeAllot, "hot", "t:a"); !a.OK() {
+		t.Fatalf("allot within the prefix: %+v", a)
+	}
+	if a := p.Authorize("secret-of-the-holder", ScopeAllot, "hot", "u:a"); a.OK() || a.Reason != ReasonKeyPrefix {
+		t.Fatalf("allot outside the prefix: %+v", a)
+	}
+	if a := p.Authorize("secret-of-the-holder", ScopeDecide, "hot", "t:a"); a.OK() {
+		t.Fatal("allot implies decide")
+	}
+	if a := p.Authorize("secret-of-the-caller", ScopeAllot, "hot", "t:a"); a.OK() || a.Reason != ReasonScope {
+		t.Fatalf("decide, read and admin imply allot: %+v", a)
+	}
+	if ScopeAllot.String() != "allot" {
+		t.Fatalf("ScopeAllot is %q", ScopeAllot)
+	}
 }

@@ -125,6 +125,10 @@ type Limit struct {
 	// this package only carries it.
 	Strict bool
 
+	// Allotments is the limit's allotment policy (a token_bucket rate limit
+	// only): off (the zero value) or auto.
+	Allotments Allotments
+
 	// OnOwnerUnreachable is the policy of a non-owner when the owner cannot
 	// be reached. The default is PolicyLocal.
 	OnOwnerUnreachable Policy
@@ -139,6 +143,43 @@ type Limit struct {
 	// rather than read from the file.
 	Inline bool
 }
+
+// Allotments says whether a limit's hot keys may be decided from
+// allotments: slices of a bucket its owner debits at once and hands to a
+// node (or a trusted client) that decides the key's takes in its own
+// memory (package allot). The zero value is off.
+type Allotments struct {
+	// Auto lets a node ask a key's owner for an allotment once the key's
+	// demand at that node reaches Threshold (allotments: auto). Default
+	// off.
+	Auto bool
+	// Threshold is the demand, in tokens per second at one node, from
+	// which it asks (allotment_threshold, a rate such as 50/s). Default
+	// 50/s.
+	Threshold float64
+	// Horizon is how much of a node's demand one allotment covers
+	// (allotment_horizon). Default 50ms, in [1ms, 10s].
+	Horizon time.Duration
+	// TTL is an allotment's life before the holder must refresh it
+	// (allotment_ttl). Default 2s, in [100ms, 10m] and at least twice
+	// Horizon.
+	TTL time.Duration
+}
+
+// Allotment defaults and bounds (the limits file's allotment fields).
+const (
+	DefaultAllotmentThreshold = 50.0
+	DefaultAllotmentHorizon   = 50 * time.Millisecond
+	DefaultAllotmentTTL       = 2 * time.Second
+	MinAllotmentHorizon       = time.Millisecond
+	MaxAllotmentHorizon       = 10 * time.Second
+	MinAllotmentTTL           = 100 * time.Millisecond
+	MaxAllotmentTTL           = 10 * time.Minute
+)
+
+// MaxAllotment bounds one allotment of l: a quarter of its capacity, at
+// least one token, so no holder takes more than a share.
+func (l *Limit) MaxAllotment() int64 { return max(1, l.Bucket.Capacity/4) }
 
 // File is a parsed, validated limits file. A *File returned by Parse, Load
 // or Default is immutable: it, its Limits and the Limits' fields must not be

@@ -43,7 +43,8 @@ var (
 	commonFields = []string{"name", "kind", "algorithm", "on_owner_unreachable", "shadow"}
 	concFields   = []string{"permits", "lease_ttl", "max_lease_ttl", "queue", "strict"}
 	queueFields  = []string{"length", "max_wait"}
-	limitFields  = slices.Concat(commonFields, concFields, []string{"capacity", "rate", "burst", "limit", "window"})
+	allotFields  = []string{"allotments", "allotment_threshold", "allotment_horizon", "allotment_ttl"}
+	limitFields  = slices.Concat(commonFields, concFields, allotFields, []string{"capacity", "rate", "burst", "limit", "window"})
 	// algFields lists each algorithm's own fields, both required.
 	algFields = map[bucket.Algorithm][2]string{
 		bucket.TokenBucket:   {"capacity", "rate"},
@@ -262,6 +263,9 @@ func (p *parser) limit(n *yaml.Node, idx int) Limit {
 				p.errorf(n.Line, "%s%s", label, strings.TrimPrefix(err.Error(), bucket.ErrInvalid.Error()+": "))
 			}
 		}
+		if alg == bucket.TokenBucket {
+			l.Allotments = p.allotments(fs, label, l.Shadow)
+		}
 	}
 	return l
 }
@@ -316,15 +320,18 @@ func (p *parser) algorithm(fs fieldSet, label string, kind Kind, kindOK bool) (b
 // foreignFields reports the fields that belong to another kind or
 // algorithm than the limit's.
 func (p *parser) foreignFields(fs fieldSet, label string, kind Kind, alg bucket.Algorithm) {
-	var own []string
+	var own, optional []string
 	if kind == KindConcurrency {
 		own = concFields
 	} else {
 		af := algFields[alg]
 		own = af[:]
+		if alg == bucket.TokenBucket {
+			optional = allotFields
+		}
 	}
 	for _, k := range fs.order {
-		if slices.Contains(commonFields, k) || slices.Contains(own, k) {
+		if slices.Contains(commonFields, k) || slices.Contains(own, k) || slices.Contains(optional, k) {
 			continue
 		}
 		if kind == KindConcurrency {

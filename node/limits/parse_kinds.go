@@ -168,3 +168,63 @@ func (p *parser) queue(line int, n *yaml.Node, label string) Queue {
 	}
 	return q
 }
+
+// allotments reads a token_bucket limit's allotment fields: allotments
+// (off or auto), and, with auto only, allotment_threshold (a rate),
+// allotment_horizon and allotment_ttl (durations), each with its default.
+func (p *parser) allotments(fs fieldSet, label string, shadow bool) Allotments {
+	a := Allotments{Threshold: DefaultAllotmentThreshold, Horizon: DefaultAllotmentHorizon, TTL: DefaultAllotmentTTL}
+	if v, ok := fs.m["allotments"]; ok {
+		if s, ok := p.str(v.val, label, "allotments"); ok {
+			switch s {
+			case "auto":
+				a.Auto = true
+			case "off":
+			default:
+				p.errorf(v.val.Line, "%s\"allotments\" must be off or auto, got %q", label, clip(s))
+			}
+		}
+	}
+	for _, name := range allotFields[1:] {
+		if v, ok := fs.m[name]; ok && !a.Auto {
+			p.errorf(v.key.Line, "%s%q needs allotments: auto", label, name)
+		}
+	}
+	if !a.Auto {
+		return Allotments{}
+	}
+	if shadow {
+		p.errorf(fs.m["allotments"].key.Line, "%sallotments do not apply to a shadow limit (it always allows)", label)
+	}
+	if v, ok := fs.m["allotment_threshold"]; ok {
+		if s, ok := p.str(v.val, label, "allotment_threshold"); ok {
+			r, err := parseRate(s)
+			if err != nil {
+				p.errorf(v.val.Line, "%s%v", label, err)
+			} else {
+				a.Threshold = float64(r.N) / r.Per.Seconds()
+			}
+		}
+	}
+	before := len(p.errs)
+	if v, ok := fs.m["allotment_horizon"]; ok {
+		if d, ok := p.duration(v.val, label, "allotment_horizon"); ok {
+			if d < MinAllotmentHorizon || d > MaxAllotmentHorizon {
+				p.errorf(v.val.Line, "%s\"allotment_horizon\" must be in [%v, %v], got %v", label, MinAllotmentHorizon, MaxAllotmentHorizon, d)
+			}
+			a.Horizon = d
+		}
+	}
+	if v, ok := fs.m["allotment_ttl"]; ok {
+		if d, ok := p.duration(v.val, label, "allotment_ttl"); ok {
+			if d < MinAllotmentTTL || d > MaxAllotmentTTL {
+				p.errorf(v.val.Line, "%s\"allotment_ttl\" must be in [%v, %v], got %v", label, MinAllotmentTTL, MaxAllotmentTTL, d)
+			}
+			a.TTL = d
+		}
+	}
+	if len(p.errs) == before && a.TTL < 2*a.Horizon {
+		p.errorf(fs.m["allotments"].key.Line, "%sallotment_ttl (%v) must be at least twice allotment_horizon (%v)", label, a.TTL, a.Horizon)
+	}
+	return a
+}

@@ -46,6 +46,39 @@ limits:
     shadow: true
     on_owner_unreachable: open
 `, Limit{Name: "a.b_c-D9", Bucket: bucket.Limit{Capacity: 1000, Rate: bucket.Rate{N: 5, Per: 10 * time.Second}}, Shadow: true, OnOwnerUnreachable: PolicyOpen}},
+		{"token bucket with allotments, defaults", `
+version: 1
+limits:
+  - name: hot
+    capacity: 200
+    rate: 100/s
+    allotments: auto
+`, Limit{
+			Name: "hot", Bucket: bucket.Limit{Capacity: 200, Rate: bucket.Rate{N: 100, Per: time.Second}},
+			Allotments: Allotments{Auto: true, Threshold: 50, Horizon: 50 * time.Millisecond, TTL: 2 * time.Second},
+		}},
+		{"token bucket with allotments, tuned", `
+version: 1
+limits:
+  - name: hot
+    capacity: 200
+    rate: 100/s
+    allotments: auto
+    allotment_threshold: 30/10s
+    allotment_horizon: 20ms
+    allotment_ttl: 500ms
+`, Limit{
+			Name: "hot", Bucket: bucket.Limit{Capacity: 200, Rate: bucket.Rate{N: 100, Per: time.Second}},
+			Allotments: Allotments{Auto: true, Threshold: 3, Horizon: 20 * time.Millisecond, TTL: 500 * time.Millisecond},
+		}},
+		{"allotments off", `
+version: 1
+limits:
+  - name: cold
+    capacity: 2
+    rate: 1/s
+    allotments: off
+`, Limit{Name: "cold", Bucket: bucket.Limit{Capacity: 2, Rate: bucket.Rate{N: 1, Per: time.Second}}}},
 		{"gcra", `
 version: 1
 limits:
@@ -200,6 +233,19 @@ func TestParseBad(t *testing.T) {
 		want []string
 	}{
 		{"empty", "", []string{"file is empty"}},
+		{"allotments neither off nor auto", tb("    allotments: on\n"), []string{`line 6: limit "x": "allotments" must be off or auto, got "on"`}},
+		{"allotment field without auto", tb("    allotment_ttl: 1s\n"), []string{`line 6: limit "x": "allotment_ttl" needs allotments: auto`}},
+		{
+			"allotments of a gcra limit", "version: 1\nlimits:\n  - name: g\n    algorithm: gcra\n    rate: 1/s\n    burst: 2\n    allotments: auto\n",
+			[]string{`line 7: limit "g": field "allotments" does not apply to algorithm gcra`},
+		},
+		{"allotments of a shadow limit", tb("    shadow: true\n    allotments: auto\n"), []string{`line 7: limit "x": allotments do not apply to a shadow limit`}},
+		{"allotment horizon out of range", tb("    allotments: auto\n    allotment_horizon: 20s\n"), []string{`line 7: limit "x": "allotment_horizon" must be in [1ms, 10s], got 20s`}},
+		{
+			"allotment ttl under twice the horizon", tb("    allotments: auto\n    allotment_horizon: 1s\n    allotment_ttl: 1500ms\n"),
+			[]string{`line 6: limit "x": allotment_ttl (1.5s) must be at least twice allotment_horizon (1s)`},
+		},
+		{"allotment threshold not a rate", tb("    allotments: auto\n    allotment_threshold: 5\n"), []string{`line 7: limit "x": "allotment_threshold" must be a string`}},
 		{"only a comment", "# nothing\n", []string{"file is empty"}},
 		{"null document", "~\n", []string{"line 1: file is empty"}},
 		{"not a mapping", "- a\n- b\n", []string{"line 1: the file must be a mapping"}},
