@@ -19,12 +19,20 @@ const (
 	// SourceFallback means a non-owner decided from a local ceiling because
 	// the owner was unreachable (or the limit fails open).
 	SourceFallback
+	// SourceAllotment means a holder (a node, or a client trusted with its
+	// own budget) decided from the allotment the key's owner granted it:
+	// tokens the owner debited from its bucket beforehand.
+	SourceAllotment
 )
 
-// String returns "owner" or "fallback", the words used on the wire.
+// String returns "owner", "fallback" or "allotment", the words used on the
+// wire.
 func (s Source) String() string {
-	if s == SourceFallback {
+	switch s {
+	case SourceFallback:
 		return "fallback"
+	case SourceAllotment:
+		return "allotment"
 	}
 	return "owner"
 }
@@ -198,6 +206,12 @@ type Decider interface {
 	// divides local ceilings. It reports whether the member was known; a
 	// live member cannot be forgotten (CodeInvalid).
 	Forget(ctx context.Context, name string) (bool, error)
+	// Allot grants an allotment of req's bucket to req.Holder, at the
+	// key's owner (package allot): errors are *Error.
+	Allot(ctx context.Context, req AllotRequest) (AllotResponse, error)
+	// Return gives an allotment's unspent tokens back; returning what is
+	// not held is not an error.
+	Return(ctx context.Context, req ReturnRequest) error
 }
 
 // Code classifies an *Error for the transports.

@@ -3,6 +3,7 @@ package transport
 import (
 	"time"
 
+	"github.com/weir-rl/weir/allot"
 	"github.com/weir-rl/weir/api"
 	"github.com/weir-rl/weir/bucket"
 	"github.com/weir-rl/weir/lease"
@@ -34,6 +35,7 @@ func encodeRequests(reqs []Request) []*peerpb.Request {
 		m.TtlNs = int64(r.TTL)
 		m.WaitNs = int64(r.Wait)
 		m.Proxied = r.Proxied
+		m.Want, m.Demand, m.Unspent, m.Seq = r.Want, r.Demand, r.Unspent, r.Seq
 		if r.RequestID != "" {
 			m.RequestId = []byte(r.RequestID)
 		}
@@ -75,6 +77,7 @@ func decodeRequests(msgs []*peerpb.Request) []Request {
 		r.TTL = time.Duration(m.GetTtlNs())
 		r.Wait = time.Duration(m.GetWaitNs())
 		r.Proxied = m.GetProxied()
+		r.Want, r.Demand, r.Unspent, r.Seq = m.GetWant(), m.GetDemand(), m.GetUnspent(), m.GetSeq()
 		if id := m.GetRequestId(); len(id) > 0 {
 			r.RequestID = string(id)
 		}
@@ -120,6 +123,12 @@ func encodeReplies(reps []Reply) []*peerpb.Reply {
 		m.RulesVersion = r.RulesVersion
 		if r.State.Len() > 0 {
 			m.Entries = encodeState(r.State)
+		}
+		if a := r.Allot; a != (api.AllotResponse{}) {
+			m.Allot = &peerpb.Allotment{
+				Tokens: a.Tokens, TtlNs: int64(a.TTL), RetryAfterNs: int64(a.RetryAfter),
+				Capacity: a.Capacity, WindowNs: int64(a.Window), Seq: a.Seq,
+			}
 		}
 		if len(r.Results) > 0 {
 			rp := resultPtrs[:len(r.Results):len(r.Results)]
@@ -187,6 +196,12 @@ func decodeReply(m *peerpb.Reply) Reply {
 			}
 		}
 	}
+	if a := m.GetAllot(); a != nil {
+		r.Allot = api.AllotResponse{
+			Tokens: a.GetTokens(), TTL: time.Duration(a.GetTtlNs()), RetryAfter: time.Duration(a.GetRetryAfterNs()),
+			Capacity: a.GetCapacity(), Window: time.Duration(a.GetWindowNs()), Seq: a.GetSeq(),
+		}
+	}
 	if g := m.GetLease(); g != nil {
 		r.Lease = api.AcquireResponse{
 			Granted:      g.GetGranted(),
@@ -202,8 +217,9 @@ func decodeReply(m *peerpb.Reply) Reply {
 
 // Handoff entry kinds on the wire (peer.proto HandoffEntry.kind).
 const (
-	entryBucket = 1
-	entryLease  = 2
+	entryBucket  = 1
+	entryLease   = 2
+	entryHolding = 3
 )
 
 // encodeState converts owner state into handoff entries: one per bucket,
@@ -231,6 +247,13 @@ func encodeState(st State) []*peerpb.HandoffEntry {
 			RemainingNs: int64(l.Remaining), NextFencing: st.Leases.NextFencing,
 		}
 		ptrs[len(st.Buckets)+j] = m
+	}
+	base := len(st.Buckets) + len(st.Leases.Leases)
+	for j, h := range st.Holdings {
+		m := &msgs[base+j]
+		m.Kind, m.Limit, m.Key = entryHolding, h.Key.Limit, h.Key.Key
+		m.Holding = &peerpb.HoldingState{Holder: h.Holder, Tokens: h.Tokens, RemainingNs: int64(h.Remaining), Demand: h.Demand, Seq: h.Seq}
+		ptrs[base+j] = m
 	}
 	return ptrs
 }
@@ -263,6 +286,15 @@ func decodeState(msgs []*peerpb.HandoffEntry) State {
 				Fencing: l.GetFencing(), TTL: time.Duration(l.GetTtlNs()), Remaining: time.Duration(l.GetRemainingNs()),
 			})
 			st.Leases.NextFencing = max(st.Leases.NextFencing, l.GetNextFencing())
+		case entryHolding:
+			h := m.GetHolding()
+			if h == nil {
+				continue
+			}
+			st.Holdings = append(st.Holdings, allot.Entry{
+				Key: allot.Key{Limit: m.GetLimit(), Key: m.GetKey()}, Holder: h.GetHolder(), Tokens: h.GetTokens(),
+				Remaining: time.Duration(h.GetRemainingNs()), Demand: h.GetDemand(), Seq: h.GetSeq(),
+			})
 		}
 	}
 	return st

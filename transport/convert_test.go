@@ -136,12 +136,12 @@ func TestDecodeOp(t *testing.T) {
 	for _, tt := range []struct {
 		in   peerpb.Op
 		want Op
-	}{{1, OpTake}, {5, OpRelease}, {6, OpPull}, {257, 0}, {-1, 0}, {7, 7}} {
+	}{{1, OpTake}, {5, OpRelease}, {6, OpPull}, {8, OpReturn}, {257, 0}, {-1, 0}, {9, 9}} {
 		if got := decodeOp(tt.in); got != tt.want {
 			t.Errorf("decodeOp(%d) = %d, want %d", tt.in, got, tt.want)
 		}
 	}
-	if Op(7).Valid() || !OpPull.Valid() || Op(0).Valid() || !OpRenew.Valid() || OpAcquire.String() != "acquire" || Op(9).String() != "invalid" {
+	if Op(9).Valid() || !OpReturn.Valid() || !OpPull.Valid() || Op(0).Valid() || !OpRenew.Valid() || OpAcquire.String() != "acquire" || Op(9).String() != "invalid" || OpAllot.String() != "allot" {
 		t.Error("Op.Valid or Op.String wrong")
 	}
 }

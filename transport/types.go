@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/weir-rl/weir/allot"
 	"github.com/weir-rl/weir/api"
 	"github.com/weir-rl/weir/bucket"
 	"github.com/weir-rl/weir/lease"
@@ -29,9 +30,14 @@ const (
 	// those keys. A new owner sends it on its first miss after a ring
 	// change, so it never starts a moved bucket from full.
 	OpPull
+	// OpAllot asks the owner of Checks[0] for an allotment for Holder
+	// (Want, Demand, Unspent); the grant comes in Reply.Allot.
+	OpAllot
+	// OpReturn gives Holder's allotment of Checks[0] back (Unspent).
+	OpReturn
 )
 
-var opNames = [...]string{"invalid", "take", "refund", "acquire", "renew", "release", "pull"}
+var opNames = [...]string{"invalid", "take", "refund", "acquire", "renew", "release", "pull", "allot", "return"}
 
 // String returns the lower-case name of the op ("take", "refund", ...).
 func (o Op) String() string {
@@ -42,7 +48,7 @@ func (o Op) String() string {
 }
 
 // Valid reports whether o is one of the defined ops.
-func (o Op) Valid() bool { return o >= OpTake && o <= OpPull }
+func (o Op) Valid() bool { return o >= OpTake && o <= OpReturn }
 
 // Key names one bucket, or one key of a lease table: (limit, key).
 type Key struct {
@@ -74,6 +80,12 @@ type Request struct {
 	// none): the owner answers a repeated id with its first decision
 	// instead of spending twice. Forwards and proxies carry it unchanged.
 	RequestID string
+	// Want, Demand, Unspent and Seq are an allotment's ask (OpAllot;
+	// Unspent and Seq also OpReturn): api.AllotRequest's fields.
+	Want    int64
+	Demand  float64
+	Unspent int64
+	Seq     uint64
 }
 
 // Reply is the owner's answer to one Request.
@@ -97,6 +109,9 @@ type Reply struct {
 	RulesVersion int64
 	Lease        api.AcquireResponse
 	State        State // pull: the state handed over
+	// Allot is the owner's answer to OpAllot: Tokens, TTL, RetryAfter,
+	// Capacity, Window and Seq.
+	Allot api.AllotResponse
 }
 
 // State is owner state crossing nodes: buckets and leases moving to a new
@@ -111,10 +126,14 @@ type State struct {
 	Buckets []bucket.Entry
 	// Leases are leases with the sender's fencing floor.
 	Leases lease.Handoff
+	// Holdings are allotments the sender granted as the buckets' owner,
+	// with their time left: they go with their buckets, whose capacity
+	// they reduce.
+	Holdings []allot.Entry
 }
 
-// Len is the number of buckets and leases in s.
-func (s State) Len() int { return len(s.Buckets) + len(s.Leases.Leases) }
+// Len is the number of buckets, leases and holdings in s.
+func (s State) Len() int { return len(s.Buckets) + len(s.Leases.Leases) + len(s.Holdings) }
 
 // Handler is what the peer Server needs from the node that owns buckets.
 // It is implemented by package node; transport never imports node.

@@ -138,3 +138,22 @@ func (a authDecider) Forget(ctx context.Context, name string) (bool, error) {
 	}
 	return a.d.Forget(ctx, name)
 }
+
+// Allot implements api.Decider: the allot scope, within the token's limits
+// and key prefix. A holder's id is not bound to the token: any holder the
+// token names is its own (the allot scope trusts the caller with its
+// budget).
+func (a authDecider) Allot(ctx context.Context, req api.AllotRequest) (api.AllotResponse, error) {
+	if err := a.cfg.authorize(ctx, auth.ScopeAllot, req.Limit, req.Key); err != nil {
+		return api.AllotResponse{}, err
+	}
+	return a.d.Allot(ctx, req)
+}
+
+// Return implements api.Decider, with the allot scope.
+func (a authDecider) Return(ctx context.Context, req api.ReturnRequest) error {
+	if err := a.cfg.authorize(ctx, auth.ScopeAllot, req.Limit, req.Key); err != nil {
+		return err
+	}
+	return a.d.Return(ctx, req)
+}

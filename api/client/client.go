@@ -150,8 +150,11 @@ func fromStatus(ctx context.Context, op string, err error) error {
 }
 
 func fromSource(s weirv1.Source) api.Source {
-	if s == weirv1.Source_SOURCE_FALLBACK {
+	switch s {
+	case weirv1.Source_SOURCE_FALLBACK:
 		return api.SourceFallback
+	case weirv1.Source_SOURCE_ALLOTMENT:
+		return api.SourceAllotment
 	}
 	return api.SourceOwner
 }

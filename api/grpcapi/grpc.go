@@ -126,8 +126,11 @@ func checksFromProto(in []*weirv1.Check, lim inputLimits) ([]api.Check, error) {
 }
 
 func sourceToProto(s api.Source) weirv1.Source {
-	if s == api.SourceFallback {
+	switch s {
+	case api.SourceFallback:
 		return weirv1.Source_SOURCE_FALLBACK
+	case api.SourceAllotment:
+		return weirv1.Source_SOURCE_ALLOTMENT
 	}
 	return weirv1.Source_SOURCE_OWNER
 }

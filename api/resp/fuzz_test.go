@@ -43,6 +43,10 @@ func (fakeDecider) Cluster(context.Context, string, string) (api.ClusterInfo, er
 }
 func (fakeDecider) Ready() bool                                  { return true }
 func (fakeDecider) Forget(context.Context, string) (bool, error) { return false, nil }
+func (fakeDecider) Allot(context.Context, api.AllotRequest) (api.AllotResponse, error) {
+	return api.AllotResponse{}, nil
+}
+func (fakeDecider) Return(context.Context, api.ReturnRequest) error { return nil }
 
 // skipValue returns the length of the first RESP2 or RESP3 value in b, or
 // -1 when b does not start with a whole value.

@@ -39,6 +39,9 @@ const (
 	// SOURCE_FALLBACK: a non-owner decided from a local ceiling because the
 	// owner was unreachable (or the limit fails open).
 	Source_SOURCE_FALLBACK Source = 2
+	// SOURCE_ALLOTMENT: a holder decided from the allotment the key's owner
+	// granted it (tokens debited from the owner's bucket beforehand).
+	Source_SOURCE_ALLOTMENT Source = 3
 )
 
 // Enum value maps for Source.
@@ -47,11 +50,13 @@ var (
 		0: "SOURCE_UNSPECIFIED",
 		1: "SOURCE_OWNER",
 		2: "SOURCE_FALLBACK",
+		3: "SOURCE_ALLOTMENT",
 	}
 	Source_value = map[string]int32{
 		"SOURCE_UNSPECIFIED": 0,
 		"SOURCE_OWNER":       1,
 		"SOURCE_FALLBACK":    2,
+		"SOURCE_ALLOTMENT":   3,
 	}
 )
 
@@ -1372,6 +1377,322 @@ func (x *RingResponse) GetMajority() bool {
 	return false
 }
 
+// AllotRequest asks for an allotment of (limit, key) for holder.
+type AllotRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Limit string                 `protobuf:"bytes,1,opt,name=limit,proto3" json:"limit,omitempty"`
+	Key   string                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	// holder names the caller's allotments (1 to 512 bytes): one id per
+	// process, so a refresh replaces the allotment it had.
+	Holder string `protobuf:"bytes,3,opt,name=holder,proto3" json:"holder,omitempty"`
+	// want is how many more tokens the holder asks for (at least 1).
+	Want int64 `protobuf:"varint,4,opt,name=want,proto3" json:"want,omitempty"`
+	// demand is the holder's rate of takes on the key, tokens per second:
+	// the weight of its share when holders compete.
+	Demand float64 `protobuf:"fixed64,5,opt,name=demand,proto3" json:"demand,omitempty"`
+	// unspent is what is left of the allotment the holder has, as it asks
+	// (an upper bound: it may keep spending while the call is in flight).
+	Unspent int64 `protobuf:"varint,6,opt,name=unspent,proto3" json:"unspent,omitempty"`
+	// seq is the seq of the last answer the holder got for this key (0 when
+	// it holds nothing): the owner trusts unspent only when it matches, so
+	// an ask that crossed a lost answer never shrinks what the owner counts
+	// as outstanding.
+	Seq           uint64 `protobuf:"varint,7,opt,name=seq,proto3" json:"seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AllotRequest) Reset() {
+	*x = AllotRequest{}
+	mi := &file_weir_v1_limiter_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AllotRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AllotRequest) ProtoMessage() {}
+
+func (x *AllotRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_limiter_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AllotRequest.ProtoReflect.Descriptor instead.
+func (*AllotRequest) Descriptor() ([]byte, []int) {
+	return file_weir_v1_limiter_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *AllotRequest) GetLimit() string {
+	if x != nil {
+		return x.Limit
+	}
+	return ""
+}
+
+func (x *AllotRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *AllotRequest) GetHolder() string {
+	if x != nil {
+		return x.Holder
+	}
+	return ""
+}
+
+func (x *AllotRequest) GetWant() int64 {
+	if x != nil {
+		return x.Want
+	}
+	return 0
+}
+
+func (x *AllotRequest) GetDemand() float64 {
+	if x != nil {
+		return x.Demand
+	}
+	return 0
+}
+
+func (x *AllotRequest) GetUnspent() int64 {
+	if x != nil {
+		return x.Unspent
+	}
+	return 0
+}
+
+func (x *AllotRequest) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+// AllotResponse is an owner's answer. tokens come on top of what the
+// holder had; the whole allotment is valid for ttl_ms counted from when
+// the holder sent the request. tokens 0 with retry_after_ms 0 means the
+// holder's share is nothing for now: it should send its takes to the
+// owner. retry_after_ms > 0 means the bucket is empty: every take is
+// denied until then.
+type AllotResponse struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Tokens       int64                  `protobuf:"varint,1,opt,name=tokens,proto3" json:"tokens,omitempty"`
+	TtlMs        int64                  `protobuf:"varint,2,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	RetryAfterMs int64                  `protobuf:"varint,3,opt,name=retry_after_ms,json=retryAfterMs,proto3" json:"retry_after_ms,omitempty"`
+	// capacity is the limit's capacity (RateLimit-Policy q=).
+	Capacity int64 `protobuf:"varint,4,opt,name=capacity,proto3" json:"capacity,omitempty"`
+	// window_ms is the limit's policy window (RateLimit-Policy w=).
+	WindowMs int64 `protobuf:"varint,5,opt,name=window_ms,json=windowMs,proto3" json:"window_ms,omitempty"`
+	// seq names this version of the holder's allotment: send it with the
+	// next ask and with the return.
+	Seq           uint64 `protobuf:"varint,6,opt,name=seq,proto3" json:"seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AllotResponse) Reset() {
+	*x = AllotResponse{}
+	mi := &file_weir_v1_limiter_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AllotResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AllotResponse) ProtoMessage() {}
+
+func (x *AllotResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_limiter_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AllotResponse.ProtoReflect.Descriptor instead.
+func (*AllotResponse) Descriptor() ([]byte, []int) {
+	return file_weir_v1_limiter_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *AllotResponse) GetTokens() int64 {
+	if x != nil {
+		return x.Tokens
+	}
+	return 0
+}
+
+func (x *AllotResponse) GetTtlMs() int64 {
+	if x != nil {
+		return x.TtlMs
+	}
+	return 0
+}
+
+func (x *AllotResponse) GetRetryAfterMs() int64 {
+	if x != nil {
+		return x.RetryAfterMs
+	}
+	return 0
+}
+
+func (x *AllotResponse) GetCapacity() int64 {
+	if x != nil {
+		return x.Capacity
+	}
+	return 0
+}
+
+func (x *AllotResponse) GetWindowMs() int64 {
+	if x != nil {
+		return x.WindowMs
+	}
+	return 0
+}
+
+func (x *AllotResponse) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+// ReturnRequest gives back what is left of holder's allotment of
+// (limit, key); the holder stops using it first.
+type ReturnRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Limit   string                 `protobuf:"bytes,1,opt,name=limit,proto3" json:"limit,omitempty"`
+	Key     string                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	Holder  string                 `protobuf:"bytes,3,opt,name=holder,proto3" json:"holder,omitempty"`
+	Unspent int64                  `protobuf:"varint,4,opt,name=unspent,proto3" json:"unspent,omitempty"`
+	// seq is the seq of the last answer the holder got: a return that does
+	// not match (it crossed a later grant) is ignored, and the allotment
+	// expires by itself.
+	Seq           uint64 `protobuf:"varint,5,opt,name=seq,proto3" json:"seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReturnRequest) Reset() {
+	*x = ReturnRequest{}
+	mi := &file_weir_v1_limiter_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReturnRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReturnRequest) ProtoMessage() {}
+
+func (x *ReturnRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_limiter_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReturnRequest.ProtoReflect.Descriptor instead.
+func (*ReturnRequest) Descriptor() ([]byte, []int) {
+	return file_weir_v1_limiter_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ReturnRequest) GetLimit() string {
+	if x != nil {
+		return x.Limit
+	}
+	return ""
+}
+
+func (x *ReturnRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *ReturnRequest) GetHolder() string {
+	if x != nil {
+		return x.Holder
+	}
+	return ""
+}
+
+func (x *ReturnRequest) GetUnspent() int64 {
+	if x != nil {
+		return x.Unspent
+	}
+	return 0
+}
+
+func (x *ReturnRequest) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+// ReturnResponse acknowledges a Return.
+type ReturnResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReturnResponse) Reset() {
+	*x = ReturnResponse{}
+	mi := &file_weir_v1_limiter_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReturnResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReturnResponse) ProtoMessage() {}
+
+func (x *ReturnResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_limiter_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReturnResponse.ProtoReflect.Descriptor instead.
+func (*ReturnResponse) Descriptor() ([]byte, []int) {
+	return file_weir_v1_limiter_proto_rawDescGZIP(), []int{19}
+}
+
 var File_weir_v1_limiter_proto protoreflect.FileDescriptor
 
 const file_weir_v1_limiter_proto_rawDesc = "" +
@@ -1466,11 +1787,34 @@ const file_weir_v1_limiter_proto_rawDesc = "" +
 	"\vreplication\x18\b \x01(\rR\vreplication\x12\x12\n" +
 	"\x04load\x18\t \x01(\x01R\x04load\x12\x1a\n" +
 	"\bmajority\x18\n" +
-	" \x01(\bR\bmajority*G\n" +
+	" \x01(\bR\bmajority\"\xa6\x01\n" +
+	"\fAllotRequest\x12\x14\n" +
+	"\x05limit\x18\x01 \x01(\tR\x05limit\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12\x16\n" +
+	"\x06holder\x18\x03 \x01(\tR\x06holder\x12\x12\n" +
+	"\x04want\x18\x04 \x01(\x03R\x04want\x12\x16\n" +
+	"\x06demand\x18\x05 \x01(\x01R\x06demand\x12\x18\n" +
+	"\aunspent\x18\x06 \x01(\x03R\aunspent\x12\x10\n" +
+	"\x03seq\x18\a \x01(\x04R\x03seq\"\xaf\x01\n" +
+	"\rAllotResponse\x12\x16\n" +
+	"\x06tokens\x18\x01 \x01(\x03R\x06tokens\x12\x15\n" +
+	"\x06ttl_ms\x18\x02 \x01(\x03R\x05ttlMs\x12$\n" +
+	"\x0eretry_after_ms\x18\x03 \x01(\x03R\fretryAfterMs\x12\x1a\n" +
+	"\bcapacity\x18\x04 \x01(\x03R\bcapacity\x12\x1b\n" +
+	"\twindow_ms\x18\x05 \x01(\x03R\bwindowMs\x12\x10\n" +
+	"\x03seq\x18\x06 \x01(\x04R\x03seq\"{\n" +
+	"\rReturnRequest\x12\x14\n" +
+	"\x05limit\x18\x01 \x01(\tR\x05limit\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12\x16\n" +
+	"\x06holder\x18\x03 \x01(\tR\x06holder\x12\x18\n" +
+	"\aunspent\x18\x04 \x01(\x03R\aunspent\x12\x10\n" +
+	"\x03seq\x18\x05 \x01(\x04R\x03seq\"\x10\n" +
+	"\x0eReturnResponse*]\n" +
 	"\x06Source\x12\x16\n" +
 	"\x12SOURCE_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fSOURCE_OWNER\x10\x01\x12\x13\n" +
-	"\x0fSOURCE_FALLBACK\x10\x02*\xdc\x01\n" +
+	"\x0fSOURCE_FALLBACK\x10\x02\x12\x14\n" +
+	"\x10SOURCE_ALLOTMENT\x10\x03*\xdc\x01\n" +
 	"\tErrorCode\x12\x1a\n" +
 	"\x16ERROR_CODE_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bERROR_CODE_INVALID_ARGUMENT\x10\x03\x12 \n" +
@@ -1478,7 +1822,7 @@ const file_weir_v1_limiter_proto_rawDesc = "" +
 	"\x14ERROR_CODE_NOT_FOUND\x10\x05\x12!\n" +
 	"\x1dERROR_CODE_RESOURCE_EXHAUSTED\x10\b\x12\x17\n" +
 	"\x13ERROR_CODE_INTERNAL\x10\r\x12\x1a\n" +
-	"\x16ERROR_CODE_UNAVAILABLE\x10\x0e2\xec\x02\n" +
+	"\x16ERROR_CODE_UNAVAILABLE\x10\x0e2\xdf\x03\n" +
 	"\aLimiter\x123\n" +
 	"\x04Take\x12\x14.weir.v1.TakeRequest\x1a\x15.weir.v1.TakeResponse\x12=\n" +
 	"\n" +
@@ -1486,7 +1830,9 @@ const file_weir_v1_limiter_proto_rawDesc = "" +
 	"\aAcquire\x12\x17.weir.v1.AcquireRequest\x1a\x18.weir.v1.AcquireResponse\x126\n" +
 	"\x05Renew\x12\x15.weir.v1.RenewRequest\x1a\x16.weir.v1.RenewResponse\x12<\n" +
 	"\aRelease\x12\x17.weir.v1.ReleaseRequest\x1a\x18.weir.v1.ReleaseResponse\x129\n" +
-	"\aGetRing\x12\x17.weir.v1.GetRingRequest\x1a\x15.weir.v1.RingResponseB+Z)github.com/weir-rl/weir/api/weirv1;weirv1b\x06proto3"
+	"\aGetRing\x12\x17.weir.v1.GetRingRequest\x1a\x15.weir.v1.RingResponse\x126\n" +
+	"\x05Allot\x12\x15.weir.v1.AllotRequest\x1a\x16.weir.v1.AllotResponse\x129\n" +
+	"\x06Return\x12\x16.weir.v1.ReturnRequest\x1a\x17.weir.v1.ReturnResponseB+Z)github.com/weir-rl/weir/api/weirv1;weirv1b\x06proto3"
 
 var (
 	file_weir_v1_limiter_proto_rawDescOnce sync.Once
@@ -1501,7 +1847,7 @@ func file_weir_v1_limiter_proto_rawDescGZIP() []byte {
 }
 
 var file_weir_v1_limiter_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_weir_v1_limiter_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_weir_v1_limiter_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_weir_v1_limiter_proto_goTypes = []any{
 	(Source)(0),             // 0: weir.v1.Source
 	(ErrorCode)(0),          // 1: weir.v1.ErrorCode
@@ -1521,6 +1867,10 @@ var file_weir_v1_limiter_proto_goTypes = []any{
 	(*GetRingRequest)(nil),  // 15: weir.v1.GetRingRequest
 	(*RingMember)(nil),      // 16: weir.v1.RingMember
 	(*RingResponse)(nil),    // 17: weir.v1.RingResponse
+	(*AllotRequest)(nil),    // 18: weir.v1.AllotRequest
+	(*AllotResponse)(nil),   // 19: weir.v1.AllotResponse
+	(*ReturnRequest)(nil),   // 20: weir.v1.ReturnRequest
+	(*ReturnResponse)(nil),  // 21: weir.v1.ReturnResponse
 }
 var file_weir_v1_limiter_proto_depIdxs = []int32{
 	1,  // 0: weir.v1.Error.code:type_name -> weir.v1.ErrorCode
@@ -1538,14 +1888,18 @@ var file_weir_v1_limiter_proto_depIdxs = []int32{
 	11, // 12: weir.v1.Limiter.Renew:input_type -> weir.v1.RenewRequest
 	13, // 13: weir.v1.Limiter.Release:input_type -> weir.v1.ReleaseRequest
 	15, // 14: weir.v1.Limiter.GetRing:input_type -> weir.v1.GetRingRequest
-	8,  // 15: weir.v1.Limiter.Take:output_type -> weir.v1.TakeResponse
-	8,  // 16: weir.v1.Limiter.TakeStream:output_type -> weir.v1.TakeResponse
-	10, // 17: weir.v1.Limiter.Acquire:output_type -> weir.v1.AcquireResponse
-	12, // 18: weir.v1.Limiter.Renew:output_type -> weir.v1.RenewResponse
-	14, // 19: weir.v1.Limiter.Release:output_type -> weir.v1.ReleaseResponse
-	17, // 20: weir.v1.Limiter.GetRing:output_type -> weir.v1.RingResponse
-	15, // [15:21] is the sub-list for method output_type
-	9,  // [9:15] is the sub-list for method input_type
+	18, // 15: weir.v1.Limiter.Allot:input_type -> weir.v1.AllotRequest
+	20, // 16: weir.v1.Limiter.Return:input_type -> weir.v1.ReturnRequest
+	8,  // 17: weir.v1.Limiter.Take:output_type -> weir.v1.TakeResponse
+	8,  // 18: weir.v1.Limiter.TakeStream:output_type -> weir.v1.TakeResponse
+	10, // 19: weir.v1.Limiter.Acquire:output_type -> weir.v1.AcquireResponse
+	12, // 20: weir.v1.Limiter.Renew:output_type -> weir.v1.RenewResponse
+	14, // 21: weir.v1.Limiter.Release:output_type -> weir.v1.ReleaseResponse
+	17, // 22: weir.v1.Limiter.GetRing:output_type -> weir.v1.RingResponse
+	19, // 23: weir.v1.Limiter.Allot:output_type -> weir.v1.AllotResponse
+	21, // 24: weir.v1.Limiter.Return:output_type -> weir.v1.ReturnResponse
+	17, // [17:25] is the sub-list for method output_type
+	9,  // [9:17] is the sub-list for method input_type
 	9,  // [9:9] is the sub-list for extension type_name
 	9,  // [9:9] is the sub-list for extension extendee
 	0,  // [0:9] is the sub-list for field type_name
@@ -1562,7 +1916,7 @@ func file_weir_v1_limiter_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_weir_v1_limiter_proto_rawDesc), len(file_weir_v1_limiter_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   16,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

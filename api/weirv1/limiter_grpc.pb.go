@@ -32,6 +32,8 @@ const (
 	Limiter_Renew_FullMethodName      = "/weir.v1.Limiter/Renew"
 	Limiter_Release_FullMethodName    = "/weir.v1.Limiter/Release"
 	Limiter_GetRing_FullMethodName    = "/weir.v1.Limiter/GetRing"
+	Limiter_Allot_FullMethodName      = "/weir.v1.Limiter/Allot"
+	Limiter_Return_FullMethodName     = "/weir.v1.Limiter/Return"
 )
 
 // LimiterClient is the client API for Limiter service.
@@ -66,6 +68,13 @@ type LimiterClient interface {
 	// table, from which a client computes the owner of a (limit, key)
 	// exactly as the node does (package ring/ownership). Read-only.
 	GetRing(ctx context.Context, in *GetRingRequest, opts ...grpc.CallOption) (*RingResponse, error)
+	// Allot asks a key's owner for an allotment: a slice of the bucket's
+	// tokens, debited at once, that the caller decides takes from in its own
+	// process until the allotment expires. It needs a token with the allot
+	// scope. Send it to the key's owner (GetRing); another node forwards it.
+	Allot(ctx context.Context, in *AllotRequest, opts ...grpc.CallOption) (*AllotResponse, error)
+	// Return gives an allotment's unspent tokens back to the bucket.
+	Return(ctx context.Context, in *ReturnRequest, opts ...grpc.CallOption) (*ReturnResponse, error)
 }
 
 type limiterClient struct {
@@ -139,6 +148,26 @@ func (c *limiterClient) GetRing(ctx context.Context, in *GetRingRequest, opts ..
 	return out, nil
 }
 
+func (c *limiterClient) Allot(ctx context.Context, in *AllotRequest, opts ...grpc.CallOption) (*AllotResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AllotResponse)
+	err := c.cc.Invoke(ctx, Limiter_Allot_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *limiterClient) Return(ctx context.Context, in *ReturnRequest, opts ...grpc.CallOption) (*ReturnResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReturnResponse)
+	err := c.cc.Invoke(ctx, Limiter_Return_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // LimiterServer is the server API for Limiter service.
 // All implementations must embed UnimplementedLimiterServer
 // for forward compatibility.
@@ -171,6 +200,13 @@ type LimiterServer interface {
 	// table, from which a client computes the owner of a (limit, key)
 	// exactly as the node does (package ring/ownership). Read-only.
 	GetRing(context.Context, *GetRingRequest) (*RingResponse, error)
+	// Allot asks a key's owner for an allotment: a slice of the bucket's
+	// tokens, debited at once, that the caller decides takes from in its own
+	// process until the allotment expires. It needs a token with the allot
+	// scope. Send it to the key's owner (GetRing); another node forwards it.
+	Allot(context.Context, *AllotRequest) (*AllotResponse, error)
+	// Return gives an allotment's unspent tokens back to the bucket.
+	Return(context.Context, *ReturnRequest) (*ReturnResponse, error)
 	mustEmbedUnimplementedLimiterServer()
 }
 
@@ -198,6 +234,12 @@ func (UnimplementedLimiterServer) Release(context.Context, *ReleaseRequest) (*Re
 }
 func (UnimplementedLimiterServer) GetRing(context.Context, *GetRingRequest) (*RingResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetRing not implemented")
+}
+func (UnimplementedLimiterServer) Allot(context.Context, *AllotRequest) (*AllotResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Allot not implemented")
+}
+func (UnimplementedLimiterServer) Return(context.Context, *ReturnRequest) (*ReturnResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Return not implemented")
 }
 func (UnimplementedLimiterServer) mustEmbedUnimplementedLimiterServer() {}
 func (UnimplementedLimiterServer) testEmbeddedByValue()                 {}
@@ -317,6 +359,42 @@ func _Limiter_GetRing_Handler(srv interface{}, ctx context.Context, dec func(int
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Limiter_Allot_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AllotRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LimiterServer).Allot(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Limiter_Allot_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LimiterServer).Allot(ctx, req.(*AllotRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Limiter_Return_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReturnRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LimiterServer).Return(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Limiter_Return_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LimiterServer).Return(ctx, req.(*ReturnRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Limiter_ServiceDesc is the grpc.ServiceDesc for Limiter service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -343,6 +421,14 @@ var Limiter_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetRing",
 			Handler:    _Limiter_GetRing_Handler,
+		},
+		{
+			MethodName: "Allot",
+			Handler:    _Limiter_Allot_Handler,
+		},
+		{
+			MethodName: "Return",
+			Handler:    _Limiter_Return_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

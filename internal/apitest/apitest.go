@@ -39,12 +39,15 @@ type Decider struct {
 	Renews   []RenewCall
 	Releases []string
 	Clusters [][2]string
+	Allots   []api.AllotRequest
+	Returns  []api.ReturnRequest
 
 	TakeFn    func(ctx context.Context, checks []api.Check) (api.TakeResponse, error)
 	AcquireFn func(req api.AcquireRequest) (api.AcquireResponse, error)
 	RenewFn   func(id string, ttl time.Duration) (time.Duration, error)
 	ReleaseFn func(id string) error
 	ClusterFn func(limit, key string) (api.ClusterInfo, error)
+	AllotFn   func(req api.AllotRequest) (api.AllotResponse, error)
 	NotReady  bool
 }
 
@@ -276,4 +279,25 @@ func Policy(t testing.TB) *auth.Policy {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// Allot records req and answers with AllotFn, or grants what was wanted
+// for a second.
+func (f *Decider) Allot(_ context.Context, req api.AllotRequest) (api.AllotResponse, error) {
+	f.Mu.Lock()
+	f.Allots = append(f.Allots, req)
+	fn := f.AllotFn
+	f.Mu.Unlock()
+	if fn != nil {
+		return fn(req)
+	}
+	return api.AllotResponse{Tokens: req.Want, TTL: time.Second, Capacity: 6, Window: 3 * time.Second}, nil
+}
+
+// Return records req.
+func (f *Decider) Return(_ context.Context, req api.ReturnRequest) error {
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
+	f.Returns = append(f.Returns, req)
+	return nil
 }

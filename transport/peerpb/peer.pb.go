@@ -43,6 +43,8 @@ const (
 	Op_OP_RENEW       Op = 4
 	Op_OP_RELEASE     Op = 5
 	Op_OP_PULL        Op = 6 // hand over the named buckets now (a new owner's first miss)
+	Op_OP_ALLOT       Op = 7 // grant holder an allotment of checks[0] (package allot)
+	Op_OP_RETURN      Op = 8 // take back holder's allotment of checks[0]
 )
 
 // Enum value maps for Op.
@@ -55,6 +57,8 @@ var (
 		4: "OP_RENEW",
 		5: "OP_RELEASE",
 		6: "OP_PULL",
+		7: "OP_ALLOT",
+		8: "OP_RETURN",
 	}
 	Op_value = map[string]int32{
 		"OP_UNSPECIFIED": 0,
@@ -64,6 +68,8 @@ var (
 		"OP_RENEW":       4,
 		"OP_RELEASE":     5,
 		"OP_PULL":        6,
+		"OP_ALLOT":       7,
+		"OP_RETURN":      8,
 	}
 )
 
@@ -226,6 +232,10 @@ type Request struct {
 	WaitNs        int64                  `protobuf:"varint,7,opt,name=wait_ns,json=waitNs,proto3" json:"wait_ns,omitempty"`          // acquire; 0 = do not queue
 	Proxied       bool                   `protobuf:"varint,8,opt,name=proxied,proto3" json:"proxied,omitempty"`                      // already passed on once by a non-owner: never pass it on again
 	RequestId     []byte                 `protobuf:"bytes,20,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"` // take: the caller's request id, deduplicated by the owner
+	Want          int64                  `protobuf:"varint,9,opt,name=want,proto3" json:"want,omitempty"`                            // allot: more tokens asked for
+	Demand        float64                `protobuf:"fixed64,10,opt,name=demand,proto3" json:"demand,omitempty"`                      // allot: the holder's rate of takes, per second
+	Unspent       int64                  `protobuf:"varint,11,opt,name=unspent,proto3" json:"unspent,omitempty"`                     // allot, return: what is left of the holder's allotment
+	Seq           uint64                 `protobuf:"varint,12,opt,name=seq,proto3" json:"seq,omitempty"`                             // allot, return: the seq of the holder's last answer (api.AllotRequest.Seq)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -321,6 +331,34 @@ func (x *Request) GetRequestId() []byte {
 		return x.RequestId
 	}
 	return nil
+}
+
+func (x *Request) GetWant() int64 {
+	if x != nil {
+		return x.Want
+	}
+	return 0
+}
+
+func (x *Request) GetDemand() float64 {
+	if x != nil {
+		return x.Demand
+	}
+	return 0
+}
+
+func (x *Request) GetUnspent() int64 {
+	if x != nil {
+		return x.Unspent
+	}
+	return 0
+}
+
+func (x *Request) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
 }
 
 // BatchRequest is a batch of requests from one sender.
@@ -581,6 +619,7 @@ type Reply struct {
 	Lease         *Grant                 `protobuf:"bytes,6,opt,name=lease,proto3" json:"lease,omitempty"`
 	Epoch         uint64                 `protobuf:"varint,7,opt,name=epoch,proto3" json:"epoch,omitempty"`    // the owner's ring epoch
 	Entries       []*HandoffEntry        `protobuf:"bytes,8,rep,name=entries,proto3" json:"entries,omitempty"` // pull: the state handed over
+	Allot         *Allotment             `protobuf:"bytes,9,opt,name=allot,proto3" json:"allot,omitempty"`     // allot: the grant
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -671,6 +710,98 @@ func (x *Reply) GetEntries() []*HandoffEntry {
 	return nil
 }
 
+func (x *Reply) GetAllot() *Allotment {
+	if x != nil {
+		return x.Allot
+	}
+	return nil
+}
+
+// Allotment is an owner's answer to OP_ALLOT (api.AllotResponse).
+type Allotment struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tokens        int64                  `protobuf:"varint,1,opt,name=tokens,proto3" json:"tokens,omitempty"`
+	TtlNs         int64                  `protobuf:"varint,2,opt,name=ttl_ns,json=ttlNs,proto3" json:"ttl_ns,omitempty"`
+	RetryAfterNs  int64                  `protobuf:"varint,3,opt,name=retry_after_ns,json=retryAfterNs,proto3" json:"retry_after_ns,omitempty"` // > 0: the bucket is empty until then
+	Capacity      int64                  `protobuf:"varint,4,opt,name=capacity,proto3" json:"capacity,omitempty"`
+	WindowNs      int64                  `protobuf:"varint,5,opt,name=window_ns,json=windowNs,proto3" json:"window_ns,omitempty"`
+	Seq           uint64                 `protobuf:"varint,6,opt,name=seq,proto3" json:"seq,omitempty"` // this version of the holding (api.AllotResponse.Seq)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Allotment) Reset() {
+	*x = Allotment{}
+	mi := &file_peer_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Allotment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Allotment) ProtoMessage() {}
+
+func (x *Allotment) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Allotment.ProtoReflect.Descriptor instead.
+func (*Allotment) Descriptor() ([]byte, []int) {
+	return file_peer_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Allotment) GetTokens() int64 {
+	if x != nil {
+		return x.Tokens
+	}
+	return 0
+}
+
+func (x *Allotment) GetTtlNs() int64 {
+	if x != nil {
+		return x.TtlNs
+	}
+	return 0
+}
+
+func (x *Allotment) GetRetryAfterNs() int64 {
+	if x != nil {
+		return x.RetryAfterNs
+	}
+	return 0
+}
+
+func (x *Allotment) GetCapacity() int64 {
+	if x != nil {
+		return x.Capacity
+	}
+	return 0
+}
+
+func (x *Allotment) GetWindowNs() int64 {
+	if x != nil {
+		return x.WindowNs
+	}
+	return 0
+}
+
+func (x *Allotment) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
 // BatchReply holds one Reply per Request, in request order.
 type BatchReply struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -681,7 +812,7 @@ type BatchReply struct {
 
 func (x *BatchReply) Reset() {
 	*x = BatchReply{}
-	mi := &file_peer_proto_msgTypes[6]
+	mi := &file_peer_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -693,7 +824,7 @@ func (x *BatchReply) String() string {
 func (*BatchReply) ProtoMessage() {}
 
 func (x *BatchReply) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[6]
+	mi := &file_peer_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -706,7 +837,7 @@ func (x *BatchReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchReply.ProtoReflect.Descriptor instead.
 func (*BatchReply) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{6}
+	return file_peer_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *BatchReply) GetReplies() []*Reply {
@@ -717,8 +848,8 @@ func (x *BatchReply) GetReplies() []*Reply {
 }
 
 // HandoffEntry is the state of one bucket or lease, as relative quantities.
-// Exactly one of bucket and lease is set; kind says which (1 bucket,
-// 2 lease). A receiver ignores fields it does not know, so a newer sender
+// Exactly one of bucket, lease and holding is set; kind says which
+// (1 bucket, 2 lease, 3 holding). A receiver ignores fields it does not know, so a newer sender
 // may add some without breaking an older receiver during a rolling
 // upgrade.
 type HandoffEntry struct {
@@ -728,13 +859,14 @@ type HandoffEntry struct {
 	Key           string                 `protobuf:"bytes,3,opt,name=key,proto3" json:"key,omitempty"`
 	Bucket        *BucketState           `protobuf:"bytes,6,opt,name=bucket,proto3" json:"bucket,omitempty"`
 	Lease         *LeaseState            `protobuf:"bytes,7,opt,name=lease,proto3" json:"lease,omitempty"`
+	Holding       *HoldingState          `protobuf:"bytes,8,opt,name=holding,proto3" json:"holding,omitempty"` // kind 3: an allotment the owner granted (package allot)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *HandoffEntry) Reset() {
 	*x = HandoffEntry{}
-	mi := &file_peer_proto_msgTypes[7]
+	mi := &file_peer_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -746,7 +878,7 @@ func (x *HandoffEntry) String() string {
 func (*HandoffEntry) ProtoMessage() {}
 
 func (x *HandoffEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[7]
+	mi := &file_peer_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -759,7 +891,7 @@ func (x *HandoffEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandoffEntry.ProtoReflect.Descriptor instead.
 func (*HandoffEntry) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{7}
+	return file_peer_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *HandoffEntry) GetKind() uint32 {
@@ -797,6 +929,91 @@ func (x *HandoffEntry) GetLease() *LeaseState {
 	return nil
 }
 
+func (x *HandoffEntry) GetHolding() *HoldingState {
+	if x != nil {
+		return x.Holding
+	}
+	return nil
+}
+
+// HoldingState is one holder's allotment of the entry's bucket as its owner
+// records it (allot.Entry): outstanding tokens and time left.
+type HoldingState struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Holder        string                 `protobuf:"bytes,1,opt,name=holder,proto3" json:"holder,omitempty"`
+	Tokens        int64                  `protobuf:"varint,2,opt,name=tokens,proto3" json:"tokens,omitempty"`
+	RemainingNs   int64                  `protobuf:"varint,3,opt,name=remaining_ns,json=remainingNs,proto3" json:"remaining_ns,omitempty"` // time left at the sender when it was sent
+	Demand        float64                `protobuf:"fixed64,4,opt,name=demand,proto3" json:"demand,omitempty"`                             // the holder's last reported rate, per second
+	Seq           uint64                 `protobuf:"varint,5,opt,name=seq,proto3" json:"seq,omitempty"`                                    // the version of the holding the holder was last sent
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HoldingState) Reset() {
+	*x = HoldingState{}
+	mi := &file_peer_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HoldingState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HoldingState) ProtoMessage() {}
+
+func (x *HoldingState) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HoldingState.ProtoReflect.Descriptor instead.
+func (*HoldingState) Descriptor() ([]byte, []int) {
+	return file_peer_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *HoldingState) GetHolder() string {
+	if x != nil {
+		return x.Holder
+	}
+	return ""
+}
+
+func (x *HoldingState) GetTokens() int64 {
+	if x != nil {
+		return x.Tokens
+	}
+	return 0
+}
+
+func (x *HoldingState) GetRemainingNs() int64 {
+	if x != nil {
+		return x.RemainingNs
+	}
+	return 0
+}
+
+func (x *HoldingState) GetDemand() float64 {
+	if x != nil {
+		return x.Demand
+	}
+	return 0
+}
+
+func (x *HoldingState) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
 // BucketState is one bucket's state (bucket.Snapshot): counts, and spans
 // relative to the sender's now, never its timestamps.
 type BucketState struct {
@@ -816,7 +1033,7 @@ type BucketState struct {
 
 func (x *BucketState) Reset() {
 	*x = BucketState{}
-	mi := &file_peer_proto_msgTypes[8]
+	mi := &file_peer_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -828,7 +1045,7 @@ func (x *BucketState) String() string {
 func (*BucketState) ProtoMessage() {}
 
 func (x *BucketState) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[8]
+	mi := &file_peer_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -841,7 +1058,7 @@ func (x *BucketState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BucketState.ProtoReflect.Descriptor instead.
 func (*BucketState) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{8}
+	return file_peer_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *BucketState) GetAlgorithm() uint32 {
@@ -922,7 +1139,7 @@ type LeaseState struct {
 
 func (x *LeaseState) Reset() {
 	*x = LeaseState{}
-	mi := &file_peer_proto_msgTypes[9]
+	mi := &file_peer_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -934,7 +1151,7 @@ func (x *LeaseState) String() string {
 func (*LeaseState) ProtoMessage() {}
 
 func (x *LeaseState) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[9]
+	mi := &file_peer_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -947,7 +1164,7 @@ func (x *LeaseState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseState.ProtoReflect.Descriptor instead.
 func (*LeaseState) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{9}
+	return file_peer_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *LeaseState) GetId() string {
@@ -1011,7 +1228,7 @@ type HandoffRequest struct {
 
 func (x *HandoffRequest) Reset() {
 	*x = HandoffRequest{}
-	mi := &file_peer_proto_msgTypes[10]
+	mi := &file_peer_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1023,7 +1240,7 @@ func (x *HandoffRequest) String() string {
 func (*HandoffRequest) ProtoMessage() {}
 
 func (x *HandoffRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[10]
+	mi := &file_peer_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1036,7 +1253,7 @@ func (x *HandoffRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandoffRequest.ProtoReflect.Descriptor instead.
 func (*HandoffRequest) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{10}
+	return file_peer_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *HandoffRequest) GetFrom() string {
@@ -1076,7 +1293,7 @@ type HandoffReply struct {
 
 func (x *HandoffReply) Reset() {
 	*x = HandoffReply{}
-	mi := &file_peer_proto_msgTypes[11]
+	mi := &file_peer_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1088,7 +1305,7 @@ func (x *HandoffReply) String() string {
 func (*HandoffReply) ProtoMessage() {}
 
 func (x *HandoffReply) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[11]
+	mi := &file_peer_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1101,7 +1318,7 @@ func (x *HandoffReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandoffReply.ProtoReflect.Descriptor instead.
 func (*HandoffReply) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{11}
+	return file_peer_proto_rawDescGZIP(), []int{13}
 }
 
 // ReportRequest asks a node for its summary.
@@ -1115,7 +1332,7 @@ type ReportRequest struct {
 
 func (x *ReportRequest) Reset() {
 	*x = ReportRequest{}
-	mi := &file_peer_proto_msgTypes[12]
+	mi := &file_peer_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1127,7 +1344,7 @@ func (x *ReportRequest) String() string {
 func (*ReportRequest) ProtoMessage() {}
 
 func (x *ReportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[12]
+	mi := &file_peer_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1140,7 +1357,7 @@ func (x *ReportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportRequest.ProtoReflect.Descriptor instead.
 func (*ReportRequest) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{12}
+	return file_peer_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ReportRequest) GetLimit() string {
@@ -1172,7 +1389,7 @@ type HotKey struct {
 
 func (x *HotKey) Reset() {
 	*x = HotKey{}
-	mi := &file_peer_proto_msgTypes[13]
+	mi := &file_peer_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1184,7 +1401,7 @@ func (x *HotKey) String() string {
 func (*HotKey) ProtoMessage() {}
 
 func (x *HotKey) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[13]
+	mi := &file_peer_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1197,7 +1414,7 @@ func (x *HotKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HotKey.ProtoReflect.Descriptor instead.
 func (*HotKey) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{13}
+	return file_peer_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *HotKey) GetKey() string {
@@ -1241,7 +1458,7 @@ type HotList struct {
 
 func (x *HotList) Reset() {
 	*x = HotList{}
-	mi := &file_peer_proto_msgTypes[14]
+	mi := &file_peer_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1253,7 +1470,7 @@ func (x *HotList) String() string {
 func (*HotList) ProtoMessage() {}
 
 func (x *HotList) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[14]
+	mi := &file_peer_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1266,7 +1483,7 @@ func (x *HotList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HotList.ProtoReflect.Descriptor instead.
 func (*HotList) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{14}
+	return file_peer_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *HotList) GetLimit() string {
@@ -1308,7 +1525,7 @@ type ReportReply struct {
 
 func (x *ReportReply) Reset() {
 	*x = ReportReply{}
-	mi := &file_peer_proto_msgTypes[15]
+	mi := &file_peer_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1320,7 +1537,7 @@ func (x *ReportReply) String() string {
 func (*ReportReply) ProtoMessage() {}
 
 func (x *ReportReply) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[15]
+	mi := &file_peer_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1333,7 +1550,7 @@ func (x *ReportReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportReply.ProtoReflect.Descriptor instead.
 func (*ReportReply) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{15}
+	return file_peer_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ReportReply) GetNode() string {
@@ -1409,7 +1626,7 @@ const file_peer_proto_rawDesc = "" +
 	"\finline_limit\x18\" \x01(\x03R\vinlineLimit\x12\x1f\n" +
 	"\vinline_rate\x18# \x01(\tR\n" +
 	"inlineRate\x12#\n" +
-	"\rinline_window\x18$ \x01(\tR\finlineWindow\"\x8a\x02\n" +
+	"\rinline_window\x18$ \x01(\tR\finlineWindow\"\xe2\x02\n" +
 	"\aRequest\x12 \n" +
 	"\x02op\x18\x01 \x01(\x0e2\x10.weir.peer.v1.OpR\x02op\x12+\n" +
 	"\x06checks\x18\x02 \x03(\v2\x13.weir.peer.v1.CheckR\x06checks\x12\x14\n" +
@@ -1420,7 +1637,12 @@ const file_peer_proto_rawDesc = "" +
 	"\await_ns\x18\a \x01(\x03R\x06waitNs\x12\x18\n" +
 	"\aproxied\x18\b \x01(\bR\aproxied\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x14 \x01(\fR\trequestId\"U\n" +
+	"request_id\x18\x14 \x01(\fR\trequestId\x12\x12\n" +
+	"\x04want\x18\t \x01(\x03R\x04want\x12\x16\n" +
+	"\x06demand\x18\n" +
+	" \x01(\x01R\x06demand\x12\x18\n" +
+	"\aunspent\x18\v \x01(\x03R\aunspent\x12\x10\n" +
+	"\x03seq\x18\f \x01(\x04R\x03seq\"U\n" +
 	"\fBatchRequest\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x121\n" +
 	"\brequests\x18\x02 \x03(\v2\x15.weir.peer.v1.RequestR\brequests\"\x93\x02\n" +
@@ -1440,7 +1662,7 @@ const file_peer_proto_rawDesc = "" +
 	"\afencing\x18\x03 \x01(\x04R\afencing\x12\x15\n" +
 	"\x06ttl_ns\x18\x04 \x01(\x03R\x05ttlNs\x12$\n" +
 	"\x0eretry_after_ns\x18\x05 \x01(\x03R\fretryAfterNs\x12\x18\n" +
-	"\apermits\x18\x06 \x01(\x03R\apermits\"\xaa\x02\n" +
+	"\apermits\x18\x06 \x01(\x03R\apermits\"\xd9\x02\n" +
 	"\x05Reply\x12.\n" +
 	"\aresults\x18\x01 \x03(\v2\x14.weir.peer.v1.ResultR\aresults\x12\x19\n" +
 	"\berr_code\x18\x02 \x01(\rR\aerrCode\x12\x1d\n" +
@@ -1450,16 +1672,31 @@ const file_peer_proto_rawDesc = "" +
 	"\rrules_version\x18\x05 \x01(\x03R\frulesVersion\x12)\n" +
 	"\x05lease\x18\x06 \x01(\v2\x13.weir.peer.v1.GrantR\x05lease\x12\x14\n" +
 	"\x05epoch\x18\a \x01(\x04R\x05epoch\x124\n" +
-	"\aentries\x18\b \x03(\v2\x1a.weir.peer.v1.HandoffEntryR\aentries\";\n" +
+	"\aentries\x18\b \x03(\v2\x1a.weir.peer.v1.HandoffEntryR\aentries\x12-\n" +
+	"\x05allot\x18\t \x01(\v2\x17.weir.peer.v1.AllotmentR\x05allot\"\xab\x01\n" +
+	"\tAllotment\x12\x16\n" +
+	"\x06tokens\x18\x01 \x01(\x03R\x06tokens\x12\x15\n" +
+	"\x06ttl_ns\x18\x02 \x01(\x03R\x05ttlNs\x12$\n" +
+	"\x0eretry_after_ns\x18\x03 \x01(\x03R\fretryAfterNs\x12\x1a\n" +
+	"\bcapacity\x18\x04 \x01(\x03R\bcapacity\x12\x1b\n" +
+	"\twindow_ns\x18\x05 \x01(\x03R\bwindowNs\x12\x10\n" +
+	"\x03seq\x18\x06 \x01(\x04R\x03seq\";\n" +
 	"\n" +
 	"BatchReply\x12-\n" +
-	"\areplies\x18\x01 \x03(\v2\x13.weir.peer.v1.ReplyR\areplies\"\xb9\x01\n" +
+	"\areplies\x18\x01 \x03(\v2\x13.weir.peer.v1.ReplyR\areplies\"\xef\x01\n" +
 	"\fHandoffEntry\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\rR\x04kind\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\tR\x05limit\x12\x10\n" +
 	"\x03key\x18\x03 \x01(\tR\x03key\x121\n" +
 	"\x06bucket\x18\x06 \x01(\v2\x19.weir.peer.v1.BucketStateR\x06bucket\x12.\n" +
-	"\x05lease\x18\a \x01(\v2\x18.weir.peer.v1.LeaseStateR\x05leaseJ\x04\b\x04\x10\x05J\x04\b\x05\x10\x06\"\xf0\x01\n" +
+	"\x05lease\x18\a \x01(\v2\x18.weir.peer.v1.LeaseStateR\x05lease\x124\n" +
+	"\aholding\x18\b \x01(\v2\x1a.weir.peer.v1.HoldingStateR\aholdingJ\x04\b\x04\x10\x05J\x04\b\x05\x10\x06\"\x8b\x01\n" +
+	"\fHoldingState\x12\x16\n" +
+	"\x06holder\x18\x01 \x01(\tR\x06holder\x12\x16\n" +
+	"\x06tokens\x18\x02 \x01(\x03R\x06tokens\x12!\n" +
+	"\fremaining_ns\x18\x03 \x01(\x03R\vremainingNs\x12\x16\n" +
+	"\x06demand\x18\x04 \x01(\x01R\x06demand\x12\x10\n" +
+	"\x03seq\x18\x05 \x01(\x04R\x03seq\"\xf0\x01\n" +
 	"\vBucketState\x12\x1c\n" +
 	"\talgorithm\x18\x01 \x01(\rR\talgorithm\x12\x12\n" +
 	"\x04full\x18\x02 \x01(\bR\x04full\x12\x14\n" +
@@ -1505,7 +1742,7 @@ const file_peer_proto_rawDesc = "" +
 	"\abuckets\x18\x06 \x01(\x03R\abuckets\x12\x1f\n" +
 	"\vleases_held\x18\a \x01(\x03R\n" +
 	"leasesHeld\x12'\n" +
-	"\x03hot\x18\b \x03(\v2\x15.weir.peer.v1.HotListR\x03hot*o\n" +
+	"\x03hot\x18\b \x03(\v2\x15.weir.peer.v1.HotListR\x03hot*\x8c\x01\n" +
 	"\x02Op\x12\x12\n" +
 	"\x0eOP_UNSPECIFIED\x10\x00\x12\v\n" +
 	"\aOP_TAKE\x10\x01\x12\r\n" +
@@ -1515,7 +1752,9 @@ const file_peer_proto_rawDesc = "" +
 	"\bOP_RENEW\x10\x04\x12\x0e\n" +
 	"\n" +
 	"OP_RELEASE\x10\x05\x12\v\n" +
-	"\aOP_PULL\x10\x062\xcc\x01\n" +
+	"\aOP_PULL\x10\x06\x12\f\n" +
+	"\bOP_ALLOT\x10\a\x12\r\n" +
+	"\tOP_RETURN\x10\b2\xcc\x01\n" +
 	"\x04Peer\x12=\n" +
 	"\x05Batch\x12\x1a.weir.peer.v1.BatchRequest\x1a\x18.weir.peer.v1.BatchReply\x12C\n" +
 	"\aHandoff\x12\x1c.weir.peer.v1.HandoffRequest\x1a\x1a.weir.peer.v1.HandoffReply\x12@\n" +
@@ -1534,7 +1773,7 @@ func file_peer_proto_rawDescGZIP() []byte {
 }
 
 var file_peer_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_peer_proto_goTypes = []any{
 	(Op)(0),                // 0: weir.peer.v1.Op
 	(*Check)(nil),          // 1: weir.peer.v1.Check
@@ -1543,16 +1782,18 @@ var file_peer_proto_goTypes = []any{
 	(*Result)(nil),         // 4: weir.peer.v1.Result
 	(*Grant)(nil),          // 5: weir.peer.v1.Grant
 	(*Reply)(nil),          // 6: weir.peer.v1.Reply
-	(*BatchReply)(nil),     // 7: weir.peer.v1.BatchReply
-	(*HandoffEntry)(nil),   // 8: weir.peer.v1.HandoffEntry
-	(*BucketState)(nil),    // 9: weir.peer.v1.BucketState
-	(*LeaseState)(nil),     // 10: weir.peer.v1.LeaseState
-	(*HandoffRequest)(nil), // 11: weir.peer.v1.HandoffRequest
-	(*HandoffReply)(nil),   // 12: weir.peer.v1.HandoffReply
-	(*ReportRequest)(nil),  // 13: weir.peer.v1.ReportRequest
-	(*HotKey)(nil),         // 14: weir.peer.v1.HotKey
-	(*HotList)(nil),        // 15: weir.peer.v1.HotList
-	(*ReportReply)(nil),    // 16: weir.peer.v1.ReportReply
+	(*Allotment)(nil),      // 7: weir.peer.v1.Allotment
+	(*BatchReply)(nil),     // 8: weir.peer.v1.BatchReply
+	(*HandoffEntry)(nil),   // 9: weir.peer.v1.HandoffEntry
+	(*HoldingState)(nil),   // 10: weir.peer.v1.HoldingState
+	(*BucketState)(nil),    // 11: weir.peer.v1.BucketState
+	(*LeaseState)(nil),     // 12: weir.peer.v1.LeaseState
+	(*HandoffRequest)(nil), // 13: weir.peer.v1.HandoffRequest
+	(*HandoffReply)(nil),   // 14: weir.peer.v1.HandoffReply
+	(*ReportRequest)(nil),  // 15: weir.peer.v1.ReportRequest
+	(*HotKey)(nil),         // 16: weir.peer.v1.HotKey
+	(*HotList)(nil),        // 17: weir.peer.v1.HotList
+	(*ReportReply)(nil),    // 18: weir.peer.v1.ReportReply
 }
 var file_peer_proto_depIdxs = []int32{
 	0,  // 0: weir.peer.v1.Request.op:type_name -> weir.peer.v1.Op
@@ -1560,25 +1801,27 @@ var file_peer_proto_depIdxs = []int32{
 	2,  // 2: weir.peer.v1.BatchRequest.requests:type_name -> weir.peer.v1.Request
 	4,  // 3: weir.peer.v1.Reply.results:type_name -> weir.peer.v1.Result
 	5,  // 4: weir.peer.v1.Reply.lease:type_name -> weir.peer.v1.Grant
-	8,  // 5: weir.peer.v1.Reply.entries:type_name -> weir.peer.v1.HandoffEntry
-	6,  // 6: weir.peer.v1.BatchReply.replies:type_name -> weir.peer.v1.Reply
-	9,  // 7: weir.peer.v1.HandoffEntry.bucket:type_name -> weir.peer.v1.BucketState
-	10, // 8: weir.peer.v1.HandoffEntry.lease:type_name -> weir.peer.v1.LeaseState
-	8,  // 9: weir.peer.v1.HandoffRequest.entries:type_name -> weir.peer.v1.HandoffEntry
-	1,  // 10: weir.peer.v1.HandoffRequest.dropped:type_name -> weir.peer.v1.Check
-	14, // 11: weir.peer.v1.HotList.keys:type_name -> weir.peer.v1.HotKey
-	15, // 12: weir.peer.v1.ReportReply.hot:type_name -> weir.peer.v1.HotList
-	3,  // 13: weir.peer.v1.Peer.Batch:input_type -> weir.peer.v1.BatchRequest
-	11, // 14: weir.peer.v1.Peer.Handoff:input_type -> weir.peer.v1.HandoffRequest
-	13, // 15: weir.peer.v1.Peer.Report:input_type -> weir.peer.v1.ReportRequest
-	7,  // 16: weir.peer.v1.Peer.Batch:output_type -> weir.peer.v1.BatchReply
-	12, // 17: weir.peer.v1.Peer.Handoff:output_type -> weir.peer.v1.HandoffReply
-	16, // 18: weir.peer.v1.Peer.Report:output_type -> weir.peer.v1.ReportReply
-	16, // [16:19] is the sub-list for method output_type
-	13, // [13:16] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	9,  // 5: weir.peer.v1.Reply.entries:type_name -> weir.peer.v1.HandoffEntry
+	7,  // 6: weir.peer.v1.Reply.allot:type_name -> weir.peer.v1.Allotment
+	6,  // 7: weir.peer.v1.BatchReply.replies:type_name -> weir.peer.v1.Reply
+	11, // 8: weir.peer.v1.HandoffEntry.bucket:type_name -> weir.peer.v1.BucketState
+	12, // 9: weir.peer.v1.HandoffEntry.lease:type_name -> weir.peer.v1.LeaseState
+	10, // 10: weir.peer.v1.HandoffEntry.holding:type_name -> weir.peer.v1.HoldingState
+	9,  // 11: weir.peer.v1.HandoffRequest.entries:type_name -> weir.peer.v1.HandoffEntry
+	1,  // 12: weir.peer.v1.HandoffRequest.dropped:type_name -> weir.peer.v1.Check
+	16, // 13: weir.peer.v1.HotList.keys:type_name -> weir.peer.v1.HotKey
+	17, // 14: weir.peer.v1.ReportReply.hot:type_name -> weir.peer.v1.HotList
+	3,  // 15: weir.peer.v1.Peer.Batch:input_type -> weir.peer.v1.BatchRequest
+	13, // 16: weir.peer.v1.Peer.Handoff:input_type -> weir.peer.v1.HandoffRequest
+	15, // 17: weir.peer.v1.Peer.Report:input_type -> weir.peer.v1.ReportRequest
+	8,  // 18: weir.peer.v1.Peer.Batch:output_type -> weir.peer.v1.BatchReply
+	14, // 19: weir.peer.v1.Peer.Handoff:output_type -> weir.peer.v1.HandoffReply
+	18, // 20: weir.peer.v1.Peer.Report:output_type -> weir.peer.v1.ReportReply
+	18, // [18:21] is the sub-list for method output_type
+	15, // [15:18] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_peer_proto_init() }
@@ -1592,7 +1835,7 @@ func file_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_peer_proto_rawDesc), len(file_peer_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   16,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
