@@ -268,3 +268,15 @@ func (n *Node) Ready() bool {
 func (n *Node) Forget(_ context.Context, name string) (bool, error) {
 	return n.members.Forget(name)
 }
+
+// Allot implements api.Decider: an allotment for a client holder, at the
+// key's owner.
+func (n *Node) Allot(ctx context.Context, req api.AllotRequest) (api.AllotResponse, error) {
+	return n.eng.Allot(ctx, req)
+}
+
+// Return implements api.Decider: a client holder's allotment back to the
+// key's owner.
+func (n *Node) Return(ctx context.Context, req api.ReturnRequest) error {
+	return n.eng.Return(ctx, req)
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/singleflight"
 
+	"github.com/weir-rl/weir/allot"
 	"github.com/weir-rl/weir/api"
 	"github.com/weir-rl/weir/bucket"
 	"github.com/weir-rl/weir/node/engine"
@@ -228,6 +229,12 @@ func (c *Cluster) Bucket(limit, key string, now time.Time) { c.repl.Bucket(limit
 // Lease implements engine.Changes: the replication stream records it.
 func (c *Cluster) Lease(limit, key string, now time.Time) { c.repl.Lease(limit, key, now) }
 
+// Sync implements engine.Changes: the replication stream sends the key's
+// state to its successor now.
+func (c *Cluster) Sync(ctx context.Context, limit, key string) error {
+	return c.repl.sync(ctx, c, limit, key)
+}
+
 // placement returns the placement snapshot for the ring's current view,
 // building it first when the view, the join state or the leave changed.
 // It records, on a view change, when the view changed (for the pull
@@ -373,14 +380,18 @@ func (c *Cluster) Hold(checks []api.Check) (func(), bool) {
 	return release, true
 }
 
-// handOver marks (limit, key) moved to member to and removes its bucket,
-// returning the bucket's state, with no decision on the key in between.
-func (c *Cluster) handOver(now time.Time, limit, key, to string) (bucket.Entry, bool) {
+// handOver marks (limit, key) moved to member to and removes its bucket
+// and the allotments granted of it, returning them, with no decision on
+// the key in between: the bucket and the holdings that cap it leave
+// together.
+func (c *Cluster) handOver(now time.Time, limit, key, to string) (bucket.Entry, bool, []allot.Entry) {
 	l := &c.locks[stripe(limit, key)]
 	l.Lock()
 	defer l.Unlock()
 	c.markMoved(limit, key, to)
-	return c.run.Holdings.ExtractBucket(now, limit, key)
+	e, ok := c.run.Holdings.ExtractBucket(now, limit, key)
+	hs := c.run.Holdings.ExportHoldings(now, func(l, k string) bool { return l == limit && k == key }, true)
+	return e, ok, hs
 }
 
 // Epoch is the epoch of the view requests are routed by.

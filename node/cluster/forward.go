@@ -82,6 +82,23 @@ func (c *Cluster) leaseOp(ctx context.Context, peer string, req transport.Reques
 	return rep, nil
 }
 
+// Allot implements engine.Peers.
+func (c *Cluster) Allot(ctx context.Context, peer string, req api.AllotRequest) (api.AllotResponse, error) {
+	rep, err := c.do(ctx, peer, transport.Request{
+		Op: transport.OpAllot, Checks: []api.Check{{Limit: req.Limit, Key: req.Key}},
+		Holder: req.Holder, Want: req.Want, Demand: req.Demand, Unspent: req.Unspent, Seq: req.Seq,
+	})
+	return rep.Allot, err
+}
+
+// Return implements engine.Peers: best effort.
+func (c *Cluster) Return(ctx context.Context, peer string, req api.ReturnRequest) error {
+	_, err := c.do(ctx, peer, transport.Request{
+		Op: transport.OpReturn, Checks: []api.Check{{Limit: req.Limit, Key: req.Key}}, Holder: req.Holder, Unspent: req.Unspent, Seq: req.Seq,
+	})
+	return err
+}
+
 // Reachable implements engine.Peers: the ring may still list as alive an
 // owner this node cannot reach. It sends an empty pull.
 func (c *Cluster) Reachable(ctx context.Context, peer string) bool {

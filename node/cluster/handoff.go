@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/weir-rl/weir/bucket"
 	"github.com/weir-rl/weir/node/placement"
 	"github.com/weir-rl/weir/ring"
 	"github.com/weir-rl/weir/transport"
@@ -84,6 +83,12 @@ func (c *Cluster) pushMoved(ctx context.Context, v *ring.View) {
 		st := to(e.Name, e.Key)
 		st.Buckets = append(st.Buckets, e)
 	}
+	// Holdings go as a copy first, with the snapshots of their buckets;
+	// pushFinal moves them with the buckets, under the key's hold.
+	for _, hd := range c.run.Holdings.ExportHoldings(now, pick, false) {
+		st := to(hd.Key.Limit, hd.Key.Key)
+		st.Holdings = append(st.Holdings, hd)
+	}
 	h := c.run.Holdings.ExportLeases(now, pick, true)
 	for _, l := range h.Leases {
 		st := to(l.Limit, l.Key)
@@ -103,22 +108,32 @@ func (c *Cluster) pushMoved(ctx context.Context, v *ring.View) {
 		}
 		c.m.handoff.WithLabelValues("out").Add(float64(st.Len()))
 		c.log.Info("handed off", "to", name, "entries", st.Len())
-		c.pushFinal(ctx, name, addr, st.Buckets)
+		c.pushFinal(ctx, name, addr, *st)
 	}
 }
 
-// pushFinal sends the final state of buckets just handed to member name,
-// extracting them: a take already under way when the snapshot was made
-// may have spent since. The receiver keeps the fewer tokens, so the second
+// pushFinal sends the final state of the buckets (and the allotments
+// granted of them) just handed to member name, extracting them: a take
+// already under way when the snapshot was made may have spent since. The
+// receiver keeps the fewer tokens and the larger holdings, so the second
 // copy only ever adds that debit.
-func (c *Cluster) pushFinal(ctx context.Context, name, addr string, sent []bucket.Entry) {
+func (c *Cluster) pushFinal(ctx context.Context, name, addr string, sent transport.State) {
 	var final transport.State
-	for _, e := range sent {
-		if x, ok := c.handOver(c.now(), e.Name, e.Key, name); ok {
+	keys := map[keyID]bool{}
+	for _, e := range sent.Buckets {
+		keys[keyID{Limit: e.Name, Key: e.Key}] = true
+	}
+	for _, h := range sent.Holdings {
+		keys[keyID{Limit: h.Key.Limit, Key: h.Key.Key}] = true
+	}
+	for k := range keys {
+		x, ok, hs := c.handOver(c.now(), k.Limit, k.Key, name)
+		if ok {
 			final.Buckets = append(final.Buckets, x)
 		}
+		final.Holdings = append(final.Holdings, hs...)
 	}
-	if len(final.Buckets) == 0 {
+	if final.Len() == 0 {
 		return
 	}
 	if err := c.pool.Handoff(ctx, addr, final); err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/weir-rl/weir/allot"
 	"github.com/weir-rl/weir/api"
 	"github.com/weir-rl/weir/bucket"
 	"github.com/weir-rl/weir/lease"
@@ -30,6 +31,10 @@ type Owner interface {
 	ServeRenew(id string, ttl time.Duration) (time.Duration, error)
 	// ServeRelease releases a lease of the owner table.
 	ServeRelease(id string)
+	// ServeAllot grants a forwarded allotment (engine.Engine.ServeAllot).
+	ServeAllot(ctx context.Context, req api.AllotRequest) (api.AllotResponse, error)
+	// ServeReturn takes a forwarded allotment back.
+	ServeReturn(req api.ReturnRequest) error
 }
 
 // Holdings is the owner state the cluster hands over, takes in and
@@ -49,6 +54,13 @@ type Holdings interface {
 	ExportLeases(now time.Time, pick func(limit, key string) bool, remove bool) lease.Handoff
 	// ImportLeases takes handed-over leases in.
 	ImportLeases(now time.Time, h lease.Handoff) error
+	// ExportHoldings snapshots (with remove, removes) the allotments the
+	// owner granted for the buckets pick selects.
+	ExportHoldings(now time.Time, pick func(limit, key string) bool, remove bool) []allot.Entry
+	// ImportHoldings takes handed-over allotments in.
+	ImportHoldings(now time.Time, es []allot.Entry) error
+	// HasHoldings reports whether the owner granted allotments of a bucket.
+	HasHoldings(limit, key string) bool
 }
 
 // peerHandler is the member's face to its peers (transport.Handler): it
@@ -99,6 +111,8 @@ func (h peerHandler) serveOne(ctx context.Context, from string, r transport.Requ
 		return transport.Reply{}
 	case transport.OpTake:
 		return h.serveTake(ctx, from, r)
+	case transport.OpAllot, transport.OpReturn:
+		return h.serveAllot(ctx, from, r)
 	default:
 		return h.serveLease(ctx, from, r)
 	}
@@ -152,6 +166,54 @@ func (h peerHandler) serveTake(ctx context.Context, from string, r transport.Req
 		return errReply(err)
 	}
 	return transport.Reply{Results: res}
+}
+
+// serveAllot is the owner's side of a forwarded allotment or return,
+// placed like a take: decided here (pulling the key's state first when the
+// sender's view moved it here), passed on once to the owner in this
+// node's view, or NotOwner.
+func (h peerHandler) serveAllot(ctx context.Context, from string, r transport.Request) transport.Reply {
+	if len(r.Checks) != 1 {
+		return errReply(api.Errorf(api.CodeInvalid, "an allotment names one bucket"))
+	}
+	c := h.c
+	ch := r.Checks[0]
+	p := c.placement().Serve(c.now(), ch.Limit, ch.Key, from, r.Proxied, c.mark(ch.Limit, ch.Key))
+	switch {
+	case p.Kind == placement.Forward:
+		r.Proxied = true
+		rep, err := c.pool.Do(ctx, p.Addr, r)
+		if err != nil {
+			return transport.Reply{NotOwner: true}
+		}
+		c.m.proxied.Inc()
+		return rep
+	case !p.DecidesHere():
+		return transport.Reply{NotOwner: true}
+	}
+	pullFrom := ""
+	if p.Kind == placement.Here {
+		pullFrom = p.Peer
+	}
+	if !c.pull(ctx, r.Checks, pullFrom, c.run.Holdings.HasBucket, p.Kind == placement.Replica) {
+		return transport.Reply{NotOwner: true}
+	}
+	if r.Op == transport.OpReturn {
+		if err := c.run.Owner.ServeReturn(api.ReturnRequest{Limit: ch.Limit, Key: ch.Key, Holder: r.Holder, Unspent: r.Unspent, Seq: r.Seq}); err != nil {
+			return errReply(err)
+		}
+		return transport.Reply{}
+	}
+	resp, err := c.run.Owner.ServeAllot(ctx, api.AllotRequest{
+		Limit: ch.Limit, Key: ch.Key, Holder: r.Holder, Want: r.Want, Demand: r.Demand, Unspent: r.Unspent, Seq: r.Seq,
+	})
+	if errors.Is(err, engine.ErrNotOwner) {
+		return transport.Reply{NotOwner: true}
+	}
+	if err != nil {
+		return errReply(err)
+	}
+	return transport.Reply{Allot: resp}
 }
 
 // serveLease is the owner's side of forwarded lease operations.

@@ -121,6 +121,9 @@ func (c *Cluster) fetch(ctx context.Context, addr string, ch api.Check) bool {
 // takeIn stores handed-over state: buckets merged conservatively, leases
 // imported with their remaining time.
 func (c *Cluster) takeIn(st transport.State) {
+	if err := c.run.Holdings.ImportHoldings(c.now(), st.Holdings); err != nil {
+		c.log.Warn("allotments handed over but not all recorded", "err", err)
+	}
 	c.merge(st.Buckets)
 	c.importLeases(st.Leases)
 }
@@ -154,9 +157,11 @@ func (c *Cluster) servePull(from string, r transport.Request) transport.Reply {
 	var st transport.State
 	now := c.now()
 	for _, ch := range r.Checks {
-		if e, ok := c.handOver(now, ch.Limit, ch.Key, from); ok {
+		e, ok, hs := c.handOver(now, ch.Limit, ch.Key, from)
+		if ok {
 			st.Buckets = append(st.Buckets, e)
 		}
+		st.Holdings = append(st.Holdings, hs...)
 		limit, key := ch.Limit, ch.Key
 		h := c.run.Holdings.ExportLeases(now, func(l, k string) bool { return l == limit && k == key }, true)
 		st.Leases.Leases = append(st.Leases.Leases, h.Leases...)

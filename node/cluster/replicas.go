@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/weir-rl/weir/allot"
 	"github.com/weir-rl/weir/bucket"
 	"github.com/weir-rl/weir/lease"
 	"github.com/weir-rl/weir/node/limits"
@@ -37,6 +38,9 @@ type replicaStore interface {
 	// inspect returns the bucket replica of (limit, key) as of now and the
 	// number of leases in its lease replica, changing nothing.
 	inspect(now time.Time, limit, key string) (bucket.Entry, bool, int)
+	// takeHoldings removes and returns the replica of the allotments
+	// granted of bucket (limit, key), relative to now.
+	takeHoldings(now time.Time, limit, key string) []allot.Entry
 }
 
 // errReplicationOff is a replica batch refused by a node with replication
@@ -63,6 +67,7 @@ func (noReplicas) adopted(string)                                {}
 func (noReplicas) inspect(time.Time, string, string) (bucket.Entry, bool, int) {
 	return bucket.Entry{}, false, 0
 }
+func (noReplicas) takeHoldings(time.Time, string, string) []allot.Entry { return nil }
 
 // replicas keeps replica state. Safe for concurrent use.
 type replicas struct {
@@ -71,9 +76,10 @@ type replicas struct {
 	n       atomic.Int64  // lease keys held, for the gauge
 	m       *replMetrics
 
-	mu     sync.Mutex             // guards the fields below
-	leases map[keyID]leaseReplica // lease keys by (limit, key)
-	heard  map[string]time.Time   // member → last message of its stream
+	mu       sync.Mutex             // guards the fields below
+	leases   map[keyID]leaseReplica // lease keys by (limit, key)
+	heard    map[string]time.Time   // member → last message of its stream
+	holdings *allot.Ledger          // allotments the owners granted, by bucket
 }
 
 // leaseReplica is the lease table part of one key, as its owner last sent
@@ -90,6 +96,7 @@ func newReplicas(cfg ReplicationConfig) *replicas {
 	return &replicas{
 		max: cfg.MaxReplicaKeys, buckets: bucket.NewStore(bc),
 		leases: map[keyID]leaseReplica{}, heard: map[string]time.Time{},
+		holdings: allot.NewLedger(cfg.MaxReplicaKeys),
 	}
 }
 
@@ -97,6 +104,23 @@ func newReplicas(cfg ReplicationConfig) *replicas {
 func (rs *replicas) len() int { return rs.buckets.Len() + int(rs.n.Load()) }
 
 func (rs *replicas) adopted(kind string) { rs.m.adopted.WithLabelValues(kind).Inc() }
+
+// clearHoldings drops the replica of k's allotments. Called with mu held.
+func (rs *replicas) clearHoldings(k allot.Key) {
+	for _, h := range rs.holdings.Holdings(k) {
+		rs.holdings.Drop(k, h.Holder)
+	}
+}
+
+func (rs *replicas) takeHoldings(now time.Time, limit, key string) []allot.Entry {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	k := allot.Key{Limit: limit, Key: key}
+	if !rs.holdings.Holds(k) {
+		return nil
+	}
+	return rs.holdings.Export(now, func(x allot.Key) bool { return x == k }, true)
+}
 
 func (rs *replicas) inspect(now time.Time, limit, key string) (bucket.Entry, bool, int) {
 	e, ok := rs.buckets.SnapshotAt(now, limit, key)
@@ -125,7 +149,15 @@ func (rs *replicas) apply(now time.Time, f *limits.File, from string, st transpo
 	rs.heard[from] = now
 	for _, d := range dropped {
 		delete(rs.leases, d)
+		rs.clearHoldings(allot.Key{Limit: d.Limit, Key: d.Key})
 	}
+	// The owner sends a bucket with every allotment granted of it: its
+	// replica of them is replaced. Bounded: past MaxReplicaKeys a takeover
+	// knows fewer (ErrFull ignored).
+	for _, b := range st.Buckets {
+		rs.clearHoldings(allot.Key{Limit: b.Name, Key: b.Key})
+	}
+	_ = rs.holdings.Import(now, st.Holdings)
 	for k, ls := range byKey {
 		if _, ok := rs.leases[k]; !ok && len(rs.leases) >= rs.max {
 			continue // bounded: this key's takeover grants only a share
@@ -211,6 +243,12 @@ func (rs *replicas) sweep(now time.Time, v *ring.View) {
 // remaining time.
 func (c *Cluster) adopt(limit, key string) {
 	now := c.now()
+	if hs := c.replicas.takeHoldings(now, limit, key); len(hs) > 0 {
+		if err := c.run.Holdings.ImportHoldings(now, hs); err != nil {
+			c.log.Warn("allotment replica not all recorded", "err", err)
+		}
+		c.replicas.adopted("holding")
+	}
 	if e, ok := c.replicas.takeBucket(now, limit, key); ok {
 		c.run.Holdings.MergeBuckets(now, []bucket.Entry{e})
 		c.replicas.adopted("bucket")

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/weir-rl/weir/allot"
 	"github.com/weir-rl/weir/bucket"
 	"github.com/weir-rl/weir/lease"
 	"github.com/weir-rl/weir/node/engine"
@@ -27,20 +28,26 @@ import (
 // reports, and the loop that sends them. noReplication is the null object
 // of a node with replication off.
 type replication interface {
-	engine.Changes
+	// Bucket and Lease record changes (engine.Changes).
+	Bucket(limit, key string, now time.Time)
+	Lease(limit, key string, now time.Time)
 	// resync asks the next batch to send every owned key: the ring
 	// changed, so successors may have too.
 	resync()
 	// stream sends batches until ctx ends; with replication off it
 	// returns at once.
 	stream(ctx context.Context, c *Cluster)
+	// sync sends one owned key's state to its successor now
+	// (engine.Changes.Sync); with replication off it sends nothing.
+	sync(ctx context.Context, c *Cluster, limit, key string) error
 }
 
 // noReplication records nothing and sends nothing.
 type noReplication struct{ engine.NoChanges }
 
-func (noReplication) resync()                          {}
-func (noReplication) stream(context.Context, *Cluster) {}
+func (noReplication) resync()                                              {}
+func (noReplication) stream(context.Context, *Cluster)                     {}
+func (noReplication) sync(context.Context, *Cluster, string, string) error { return nil }
 
 // changeLog is the owner's record of the keys changed since the last
 // batch. Safe for concurrent use; Bucket and Lease are on the decision
@@ -48,6 +55,10 @@ func (noReplication) stream(context.Context, *Cluster) {}
 type changeLog struct {
 	cfg ReplicationConfig
 	m   *replMetrics
+	// sending serializes flush and sync, each from its snapshot to its
+	// last send, so a successor never gets an older state of a key after
+	// a newer one.
+	sending sync.Mutex
 
 	mu     sync.Mutex          // guards the fields below
 	dirty  map[keyID]time.Time // bucket keys changed, with their first change
@@ -209,6 +220,8 @@ func (bs *replBatches) of(limit, key string) *replBatch {
 // flush sends the changes r recorded since the last flush to their
 // successors and returns the addresses it sent to.
 func (c *Cluster) flush(ctx context.Context, r *changeLog) map[string]bool {
+	r.sending.Lock()
+	defer r.sending.Unlock()
 	dirtyB, dirtyL, all := r.take()
 	now := c.now()
 	owner := c.run.Holdings
@@ -221,7 +234,7 @@ func (c *Cluster) flush(ctx context.Context, r *changeLog) map[string]bool {
 		}
 	}
 	bs := &replBatches{snap: c.placement(), now: now, byAddr: map[string]*replBatch{}}
-	c.batchBuckets(bs, dirtyB)
+	c.batchBuckets(bs, dirtyB, c.holdingsOf(now, dirtyB))
 	c.batchLeases(bs, dirtyL)
 	r.recycle(dirtyB, dirtyL)
 	sent := map[string]bool{}
@@ -242,12 +255,47 @@ func (c *Cluster) flush(ctx context.Context, r *changeLog) map[string]bool {
 	return sent
 }
 
-// batchBuckets adds the changed buckets still in debt to their successors'
-// batches, and those no longer held as dropped.
-func (c *Cluster) batchBuckets(bs *replBatches, dirty map[keyID]time.Time) {
+// sync implements replication: (limit, key) with its allotments to the
+// key's successor, now. A key this node does not own, or without a live
+// successor, sends nothing.
+func (r *changeLog) sync(ctx context.Context, c *Cluster, limit, key string) error {
+	r.sending.Lock()
+	defer r.sending.Unlock()
+	now := c.now()
+	dirty := map[keyID]time.Time{{Limit: limit, Key: key}: now}
+	bs := &replBatches{snap: c.placement(), now: now, byAddr: map[string]*replBatch{}}
+	c.batchBuckets(bs, dirty, c.holdingsOf(now, dirty))
+	for addr, b := range bs.byAddr {
+		n, err := c.pool.Replicate(ctx, addr, b.st, b.dropped)
+		r.m.bytes.Add(float64(n))
+		if err != nil {
+			r.m.errors.Inc()
+			return err
+		}
+		r.m.entries.WithLabelValues("bucket").Add(float64(len(b.st.Buckets)))
+	}
+	return nil
+}
+
+// holdingsOf returns the allotments granted of the dirty buckets, by key.
+func (c *Cluster) holdingsOf(now time.Time, dirty map[keyID]time.Time) map[keyID][]allot.Entry {
+	out := map[keyID][]allot.Entry{}
+	for _, h := range c.run.Holdings.ExportHoldings(now, func(l, k string) bool { _, ok := dirty[keyID{Limit: l, Key: k}]; return ok }, false) {
+		k := keyID{Limit: h.Key.Limit, Key: h.Key.Key}
+		out[k] = append(out[k], h)
+	}
+	return out
+}
+
+// batchBuckets adds the changed buckets still in debt, or with allotments
+// granted of them, to their successors' batches with those allotments
+// (the successor replaces its replica of the key's allotments by them),
+// and those no longer held as dropped.
+func (c *Cluster) batchBuckets(bs *replBatches, dirty map[keyID]time.Time, holdings map[keyID][]allot.Entry) {
 	for k, at := range dirty {
 		e, held := c.run.Holdings.SnapshotBucket(bs.now, k.Limit, k.Key)
-		if held && refilled(e.Snapshot) {
+		hs := holdings[k]
+		if held && refilled(e.Snapshot) && len(hs) == 0 {
 			continue // the replica refills to full by itself: nothing to send
 		}
 		b := bs.of(k.Limit, k.Key)
@@ -256,9 +304,15 @@ func (c *Cluster) batchBuckets(bs *replBatches, dirty map[keyID]time.Time) {
 		}
 		b.buckets = append(b.buckets, k)
 		b.oldest = minTime(b.oldest, at)
-		if held {
+		b.st.Holdings = append(b.st.Holdings, hs...)
+		switch {
+		case held:
 			b.st.Buckets = append(b.st.Buckets, e)
-		} else {
+		case len(hs) > 0:
+			// Held out entirely, the bucket may have been evicted full
+			// under its reduced capacity: a missing bucket with holdings.
+			b.st.Buckets = append(b.st.Buckets, bucket.Entry{Name: k.Limit, Key: k.Key, Snapshot: bucket.Snapshot{Full: true}})
+		default:
 			b.dropped = append(b.dropped, k)
 		}
 	}

@@ -10,6 +10,10 @@ import (
 	"github.com/weir-rl/weir/node/limits"
 )
 
+// numSources is the number of api.Source values: owner, fallback,
+// allotment.
+const numSources = int(api.SourceAllotment) + 1
+
 // Decision outcomes as indexes into limitCounters.decisions.
 const (
 	outcomeAllowed = iota
@@ -35,9 +39,9 @@ func outcomeName(o int) string {
 // limits file. Each child is still created on its first use, so /metrics
 // shows exactly the series it showed before.
 type limitCounters struct {
-	decisions [numOutcomes][2]func() prometheus.Counter // by outcome, then api.Source
-	policy    func() prometheus.Counter                 // weir_denials_total{kind="policy"}
-	fallback  func() prometheus.Counter                 // weir_denials_total{kind="fallback"}
+	decisions [numOutcomes][numSources]func() prometheus.Counter // by outcome, then api.Source
+	policy    func() prometheus.Counter                          // weir_denials_total{kind="policy"}
+	fallback  func() prometheus.Counter                          // weir_denials_total{kind="fallback"}
 }
 
 func newLimitCounters(m *metrics, name string) *limitCounters {

@@ -6,10 +6,12 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/weir-rl/weir/allot"
 	"github.com/weir-rl/weir/bucket"
 	"github.com/weir-rl/weir/internal/dedup"
 	"github.com/weir-rl/weir/lease"
@@ -38,6 +40,10 @@ type Config struct {
 	// SweepInterval is how often Run evicts idle, fully refilled buckets.
 	// 0 disables the sweep.
 	SweepInterval time.Duration
+	// MaxHoldings bounds the allotments this node records as an owner
+	// (one per holder and key); past it, asks are refused as overloaded.
+	// Zero means 100,000.
+	MaxHoldings int
 }
 
 // Validate reports a bad bound. It changes nothing.
@@ -105,12 +111,24 @@ type Engine struct {
 	// key's owner is unreachable.
 	fallbackLeases *leases
 	m              *metrics
-	hot            *hotKeys    // cost asked per (limit, key), counted where requests arrive
-	counters       hotCounters // m's take-path children, per limit
-	dedup          *takeDedup  // recent request ids
-	inline         inlineCache // validated inline limits (see resolve)
-	maxKey         int
-	sweep          time.Duration
+	// ledger is the owner's record of the allotments it granted; purses
+	// are this node's allotments as a holder, asks the asks waiting for
+	// allotDriver. holder names this node as a holder.
+	ledger ledger
+	purses *purses
+	asks   chan ask
+	holder string
+	om     *ownerMetrics
+	hm     *holderMetrics
+	// allotSeq numbers the holdings this node records (allot.Holding.Seq),
+	// from a random start so a restarted or new owner does not reuse them.
+	allotSeq atomic.Uint64
+	hot      *hotKeys    // cost asked per (limit, key), counted where requests arrive
+	counters hotCounters // m's take-path children, per limit
+	dedup    *takeDedup  // recent request ids
+	inline   inlineCache // validated inline limits (see resolve)
+	maxKey   int
+	sweep    time.Duration
 	// caps are the stores' MaxBuckets, for the sweep.
 	capOwner, capFallback int
 	// run names this node run in evidence: the node's name and a random
@@ -124,10 +142,14 @@ func New(cfg Config, deps Deps) (*Engine, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if cfg.MaxHoldings <= 0 {
+		cfg.MaxHoldings = 100_000
+	}
 	e := &Engine{
 		now: deps.Clock, limits: deps.Limits, router: deps.Router, peers: deps.Peers, changes: deps.Changes,
 		store: bucket.NewStore(cfg.Store), fallback: bucket.NewStore(cfg.FallbackStore),
 		hot: newHotKeys(), maxKey: cfg.MaxKeyBytes, sweep: cfg.SweepInterval,
+		purses: newPurses(), asks: make(chan ask, 1024), holder: cfg.Name,
 		capOwner: cfg.Store.MaxBuckets, capFallback: cfg.FallbackStore.MaxBuckets,
 		run: cfg.Name + "/" + strconv.FormatUint(rand.Uint64()&0xffffff, 16),
 	}
@@ -139,6 +161,10 @@ func New(cfg Config, deps Deps) (*Engine, error) {
 		leasesHeld: func() float64 { return float64(e.leases.held()) },
 	})
 	e.m.bucketsMax.Set(float64(cfg.Store.MaxBuckets))
+	e.ledger.l = allot.NewLedger(cfg.MaxHoldings)
+	e.allotSeq.Store(rand.Uint64())
+	e.om = newOwnerMetrics(deps.Registry, &e.ledger)
+	e.hm = newHolderMetrics(deps.Registry)
 	e.counters = hotCounters{m: e.m, current: deps.Limits}
 	// Seed fencing from the wall clock so a restarted owner, which lost its
 	// counter, still issues tokens above those it issued before (lease doc).
@@ -169,6 +195,7 @@ func (e *Engine) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() { e.leases.run(ctx) })
 	wg.Go(func() { e.fallbackLeases.run(ctx) })
+	wg.Go(func() { e.allotDriver(ctx) })
 	if e.sweep > 0 {
 		wg.Go(func() { e.sweepEvery(ctx) })
 	}

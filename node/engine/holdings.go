@@ -3,6 +3,7 @@ package engine
 import (
 	"time"
 
+	"github.com/weir-rl/weir/allot"
 	"github.com/weir-rl/weir/bucket"
 	"github.com/weir-rl/weir/lease"
 )
@@ -66,4 +67,59 @@ func (e *Engine) ImportLeases(now time.Time, h lease.Handoff) error {
 		e.changes.Lease(l.Limit, l.Key, now)
 	}
 	return err
+}
+
+// ExportHoldings returns the allotments this node granted as an owner for
+// the buckets pick selects (all when pick is nil), relative to now,
+// removing them with remove (a handover: they go with their buckets, whose
+// capacity they reduce). Holdings that expired by now are left out.
+func (e *Engine) ExportHoldings(now time.Time, pick func(limit, key string) bool, remove bool) []allot.Entry {
+	e.ledger.mu.Lock()
+	defer e.ledger.mu.Unlock()
+	var sel func(allot.Key) bool
+	if pick != nil {
+		sel = func(k allot.Key) bool { return pick(k.Limit, k.Key) }
+	}
+	es := e.ledger.l.Export(now, sel, remove)
+	if remove {
+		e.ledger.n.Store(int64(e.ledger.l.Len()))
+		e.ledger.tokens.Store(e.ledger.l.Total())
+	}
+	out := es[:0]
+	for _, en := range es {
+		if en.Remaining > 0 {
+			out = append(out, en)
+		}
+	}
+	return out
+}
+
+// ImportHoldings takes in allotments handed over with their buckets,
+// conservatively (allot.Ledger.Import): the larger tokens and the later
+// expiry win. The keys' next steps decide by the capacity they reduce.
+func (e *Engine) ImportHoldings(now time.Time, es []allot.Entry) error {
+	if len(es) == 0 {
+		return nil
+	}
+	e.ledger.mu.Lock()
+	err := e.ledger.l.Import(now, es)
+	e.ledger.n.Store(int64(e.ledger.l.Len()))
+	e.ledger.tokens.Store(e.ledger.l.Total())
+	e.ledger.mu.Unlock()
+	for _, en := range es {
+		e.changes.Bucket(en.Key.Limit, en.Key.Key, now)
+	}
+	return err
+}
+
+// HasHoldings reports whether this node records allotments of bucket
+// (limit, key) as its owner: the bucket must then be replicated with
+// them even when it holds no debt.
+func (e *Engine) HasHoldings(limit, key string) bool {
+	if e.ledger.n.Load() == 0 {
+		return false
+	}
+	e.ledger.mu.Lock()
+	defer e.ledger.mu.Unlock()
+	return e.ledger.l.Holds(allot.Key{Limit: limit, Key: key})
 }

@@ -76,7 +76,13 @@ func (e *Engine) ownerTake(f *limits.File, checks []api.Check, sp *Spend) ([]api
 		release()
 		return out, true, nil
 	}
+	unlock := e.lockAllotted(enforced, enforcedLim)
+	e.capAllotted(now, enforced, enforcedLim)
 	ds, ok, err := e.store.TakeAt(now, enforced, decBuf[:0])
+	if ok && err == nil {
+		e.ownerDemand(now, enforced, enforcedLim)
+	}
+	unlock()
 	switch {
 	case errors.Is(err, bucket.ErrFull):
 		out, ok, err = e.overloaded(f, checks)
@@ -139,9 +145,6 @@ func (e *Engine) touchedAt(now time.Time, checks []bucket.Check) {
 	}
 }
 
-// touched is touchedAt at the engine's now.
-func (e *Engine) touched(checks []bucket.Check) { e.touchedAt(e.now(), checks) }
-
 // result turns a bucket decision taken at now into an API result with its
 // evidence.
 func (e *Engine) result(l *limits.Limit, d bucket.Decision, src api.Source, now time.Time) api.Result {
@@ -177,10 +180,16 @@ func (e *Engine) ServeTake(checks []api.Check, id string) ([]api.Result, bool, e
 func (e *Engine) ServeRefund(checks []api.Check) {
 	f := e.limits()
 	var bcs []bucket.Check
+	var lims []*limits.Limit
 	for i, ch := range checks {
 		if l, err := e.resolve(f, i, ch); err == nil && l.Kind == limits.KindRate && !l.Shadow {
 			bcs = append(bcs, bucket.Check{Name: l.Name, Limit: l.Bucket, Key: ch.Key, Cost: ch.Cost})
+			lims = append(lims, l)
 		}
 	}
-	e.store.RefundAt(e.now(), bcs)
+	now := e.now()
+	unlock := e.lockAllotted(bcs, lims)
+	e.capAllotted(now, bcs, lims)
+	e.store.RefundAt(now, bcs)
+	unlock()
 }

@@ -60,6 +60,10 @@ type Peers interface {
 	Release(ctx context.Context, peer, id string) error
 	// Reachable reports whether peer answers within the forward deadline.
 	Reachable(ctx context.Context, peer string) bool
+	// Allot asks the owner at peer for an allotment.
+	Allot(ctx context.Context, peer string, req api.AllotRequest) (api.AllotResponse, error)
+	// Return gives an allotment back to the owner at peer.
+	Return(ctx context.Context, peer string, req api.ReturnRequest) error
 }
 
 // Changes is told of every owner bucket and lease key whose state a step
@@ -71,6 +75,12 @@ type Changes interface {
 	Bucket(limit, key string, now time.Time)
 	// Lease records that the leases of (limit, key) changed at now.
 	Lease(limit, key string, now time.Time)
+	// Sync sends the state of the owner bucket (limit, key), with the
+	// allotments granted of it, to the key's successor now, and returns
+	// once the successor has it: an allotment is answered only once the
+	// node that takes the key over if this one fails knows of it. Nil
+	// when there is nobody to tell. Called with no engine lock held.
+	Sync(ctx context.Context, limit, key string) error
 }
 
 // ErrNotOwner is a forward the owner refused because its ring disagreed.
@@ -147,6 +157,14 @@ func (NoPeers) Release(context.Context, string, string) error {
 // Reachable implements Peers: nobody is.
 func (NoPeers) Reachable(context.Context, string) bool { return false }
 
+// Allot implements Peers: unreachable.
+func (NoPeers) Allot(context.Context, string, api.AllotRequest) (api.AllotResponse, error) {
+	return api.AllotResponse{}, errNoPeers
+}
+
+// Return implements Peers: unreachable.
+func (NoPeers) Return(context.Context, string, api.ReturnRequest) error { return errNoPeers }
+
 // NoChanges is the Changes of a node that replicates nothing.
 type NoChanges struct{}
 
@@ -157,3 +175,6 @@ func (NoChanges) Bucket(string, string, time.Time) {}
 
 // Lease implements Changes: nothing to record.
 func (NoChanges) Lease(string, string, time.Time) {}
+
+// Sync implements Changes: nobody to tell.
+func (NoChanges) Sync(context.Context, string, string) error { return nil }

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 
+	"github.com/weir-rl/weir/allot"
 	"github.com/weir-rl/weir/api"
 	"github.com/weir-rl/weir/bucket"
 )
@@ -20,6 +21,8 @@ const (
 	Fallback
 	// Peer is the owner at Spend.Peer, reached over the peer transport.
 	Peer
+	// Allotment is this node's allotments as a holder (package allot).
+	Allotment
 )
 
 // Spend records what one atomic step of a take debited and where, so that
@@ -34,9 +37,10 @@ type Spend struct {
 	Where Where
 	// Peer is the owner's peer address, for Where == Peer.
 	Peer string
-	// Debits are the debits as made, for Owner and Fallback: each check's
-	// key and cost and the limit applied, which for Fallback is the local
-	// share in force at the step (not the share at the time of the undo).
+	// Debits are the debits as made, for Owner, Fallback and Allotment:
+	// each check's key and cost and the limit applied, which for Fallback
+	// is the local share in force at the step (not the share at the time
+	// of the undo).
 	Debits []bucket.Check
 	// Sent are the checks as forwarded, for Peer: the owner resolves them
 	// against its own limits again to give them back.
@@ -50,8 +54,15 @@ type Spend struct {
 func (e *Engine) Undo(ctx context.Context, s Spend) {
 	switch s.Where {
 	case Owner:
-		e.store.RefundAt(e.now(), s.Debits)
-		e.touched(s.Debits)
+		e.refundOwned(s.Debits)
+	case Allotment:
+		for _, d := range s.Debits {
+			k := allot.Key{Limit: d.Name, Key: d.Key}
+			sh := e.purses.shard(k)
+			sh.mu.Lock()
+			sh.p.Refund(k, d.Cost)
+			sh.mu.Unlock()
+		}
 	case Fallback:
 		e.fallback.RefundAt(e.now(), s.Debits)
 	case Peer:

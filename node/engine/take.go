@@ -192,6 +192,12 @@ func (e *Engine) decideGroup(ctx context.Context, f *limits.File, rs []resolved,
 		return ok, nil
 	}
 	if g.place.Kind == placement.Forward {
+		if allotted(rs, g) {
+			if decided, ok := e.fromAllotment(rs, g, results, sp); decided {
+				g.src = api.SourceAllotment
+				return ok, nil
+			}
+		}
 		out, ok, err := e.peers.Take(ctx, g.place.Addr, checks, id)
 		if _, semantic := errors.AsType[*api.Error](err); semantic {
 			return false, err
@@ -245,7 +251,7 @@ func (e *Engine) count(lc *limitCounters, l *limits.Limit, r *api.Result, allowe
 	if !allowed {
 		outcome = outcomeDenied
 	}
-	src := min(int(r.Source), 1)
+	src := min(int(r.Source), numSources-1)
 	lc.decisions[outcome][src]().Inc()
 	if r.Allowed || l.Shadow {
 		return

@@ -1,0 +1,228 @@
+package engine
+
+import (
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/weir-rl/weir/allot"
+	"github.com/weir-rl/weir/api"
+	"github.com/weir-rl/weir/bucket"
+	"github.com/weir-rl/weir/node/limits"
+)
+
+// This file is the owner's side of allotments (package allot): the ledger
+// of holdings, the capacity they reduce, and the steps that grant, refresh
+// and take them back. Every step on a key of a limit with allotments runs
+// under that key's stripe of ledger.locks, from settling the holdings that
+// expired to its debit, so the capacity in force never changes between the
+// two.
+
+// ledger is the owner's record of its holdings, behind its locks. Safe for
+// concurrent use.
+type ledger struct {
+	// locks serialize the steps on one allotted key (by stripe); lock
+	// order: the cluster's Hold first, then these, in ascending order,
+	// then mu.
+	locks [64]sync.Mutex
+	mu    sync.Mutex // guards l
+	l     *allot.Ledger
+	// n and tokens mirror the ledger's holdings and their tokens, for the
+	// gauges.
+	n, tokens atomic.Int64
+}
+
+// ownerMetrics count the owner's side of allotments.
+type ownerMetrics struct {
+	grants, refreshes, returns prometheus.Counter
+	stranded                   prometheus.Counter // tokens of holdings that expired unreturned
+	denied                     prometheus.Counter // asks refused: the bucket was empty
+}
+
+func newOwnerMetrics(reg prometheus.Registerer, l *ledger) *ownerMetrics {
+	m := &ownerMetrics{
+		grants: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "weir_allotment_grants_total", Help: "Allotments this node granted as an owner to a holder that held none of the key.",
+		}),
+		refreshes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "weir_allotment_refreshes_total", Help: "Allotments this node renewed as an owner for a holder that held the key already.",
+		}),
+		returns: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "weir_allotment_returns_total", Help: "Allotments holders gave back to this node as an owner.",
+		}),
+		stranded: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "weir_allotment_expired_tokens_total", Help: "Tokens of allotments that expired before their holder returned them (lost, the safe side: at most what the holders did not spend).",
+		}),
+		denied: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "weir_allotment_denials_total", Help: "Asks for an allotment this node refused as an owner because the bucket was empty.",
+		}),
+	}
+	tokens := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "weir_allotments_outstanding_tokens", Help: "Tokens this node granted as an owner that holders have not returned or spent as far as it knows; its buckets' capacity is reduced by them.",
+	}, func() float64 { return float64(l.tokens.Load()) })
+	holders := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "weir_allotment_holdings", Help: "Allotments outstanding at this node as an owner: one per holder and key.",
+	}, func() float64 { return float64(l.n.Load()) })
+	reg.MustRegister(m.grants, m.refreshes, m.returns, m.stranded, m.denied, tokens, holders)
+	return m
+}
+
+// allotStripe is the lock stripe of (limit, key).
+func allotStripe(limit, key string) int {
+	return int(xxhash.Sum64String(limit+"\x00"+key) % 64)
+}
+
+// lockAllotted locks the stripes of the checks whose limits allot (lims
+// parallels checks; a nil limit does not allot), in ascending order, and
+// returns the unlock. Checks of other limits take no lock.
+func (e *Engine) lockAllotted(checks []bucket.Check, lims []*limits.Limit) func() {
+	var buf [8]int
+	stripes := buf[:0]
+	for i, c := range checks {
+		if allots(lims[i]) {
+			stripes = append(stripes, allotStripe(c.Name, c.Key))
+		}
+	}
+	if len(stripes) == 0 {
+		return noRelease
+	}
+	slices.Sort(stripes)
+	stripes = slices.Compact(stripes)
+	for _, s := range stripes {
+		e.ledger.locks[s].Lock()
+	}
+	return func() {
+		for _, s := range stripes {
+			e.ledger.locks[s].Unlock()
+		}
+	}
+}
+
+// allots reports whether l is a limit with allotments.
+func allots(l *limits.Limit) bool { return l != nil && l.Allotments.Auto }
+
+// capAllotted replaces, in checks, the limit of each check whose limit
+// allots by its capped one at now (see capped). The caller holds their
+// stripes (lockAllotted).
+func (e *Engine) capAllotted(now time.Time, checks []bucket.Check, lims []*limits.Limit) {
+	for i := range checks {
+		if allots(lims[i]) {
+			checks[i].Limit = e.capped(now, checks[i].Name, checks[i].Key, lims[i].Bucket)
+		}
+	}
+}
+
+// ownerDemand counts the owner's own takes of allotted keys that have
+// holdings, for the holders' shares.
+func (e *Engine) ownerDemand(now time.Time, checks []bucket.Check, lims []*limits.Limit) {
+	for i, c := range checks {
+		if allots(lims[i]) {
+			e.ledger.mu.Lock()
+			e.ledger.l.AddOwner(now, allot.Key{Limit: c.Name, Key: c.Key}, c.Cost, allotWindow)
+			e.ledger.mu.Unlock()
+		}
+	}
+}
+
+// refundOwned gives debits back to the owner store, under the capacity in
+// force for allotted keys, and tells the replication stream.
+func (e *Engine) refundOwned(debits []bucket.Check) {
+	f := e.limits()
+	lims := make([]*limits.Limit, len(debits))
+	for i, d := range debits {
+		lims[i], _ = f.Lookup(d.Name)
+	}
+	now := e.now()
+	unlock := e.lockAllotted(debits, lims)
+	e.capAllotted(now, debits, lims)
+	e.store.RefundAt(now, debits)
+	unlock()
+	e.touchedAt(now, debits)
+}
+
+// capped returns the bucket limit to decide (limit, key) by at now: l's,
+// with its capacity reduced by the key's outstanding holdings, after it
+// dropped the holdings that ended (earliest first, each at its Expires,
+// see rehold). A holding the store has no room to settle for stays until
+// the next step: the capacity stays lower, the safe side. The caller
+// holds the key's stripe.
+func (e *Engine) capped(now time.Time, name, key string, l bucket.Limit) bucket.Limit {
+	k := allot.Key{Limit: name, Key: key}
+	e.ledger.mu.Lock()
+	if !e.ledger.l.Holds(k) {
+		e.ledger.mu.Unlock()
+		return l
+	}
+	expired := e.ledger.l.Expired(now, k)
+	e.ledger.mu.Unlock()
+	for _, h := range expired {
+		err := e.rehold(h.Expires, k, l, func(lg *allot.Ledger) { lg.Drop(k, h.Holder) })
+		if err != nil {
+			break
+		}
+		e.om.stranded.Add(float64(h.Tokens))
+		e.changes.Bucket(name, key, now)
+	}
+	return e.cappedNow(k, l)
+}
+
+// cappedNow is l with its capacity reduced by k's outstanding holdings as
+// the ledger has them.
+func (e *Engine) cappedNow(k allot.Key, l bucket.Limit) bucket.Limit {
+	e.ledger.mu.Lock()
+	defer e.ledger.mu.Unlock()
+	return withCapacity(l, e.ledger.l.Outstanding(k))
+}
+
+// rehold changes k's holdings at at with change, materializing the bucket
+// around it (bucket.Store.SettleAt): settled under the capacity in force
+// before, so refill up to at counts under it, and again under the one
+// after, so the bucket is not evicted as full under a capacity that rose.
+// It fails, changing nothing, when the store has no room for a missing
+// bucket (bucket.ErrFull). The caller holds the key's stripe.
+func (e *Engine) rehold(at time.Time, k allot.Key, l bucket.Limit, change func(*allot.Ledger)) error {
+	if _, err := e.store.SettleAt(at, bucket.Check{Name: k.Limit, Limit: e.cappedNow(k, l), Key: k.Key}); err != nil {
+		return err
+	}
+	e.ledger.mu.Lock()
+	change(e.ledger.l)
+	e.ledger.n.Store(int64(e.ledger.l.Len()))
+	e.ledger.tokens.Store(e.ledger.l.Total())
+	after := withCapacity(l, e.ledger.l.Outstanding(k))
+	e.ledger.mu.Unlock()
+	_, err := e.store.SettleAt(at, bucket.Check{Name: k.Limit, Limit: after, Key: k.Key})
+	return err
+}
+
+// withCapacity is l with its capacity reduced by outstanding tokens.
+// Grants never let holdings reach the whole capacity (the owner keeps one
+// token of it), so the result is at least 1.
+func withCapacity(l bucket.Limit, outstanding int64) bucket.Limit {
+	l.Capacity = max(1, l.Capacity-outstanding)
+	return l
+}
+
+// errNoAllotments is an allotment asked of a limit that does not allot.
+func errNoAllotments(limit string) error {
+	return api.Errorf(api.CodeInvalid, "limit %q does not allot: its limits file entry sets no allotments: auto", limit)
+}
+
+// allotLimit resolves the limit of an allotment request: a rate limit of
+// the limits in force with allotments on.
+func (e *Engine) allotLimit(name string) (*limits.Limit, error) {
+	l, ok := e.limits().Lookup(name)
+	if !ok {
+		return nil, api.Errorf(api.CodeInvalid, "unknown limit %q", name)
+	}
+	if l.Kind != limits.KindRate || !l.Allotments.Auto {
+		return nil, errNoAllotments(name)
+	}
+	return l, nil
+}
+
+// allotWindow is the demand meters' window, holder and owner alike.
+const allotWindow = 100 * time.Millisecond
