@@ -265,6 +265,27 @@ func (l *Ledger) Export(now time.Time, pick func(Key) bool, remove bool) []Entry
 	return out
 }
 
+// ExportKey returns bucket k's holdings as entries relative to now,
+// removing them with remove: Export for one bucket, without a scan.
+func (l *Ledger) ExportKey(now time.Time, k Key, remove bool) []Entry {
+	b := l.books[k]
+	if b == nil {
+		return nil
+	}
+	out := make([]Entry, 0, len(b.holdings))
+	for _, h := range b.holdings {
+		out = append(out, Entry{Key: k, Holder: h.Holder, Tokens: h.Tokens, Remaining: h.Expires.Sub(now), Demand: h.Demand, Seq: h.Seq})
+	}
+	if remove {
+		for _, h := range b.holdings {
+			l.total -= h.Tokens
+		}
+		l.n -= len(b.holdings)
+		delete(l.books, k)
+	}
+	return out
+}
+
 // Import takes in handed-over holdings at now, conservatively: of a
 // holding this ledger already has, the larger tokens and the later expiry
 // win, so a copy arriving twice never raises a capacity; the Seq is the

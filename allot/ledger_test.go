@@ -21,8 +21,8 @@ func TestLedgerPutDropOutstanding(t *testing.T) {
 	}
 	// A refresh replaces the holder's holding.
 	must(t, l.Put(kA, Holding{Holder: "n2", Tokens: 4, Expires: t0.Add(3 * time.Second)}))
-	if got := l.Outstanding(kA); got != 9 || l.Len() != 2 {
-		t.Fatalf("after a refresh: outstanding %d, len %d; want 9, 2", got, l.Len())
+	if got := l.Outstanding(kA); got != 9 || l.Len() != 2 || l.Total() != 9 {
+		t.Fatalf("after a refresh: outstanding %d, len %d, total %d; want 9, 2, 9", got, l.Len(), l.Total())
 	}
 	if hs := l.Holdings(kA); len(hs) != 2 || hs[0].Holder != "n1" || hs[1].Holder != "n2" {
 		t.Fatalf("holdings %+v, want n1 then n2", hs)
@@ -33,7 +33,7 @@ func TestLedgerPutDropOutstanding(t *testing.T) {
 		t.Fatalf("after a zero holding: outstanding %d, len %d", got, l.Len())
 	}
 	h, ok := l.Drop(kA, "n2")
-	if !ok || h.Tokens != 4 || l.Holds(kA) || l.Len() != 0 {
+	if !ok || h.Tokens != 4 || l.Holds(kA) || l.Len() != 0 || l.Total() != 0 {
 		t.Fatalf("Drop = %+v, %v; holds %v", h, ok, l.Holds(kA))
 	}
 	if _, ok := l.Drop(kA, "n2"); ok {
@@ -142,5 +142,26 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestLedgerExportKey(t *testing.T) {
+	l := NewLedger(10)
+	kB := Key{Limit: "hot", Key: "b"}
+	must(t, l.Put(kA, Holding{Holder: "n1", Tokens: 3, Expires: t0.Add(time.Second), Seq: 7}))
+	must(t, l.Put(kA, Holding{Holder: "n2", Tokens: 4, Expires: t0.Add(2 * time.Second), Seq: 8}))
+	must(t, l.Put(kB, Holding{Holder: "n1", Tokens: 5, Expires: t0.Add(time.Second)}))
+	want := []Entry{
+		{Key: kA, Holder: "n1", Tokens: 3, Remaining: time.Second, Seq: 7},
+		{Key: kA, Holder: "n2", Tokens: 4, Remaining: 2 * time.Second, Seq: 8},
+	}
+	if got := l.ExportKey(t0, kA, false); !reflect.DeepEqual(got, want) || l.Len() != 3 {
+		t.Fatalf("ExportKey = %+v (len %d), want %+v", got, l.Len(), want)
+	}
+	if got := l.ExportKey(t0, kA, true); !reflect.DeepEqual(got, want) || l.Len() != 1 || l.Total() != 5 || l.Holds(kA) {
+		t.Fatalf("ExportKey removing = %+v; len %d, total %d", got, l.Len(), l.Total())
+	}
+	if got := l.ExportKey(t0, kA, true); got != nil {
+		t.Fatalf("ExportKey of nothing = %+v", got)
 	}
 }

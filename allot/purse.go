@@ -142,6 +142,15 @@ func (p *Purse) meter(now time.Time, k Key, cost int64) float64 {
 	return s.meter.RateAt(now, p.cfg.Window)
 }
 
+// Tokens is what k's allotment has left to spend at now: none once it
+// expired.
+func (p *Purse) Tokens(now time.Time, k Key) int64 {
+	if h := p.held[k]; h != nil && now.Before(h.expires) {
+		return h.tokens
+	}
+	return 0
+}
+
 // Demand is k's metered demand at now, in tokens per second.
 func (p *Purse) Demand(now time.Time, k Key) float64 {
 	s := &p.slots[maphash.String(p.seed, k.Limit+"\x00"+k.Key)%uint64(len(p.slots))]

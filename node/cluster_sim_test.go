@@ -33,6 +33,8 @@ type simCluster struct {
 	deadline time.Duration
 	// noReplication starts members with --replication=false.
 	noReplication bool
+	// replInterval overrides the replication interval when set.
+	replInterval time.Duration
 }
 
 // simLimits: slow refills, so wall-clock time during a test mints nothing
@@ -56,6 +58,14 @@ limits:
     capacity: 60
     rate: 1/h
     on_owner_unreachable: closed
+  - name: allot # allotments, with nothing refilled during a test
+    algorithm: token_bucket
+    capacity: 200
+    rate: 1/h
+    allotments: auto
+    allotment_threshold: 10/s
+    allotment_horizon: 400ms # allotments of up to 50 tokens, as a cut-off holder outlives its TTL with tokens left
+    allotment_ttl: 1s
   - name: db
     kind: concurrency
     permits: 6
@@ -92,6 +102,9 @@ func (c *simCluster) add(name, host, seed, secretFile string) *Node {
 		cfg.Forward.Deadline = c.deadline
 	}
 	cfg.Replication.Enabled = !c.noReplication
+	if c.replInterval > 0 {
+		cfg.Replication.Interval = c.replInterval
+	}
 	tr, err := c.net.Transport(host, 7946)
 	if err != nil {
 		c.t.Fatal(err)

@@ -216,6 +216,9 @@ func (n *Node) Shutdown(ctx context.Context) error {
 		n.grpcSrv.Stop()
 		<-done
 	}
+	// No caller is served any more: the allotments this node holds go back
+	// to their owners while the peers are still there to take them.
+	n.eng.ReturnAll(ctx)
 	if e := n.members.Stop(ctx); e != nil && err == nil {
 		err = e
 	}

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/weir-rl/weir/allot"
 	"github.com/weir-rl/weir/api"
 	"github.com/weir-rl/weir/bucket"
 	"github.com/weir-rl/weir/lease"
@@ -26,6 +27,8 @@ func TestRequestsRoundTrip(t *testing.T) {
 		{Op: OpAcquire, Checks: []api.Check{{Limit: "db", Key: "k", Cost: 1}}, Holder: "h", TTL: 30 * time.Second, Wait: 5 * time.Second},
 		{Op: OpRefund, Checks: []api.Check{{Limit: "a", Key: "k1", Cost: 1}}},
 		{Op: OpRenew, LeaseID: "l2", TTL: time.Millisecond},
+		{Op: OpAllot, Checks: []api.Check{{Limit: "a", Key: "k"}}, Holder: "n2", Want: 30, Demand: 612.25, Unspent: 4, Seq: 77},
+		{Op: OpReturn, Checks: []api.Check{{Limit: "a", Key: "k"}}, Holder: "n2", Unspent: 3, Seq: 78},
 	}
 	got := decodeRequests(encodeRequests(in))
 	if !reflect.DeepEqual(got, in) {
@@ -49,6 +52,8 @@ func TestRepliesRoundTrip(t *testing.T) {
 		{NotOwner: true, Epoch: 12},
 		{Lease: api.AcquireResponse{Granted: true, ID: "id", FencingToken: 17, TTL: 30 * time.Second, Permits: 8}, RulesVersion: 4},
 		{Lease: api.AcquireResponse{RetryAfter: time.Second, Permits: 8}},
+		{Allot: api.AllotResponse{Tokens: 25, TTL: 2 * time.Second, Capacity: 200, Window: 2 * time.Second, Seq: 99}},
+		{Allot: api.AllotResponse{RetryAfter: 40 * time.Millisecond, TTL: time.Second, Capacity: 200, Window: time.Second, Seq: 1}},
 		{},
 	}
 	msgs := encodeReplies(in)
@@ -75,6 +80,10 @@ func TestStateRoundTrip(t *testing.T) {
 		Leases: lease.Handoff{NextFencing: 18, Leases: []lease.Snapshot{
 			{ID: "id\nwith a newline", Limit: "db", Key: "k", Holder: "h", Fencing: 17, TTL: 2 * time.Second, Remaining: time.Second},
 		}},
+		Holdings: []allot.Entry{
+			{Key: allot.Key{Limit: "a", Key: "k"}, Holder: "n2", Tokens: 12, Remaining: 900 * time.Millisecond, Demand: 250.5, Seq: 1<<63 + 5},
+			{Key: allot.Key{Limit: "a", Key: "k"}, Holder: "client:x", Tokens: 1, Remaining: time.Millisecond},
+		},
 	}
 	if got := decodeState(encodeState(in)); !reflect.DeepEqual(got, in) {
 		t.Fatalf("round trip:\n got %+v\nwant %+v", got, in)
@@ -84,6 +93,7 @@ func TestStateRoundTrip(t *testing.T) {
 	bad := []*peerpb.HandoffEntry{
 		{Kind: entryBucket, Limit: "a", Key: "k"},
 		{Kind: entryLease},
+		{Kind: entryHolding, Limit: "a", Key: "k"},
 		{Kind: 9, Bucket: &peerpb.BucketState{}},
 		{Kind: 1 << 20},
 		{Kind: entryBucket, Limit: "a", Key: "future", Bucket: &peerpb.BucketState{Algorithm: uint32(bucket.FixedWindow) + 1}},

@@ -390,7 +390,7 @@ func (c *Cluster) handOver(now time.Time, limit, key, to string) (bucket.Entry, 
 	defer l.Unlock()
 	c.markMoved(limit, key, to)
 	e, ok := c.run.Holdings.ExtractBucket(now, limit, key)
-	hs := c.run.Holdings.ExportHoldings(now, func(l, k string) bool { return l == limit && k == key }, true)
+	hs := c.run.Holdings.ExtractHoldings(now, limit, key)
 	return e, ok, hs
 }
 

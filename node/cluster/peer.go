@@ -57,6 +57,8 @@ type Holdings interface {
 	// ExportHoldings snapshots (with remove, removes) the allotments the
 	// owner granted for the buckets pick selects.
 	ExportHoldings(now time.Time, pick func(limit, key string) bool, remove bool) []allot.Entry
+	// ExtractHoldings removes and returns the allotments of one bucket.
+	ExtractHoldings(now time.Time, limit, key string) []allot.Entry
 	// ImportHoldings takes handed-over allotments in.
 	ImportHoldings(now time.Time, es []allot.Entry) error
 	// HasHoldings reports whether the owner granted allotments of a bucket.

@@ -106,14 +106,32 @@ func (e *Engine) lockAllotted(checks []bucket.Check, lims []*limits.Limit) func(
 func allots(l *limits.Limit) bool { return l != nil && l.Allotments.Auto }
 
 // capAllotted replaces, in checks, the limit of each check whose limit
-// allots by its capped one at now (see capped). The caller holds their
-// stripes (lockAllotted).
-func (e *Engine) capAllotted(now time.Time, checks []bucket.Check, lims []*limits.Limit) {
+// allots by its capped one at now (see capped), and reports whether every
+// cost still fits its capacity. The caller holds their stripes
+// (lockAllotted).
+func (e *Engine) capAllotted(now time.Time, checks []bucket.Check, lims []*limits.Limit) bool {
+	fits := true
 	for i := range checks {
 		if allots(lims[i]) {
 			checks[i].Limit = e.capped(now, checks[i].Name, checks[i].Key, lims[i].Bucket)
+			fits = fits && checks[i].Cost <= checks[i].Limit.Capacity
 		}
 	}
+	return fits
+}
+
+// unfit is the decisions of a step with a cost beyond the capacity that
+// allotments outstanding leave the owner: denied, until the allotments of
+// now have expired or come back (their TTL).
+func unfit(checks []bucket.Check, lims []*limits.Limit, out []bucket.Decision) []bucket.Decision {
+	for i, c := range checks {
+		retry := time.Duration(0)
+		if allots(lims[i]) {
+			retry = lims[i].Allotments.TTL
+		}
+		out = append(out, bucket.Decision{Limit: c.Limit.Capacity, RetryAfter: max(retry, time.Nanosecond), ResetAfter: retry})
+	}
+	return out
 }
 
 // ownerDemand counts the owner's own takes of allotted keys that have

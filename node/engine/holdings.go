@@ -94,6 +94,23 @@ func (e *Engine) ExportHoldings(now time.Time, pick func(limit, key string) bool
 	return out
 }
 
+// ExtractHoldings removes the allotments of bucket (limit, key) and
+// returns those still running at now: a handover of one key.
+func (e *Engine) ExtractHoldings(now time.Time, limit, key string) []allot.Entry {
+	e.ledger.mu.Lock()
+	defer e.ledger.mu.Unlock()
+	es := e.ledger.l.ExportKey(now, allot.Key{Limit: limit, Key: key}, true)
+	e.ledger.n.Store(int64(e.ledger.l.Len()))
+	e.ledger.tokens.Store(e.ledger.l.Total())
+	out := es[:0]
+	for _, en := range es {
+		if en.Remaining > 0 {
+			out = append(out, en)
+		}
+	}
+	return out
+}
+
 // ImportHoldings takes in allotments handed over with their buckets,
 // conservatively (allot.Ledger.Import): the larger tokens and the later
 // expiry win. The keys' next steps decide by the capacity they reduce.

@@ -77,8 +77,13 @@ func (e *Engine) ownerTake(f *limits.File, checks []api.Check, sp *Spend) ([]api
 		return out, true, nil
 	}
 	unlock := e.lockAllotted(enforced, enforcedLim)
-	e.capAllotted(now, enforced, enforcedLim)
-	ds, ok, err := e.store.TakeAt(now, enforced, decBuf[:0])
+	var ds []bucket.Decision
+	var err error
+	if e.capAllotted(now, enforced, enforcedLim) {
+		ds, ok, err = e.store.TakeAt(now, enforced, decBuf[:0])
+	} else {
+		ds, ok = unfit(enforced, enforcedLim, decBuf[:0]), false
+	}
 	if ok && err == nil {
 		e.ownerDemand(now, enforced, enforcedLim)
 	}
@@ -91,6 +96,9 @@ func (e *Engine) ownerTake(f *limits.File, checks []api.Check, sp *Spend) ([]api
 	default:
 		for j, i := range enforcedIdx {
 			out[i] = e.result(enforcedLim[j], ds[j], api.SourceOwner, now)
+			// An allotted key decides by a capacity the allotments reduce;
+			// the limit's capacity is still the whole bucket's.
+			out[i].Capacity = enforcedLim[j].Bucket.Capacity
 		}
 		if ok {
 			e.touchedAt(now, enforced)
