@@ -23,6 +23,7 @@ const ReleaseTimeout = 5 * time.Second
 // concurrent use. The zero value is not usable.
 type Client struct {
 	r    *router
+	al   *allotter
 	opts Options
 }
 
@@ -45,14 +46,16 @@ func NewWith(conn grpc.ClientConnInterface, opts Options) (*Client, error) {
 	r.static = true
 	m := &member{name: "", rpc: weirv1.NewLimiterClient(conn)}
 	r.members.Store(&memberSet{byName: map[string]*member{}, list: []*member{m}})
-	return &Client{r: r, opts: opts}, nil
+	return &Client{r: r, al: newAllotter(r, opts), opts: opts}, nil
 }
 
-// Close stops a client made by Dial: its ring refresher, its streams and
-// its member connections (takes in flight fail). Close leases first. For a
-// client made by New, Close does nothing: the caller owns the connection.
-// Close is idempotent.
+// Close returns the allotments the client holds (Options.Allot, within
+// two seconds), then stops a client made by Dial: its ring refresher, its
+// streams and its member connections (takes in flight fail). Close leases
+// first. For a client made by New, Close closes no connection: the caller
+// owns it. Close is idempotent.
 func (c *Client) Close() error {
+	c.al.close()
 	c.r.close()
 	return nil
 }
@@ -81,6 +84,15 @@ type Stats struct {
 	MemberFailures uint64
 	// RingUpdates counts the rings installed (Dial's first included).
 	RingUpdates uint64
+	// Allotted counts takes decided in this process from allotments
+	// (Options.Allot), allowed or denied; they are counted in Takes too.
+	Allotted uint64
+	// AllotAsks counts allotments asked of owners (first asks and
+	// refreshes); AllotFailures those that got no allotment (an owner
+	// unreachable, or refusing allotments of the limit).
+	AllotAsks, AllotFailures uint64
+	// AllotReturns counts allotments given back (idle keys, Close).
+	AllotReturns uint64
 }
 
 // Stats returns the client's counters.
@@ -89,6 +101,7 @@ func (c *Client) Stats() Stats {
 	return Stats{
 		Takes: s.takes.Load(), Retries: s.retries.Load(), BudgetRefused: s.budgetRefused.Load(),
 		MemberFailures: s.failures.Load(), RingUpdates: s.refreshes.Load(),
+		Allotted: c.al.allotted.Load(), AllotAsks: c.al.asks.Load(), AllotFailures: c.al.failures.Load(), AllotReturns: c.al.returns.Load(),
 	}
 }
 
@@ -119,7 +132,17 @@ func (c *Client) RingEpoch() (uint64, string) {
 // the node itself unreachable: either way nothing was decided) and
 // ResourceExhausted as api.CodeOverloaded. When ctx ended, the error wraps
 // ctx.Err(); anything else wraps the gRPC status error.
+//
+// With Options.Allot on, a take of up to four named-limit checks on keys
+// this client holds allotments of is decided in this process, without a
+// call: its results say Source api.SourceAllotment, Remaining is what is
+// left of the client's allotment (not of the bucket), and a denial the
+// owner gave (the bucket empty) is repeated until its retry-after.
 func (c *Client) Take(ctx context.Context, checks ...api.Check) (api.TakeResponse, error) {
+	if resp, ok := c.al.take(checks); ok {
+		c.r.stats.takes.Add(1)
+		return resp, nil
+	}
 	return c.r.take(ctx, checks)
 }
 

@@ -28,7 +28,7 @@ import (
 // client dials.
 
 // clusterLimits: refills so slow that wall-clock time mints nothing a test
-// could see; "wide" never denies.
+// could see; "wide" never denies; "allotted" is "exact" with allotments.
 const clusterLimits = `version: 1
 limits:
   - name: exact
@@ -39,6 +39,13 @@ limits:
     algorithm: token_bucket
     capacity: 1000000000
     rate: 1000000000/s
+  - name: allotted
+    algorithm: token_bucket
+    capacity: 1000
+    rate: 1/h
+    allotments: auto
+    allotment_threshold: 10/s
+    allotment_ttl: 1s
 `
 
 type testCluster struct {

@@ -52,7 +52,7 @@ func Dial(ctx context.Context, seeds []string, opts Options) (*Client, error) {
 		}
 		r.wg.Add(1)
 		go r.run()
-		return &Client{r: r, opts: opts}, nil
+		return &Client{r: r, al: newAllotter(r, opts), opts: opts}, nil
 	}
 	r.cancel()
 	return nil, fmt.Errorf("client: no seed answered: %w", errors.Join(errs...))

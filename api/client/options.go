@@ -52,6 +52,9 @@ type Options struct {
 	Rand func() float64
 	// Logger receives ring refreshes and member failures. Nil discards.
 	Logger *slog.Logger
+	// Allot turns on allotments: hot keys decided in this process from
+	// slices of their buckets (AllotOptions). Off by default.
+	Allot AllotOptions
 }
 
 // RetryPolicy bounds the retries of transport failures. A denial is never
@@ -131,7 +134,7 @@ func (o Options) Validate() error {
 	case r.MinRetries < -1:
 		return errors.New("client: RetryPolicy.MinRetries must be -1 or more")
 	}
-	return nil
+	return o.Allot.validate()
 }
 
 // withDefaults fills zero fields with DefaultOptions'.
