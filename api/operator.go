@@ -41,12 +41,28 @@ type HotLimit struct {
 
 // HotKeys is the answer of GET /v1/cluster/hot. Nodes are the members whose
 // sketches were merged; Missing those that could not be asked, whose
-// traffic the answer leaves out.
+// traffic the answer leaves out. Allotments are the largest holdings the
+// reachable owners record (at most 4 × n), largest first: who decides a
+// hot key's takes from a slice of its bucket.
 type HotKeys struct {
-	Node    string     `json:"node"`
-	Nodes   []string   `json:"nodes"`
-	Missing []string   `json:"missing"`
-	Limits  []HotLimit `json:"limits"`
+	Node       string      `json:"node"`
+	Nodes      []string    `json:"nodes"`
+	Missing    []string    `json:"missing"`
+	Limits     []HotLimit  `json:"limits"`
+	Allotments []Allotment `json:"allotments"`
+}
+
+// Allotment is one holding of a key's tokens as its owner records it:
+// Holder (a node's name, or "client:" and a client's holder id) holds
+// Tokens of the bucket of (Limit, Key), which Owner debited, for
+// ExpiresInMs more at most.
+type Allotment struct {
+	Limit       string `json:"limit"`
+	Key         string `json:"key"`
+	Owner       string `json:"owner"`
+	Holder      string `json:"holder"`
+	Tokens      int64  `json:"tokens"`
+	ExpiresInMs int64  `json:"expires_in_ms"`
 }
 
 // MemberStats is one member's counters (checks since it started) as it

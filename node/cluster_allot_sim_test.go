@@ -309,3 +309,24 @@ func TestAllotReturnRacingRefresh(t *testing.T) {
 		t.Fatal("the client spent nothing: no allotment was granted")
 	}
 }
+
+// TestAllotHoldersShownToOperators: the hot-keys report (GET
+// /v1/cluster/hot, the status page) lists a key's holders as its owner
+// records them, asked of any member.
+func TestAllotHoldersShownToOperators(t *testing.T) {
+	c := newSimCluster(t)
+	c.start(3)
+	key := allotKey(t, c, "n1", "")
+	ta := newTally()
+	ta.warm(t, c.nodes["n2"], key)
+	hot, err := c.nodes["n3"].Hot(context.Background(), "allot", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range hot.Allotments {
+		if a.Limit == "allot" && a.Key == key && a.Owner == "n1" && a.Holder == "n2" && a.Tokens > 0 && a.ExpiresInMs > 0 {
+			return
+		}
+	}
+	t.Fatalf("the report lists allotments %+v, want n2 holding %q of n1", hot.Allotments, key)
+}

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"time"
@@ -36,6 +37,9 @@ func (n *Node) localReport(req transport.ReportRequest) transport.Report {
 			}
 			r.Hot = append(r.Hot, hl)
 		}
+		for _, a := range n.eng.Allotments(req.Limit, 4*req.HotN) {
+			r.Allotments = append(r.Allotments, transport.Allotment{Limit: a.Limit, Key: a.Key, Holder: a.Holder, Tokens: a.Tokens, ExpiresIn: a.ExpiresIn})
+		}
 	}
 	return r
 }
@@ -65,7 +69,7 @@ func (n *Node) Hot(ctx context.Context, limit string, count int) (api.HotKeys, e
 	// counts at that member's floor, the smallest count it sent, and a
 	// deeper list makes that floor, and so the merged error, smaller.
 	_, reps := n.reports(ctx, transport.ReportRequest{Limit: limit, HotN: 4 * count})
-	out := api.HotKeys{Node: n.cfg.NodeName, Nodes: []string{}, Missing: []string{}, Limits: []api.HotLimit{}}
+	out := api.HotKeys{Node: n.cfg.NodeName, Nodes: []string{}, Missing: []string{}, Limits: []api.HotLimit{}, Allotments: []api.Allotment{}}
 	parts := map[string][]topk.Summary{}
 	for _, pr := range reps {
 		if !pr.OK {
@@ -73,6 +77,11 @@ func (n *Node) Hot(ctx context.Context, limit string, count int) (api.HotKeys, e
 			continue
 		}
 		out.Nodes = append(out.Nodes, pr.Member.Name)
+		for _, a := range pr.Report.Allotments {
+			out.Allotments = append(out.Allotments, api.Allotment{
+				Limit: a.Limit, Key: a.Key, Owner: pr.Member.Name, Holder: a.Holder, Tokens: a.Tokens, ExpiresInMs: a.ExpiresIn.Milliseconds(),
+			})
+		}
 		for _, hl := range pr.Report.Hot {
 			s := topk.Summary{Floor: hl.Floor}
 			for _, k := range hl.Keys {
@@ -95,6 +104,10 @@ func (n *Node) Hot(ctx context.Context, limit string, count int) (api.HotKeys, e
 		}
 		out.Limits = append(out.Limits, hl)
 	}
+	slices.SortFunc(out.Allotments, func(a, b api.Allotment) int {
+		return cmp.Or(cmp.Compare(b.Tokens, a.Tokens), cmp.Compare(a.Limit, b.Limit), cmp.Compare(a.Key, b.Key), cmp.Compare(a.Holder, b.Holder))
+	})
+	out.Allotments = out.Allotments[:min(len(out.Allotments), 4*count)]
 	return out, nil
 }
 

@@ -338,6 +338,9 @@ func encodeReport(r Report) *peerpb.ReportReply {
 		}
 		m.Hot = append(m.Hot, hl)
 	}
+	for _, a := range r.Allotments {
+		m.Allotments = append(m.Allotments, &peerpb.HeldAllotment{Limit: a.Limit, Key: a.Key, Holder: a.Holder, Tokens: a.Tokens, ExpiresInMs: a.ExpiresIn.Milliseconds()})
+	}
 	return m
 }
 
@@ -352,6 +355,11 @@ func decodeReport(m *peerpb.ReportReply) Report {
 			l.Keys = append(l.Keys, HotKey{Key: k.GetKey(), Count: k.GetCount(), Err: k.GetErr(), Denied: k.GetDenied()})
 		}
 		r.Hot = append(r.Hot, l)
+	}
+	for _, a := range m.GetAllotments() {
+		r.Allotments = append(r.Allotments, Allotment{
+			Limit: a.GetLimit(), Key: a.GetKey(), Holder: a.GetHolder(), Tokens: a.GetTokens(), ExpiresIn: time.Duration(a.GetExpiresInMs()) * time.Millisecond,
+		})
 	}
 	return r
 }

@@ -3,6 +3,7 @@ package transport
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/weir-rl/weir/transport/peerpb"
 )
@@ -44,6 +45,17 @@ type Report struct {
 	Buckets       int64  // live buckets the node owns
 	LeasesHeld    int64
 	Hot           []HotList
+	// Allotments are the largest holdings the node records as an owner,
+	// largest first (at most 4 × HotN).
+	Allotments []Allotment
+}
+
+// Allotment is one holding an owner records: Holder's Tokens outstanding
+// of (Limit, Key), usable for ExpiresIn more at most.
+type Allotment struct {
+	Limit, Key, Holder string
+	Tokens             int64
+	ExpiresIn          time.Duration
 }
 
 // Report asks the peer at peerAddr for its summary, within ctx's deadline.

@@ -1,6 +1,10 @@
 package engine
 
 import (
+	"cmp"
+	"slices"
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
@@ -82,4 +86,37 @@ func decisionTotals(v *prometheus.CounterVec) (allowed, denied, fallback uint64)
 		}
 	}
 	return allowed, denied, fallback
+}
+
+// Holding is one holding this node records as its key's owner: Holder's
+// Tokens outstanding, usable for ExpiresIn more at most.
+type Holding struct {
+	Limit, Key, Holder string
+	Tokens             int64
+	ExpiresIn          time.Duration
+}
+
+// Allotments returns the n largest holdings this node records as an owner,
+// of limit (every limit when empty), largest first, ties by limit, key
+// and holder.
+func (e *Engine) Allotments(limit string, n int) []Holding {
+	if n <= 0 {
+		return nil
+	}
+	now := e.now()
+	var out []Holding
+	e.ledger.mu.Lock()
+	for _, k := range e.ledger.l.Keys() {
+		if limit != "" && k.Limit != limit {
+			continue
+		}
+		for _, h := range e.ledger.l.Holdings(k) {
+			out = append(out, Holding{Limit: k.Limit, Key: k.Key, Holder: h.Holder, Tokens: h.Tokens, ExpiresIn: max(h.Expires.Sub(now), 0)})
+		}
+	}
+	e.ledger.mu.Unlock()
+	slices.SortFunc(out, func(a, b Holding) int {
+		return cmp.Or(cmp.Compare(b.Tokens, a.Tokens), cmp.Compare(a.Limit, b.Limit), cmp.Compare(a.Key, b.Key), cmp.Compare(a.Holder, b.Holder))
+	})
+	return out[:min(n, len(out))]
 }

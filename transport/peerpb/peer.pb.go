@@ -1519,6 +1519,9 @@ type ReportReply struct {
 	Buckets       int64                  `protobuf:"varint,6,opt,name=buckets,proto3" json:"buckets,omitempty"`   // live buckets this node owns
 	LeasesHeld    int64                  `protobuf:"varint,7,opt,name=leases_held,json=leasesHeld,proto3" json:"leases_held,omitempty"`
 	Hot           []*HotList             `protobuf:"bytes,8,rep,name=hot,proto3" json:"hot,omitempty"`
+	// allotments are the largest holdings the node records as an owner
+	// (at most 4 x hot_n), largest first.
+	Allotments    []*HeldAllotment `protobuf:"bytes,9,rep,name=allotments,proto3" json:"allotments,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1607,6 +1610,91 @@ func (x *ReportReply) GetHot() []*HotList {
 		return x.Hot
 	}
 	return nil
+}
+
+func (x *ReportReply) GetAllotments() []*HeldAllotment {
+	if x != nil {
+		return x.Allotments
+	}
+	return nil
+}
+
+// HeldAllotment is one holding an owner records: holder's tokens outstanding
+// of (limit, key), usable for expires_in_ms more at most.
+type HeldAllotment struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Limit         string                 `protobuf:"bytes,1,opt,name=limit,proto3" json:"limit,omitempty"`
+	Key           string                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	Holder        string                 `protobuf:"bytes,3,opt,name=holder,proto3" json:"holder,omitempty"`
+	Tokens        int64                  `protobuf:"varint,4,opt,name=tokens,proto3" json:"tokens,omitempty"`
+	ExpiresInMs   int64                  `protobuf:"varint,5,opt,name=expires_in_ms,json=expiresInMs,proto3" json:"expires_in_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeldAllotment) Reset() {
+	*x = HeldAllotment{}
+	mi := &file_peer_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeldAllotment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeldAllotment) ProtoMessage() {}
+
+func (x *HeldAllotment) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeldAllotment.ProtoReflect.Descriptor instead.
+func (*HeldAllotment) Descriptor() ([]byte, []int) {
+	return file_peer_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *HeldAllotment) GetLimit() string {
+	if x != nil {
+		return x.Limit
+	}
+	return ""
+}
+
+func (x *HeldAllotment) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *HeldAllotment) GetHolder() string {
+	if x != nil {
+		return x.Holder
+	}
+	return ""
+}
+
+func (x *HeldAllotment) GetTokens() int64 {
+	if x != nil {
+		return x.Tokens
+	}
+	return 0
+}
+
+func (x *HeldAllotment) GetExpiresInMs() int64 {
+	if x != nil {
+		return x.ExpiresInMs
+	}
+	return 0
 }
 
 var File_peer_proto protoreflect.FileDescriptor
@@ -1732,7 +1820,7 @@ const file_peer_proto_rawDesc = "" +
 	"\aHotList\x12\x14\n" +
 	"\x05limit\x18\x01 \x01(\tR\x05limit\x12\x14\n" +
 	"\x05floor\x18\x02 \x01(\x03R\x05floor\x12(\n" +
-	"\x04keys\x18\x03 \x03(\v2\x14.weir.peer.v1.HotKeyR\x04keys\"\xfa\x01\n" +
+	"\x04keys\x18\x03 \x03(\v2\x14.weir.peer.v1.HotKeyR\x04keys\"\xb7\x02\n" +
 	"\vReportReply\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12%\n" +
 	"\x0elimits_version\x18\x02 \x01(\x03R\rlimitsVersion\x12\x18\n" +
@@ -1742,7 +1830,16 @@ const file_peer_proto_rawDesc = "" +
 	"\abuckets\x18\x06 \x01(\x03R\abuckets\x12\x1f\n" +
 	"\vleases_held\x18\a \x01(\x03R\n" +
 	"leasesHeld\x12'\n" +
-	"\x03hot\x18\b \x03(\v2\x15.weir.peer.v1.HotListR\x03hot*\x8c\x01\n" +
+	"\x03hot\x18\b \x03(\v2\x15.weir.peer.v1.HotListR\x03hot\x12;\n" +
+	"\n" +
+	"allotments\x18\t \x03(\v2\x1b.weir.peer.v1.HeldAllotmentR\n" +
+	"allotments\"\x8b\x01\n" +
+	"\rHeldAllotment\x12\x14\n" +
+	"\x05limit\x18\x01 \x01(\tR\x05limit\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12\x16\n" +
+	"\x06holder\x18\x03 \x01(\tR\x06holder\x12\x16\n" +
+	"\x06tokens\x18\x04 \x01(\x03R\x06tokens\x12\"\n" +
+	"\rexpires_in_ms\x18\x05 \x01(\x03R\vexpiresInMs*\x8c\x01\n" +
 	"\x02Op\x12\x12\n" +
 	"\x0eOP_UNSPECIFIED\x10\x00\x12\v\n" +
 	"\aOP_TAKE\x10\x01\x12\r\n" +
@@ -1773,7 +1870,7 @@ func file_peer_proto_rawDescGZIP() []byte {
 }
 
 var file_peer_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_peer_proto_goTypes = []any{
 	(Op)(0),                // 0: weir.peer.v1.Op
 	(*Check)(nil),          // 1: weir.peer.v1.Check
@@ -1794,6 +1891,7 @@ var file_peer_proto_goTypes = []any{
 	(*HotKey)(nil),         // 16: weir.peer.v1.HotKey
 	(*HotList)(nil),        // 17: weir.peer.v1.HotList
 	(*ReportReply)(nil),    // 18: weir.peer.v1.ReportReply
+	(*HeldAllotment)(nil),  // 19: weir.peer.v1.HeldAllotment
 }
 var file_peer_proto_depIdxs = []int32{
 	0,  // 0: weir.peer.v1.Request.op:type_name -> weir.peer.v1.Op
@@ -1811,17 +1909,18 @@ var file_peer_proto_depIdxs = []int32{
 	1,  // 12: weir.peer.v1.HandoffRequest.dropped:type_name -> weir.peer.v1.Check
 	16, // 13: weir.peer.v1.HotList.keys:type_name -> weir.peer.v1.HotKey
 	17, // 14: weir.peer.v1.ReportReply.hot:type_name -> weir.peer.v1.HotList
-	3,  // 15: weir.peer.v1.Peer.Batch:input_type -> weir.peer.v1.BatchRequest
-	13, // 16: weir.peer.v1.Peer.Handoff:input_type -> weir.peer.v1.HandoffRequest
-	15, // 17: weir.peer.v1.Peer.Report:input_type -> weir.peer.v1.ReportRequest
-	8,  // 18: weir.peer.v1.Peer.Batch:output_type -> weir.peer.v1.BatchReply
-	14, // 19: weir.peer.v1.Peer.Handoff:output_type -> weir.peer.v1.HandoffReply
-	18, // 20: weir.peer.v1.Peer.Report:output_type -> weir.peer.v1.ReportReply
-	18, // [18:21] is the sub-list for method output_type
-	15, // [15:18] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	19, // 15: weir.peer.v1.ReportReply.allotments:type_name -> weir.peer.v1.HeldAllotment
+	3,  // 16: weir.peer.v1.Peer.Batch:input_type -> weir.peer.v1.BatchRequest
+	13, // 17: weir.peer.v1.Peer.Handoff:input_type -> weir.peer.v1.HandoffRequest
+	15, // 18: weir.peer.v1.Peer.Report:input_type -> weir.peer.v1.ReportRequest
+	8,  // 19: weir.peer.v1.Peer.Batch:output_type -> weir.peer.v1.BatchReply
+	14, // 20: weir.peer.v1.Peer.Handoff:output_type -> weir.peer.v1.HandoffReply
+	18, // 21: weir.peer.v1.Peer.Report:output_type -> weir.peer.v1.ReportReply
+	19, // [19:22] is the sub-list for method output_type
+	16, // [16:19] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_peer_proto_init() }
@@ -1835,7 +1934,7 @@ func file_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_peer_proto_rawDesc), len(file_peer_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   18,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

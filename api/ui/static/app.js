@@ -98,6 +98,15 @@ function renderHot(h) {
       tbody.append(tr);
     }
   }
+  const held = document.querySelector("#allotments tbody");
+  held.replaceChildren();
+  for (const a of h.allotments || []) {
+    const tr = el("tr");
+    tr.append(el("td", a.limit), el("td", a.key, "key"), el("td", a.owner), el("td", a.holder, "holder"),
+      el("td", a.tokens, "num"), el("td", (a.expires_in_ms / 1000).toFixed(1) + " s", "num"));
+    held.append(tr);
+  }
+  document.getElementById("allotments-none").hidden = (h.allotments || []).length > 0;
   const miss = document.getElementById("hot-missing");
   miss.hidden = h.missing.length === 0;
   miss.textContent = h.missing.length ? "not included (unreachable): " + h.missing.join(", ") : "";
