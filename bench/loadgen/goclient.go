@@ -19,9 +19,9 @@ type goClientTarget struct {
 	keys  []string
 }
 
-// newGoClientTarget dials the seeds (public gRPC addresses).
-func newGoClientTarget(ctx context.Context, seeds []string, limit string, nkeys int, cost int64) (target, error) {
-	c, err := client.Dial(ctx, seeds, client.Options{})
+// newGoClientTarget dials the seeds (public gRPC addresses) with opts.
+func newGoClientTarget(ctx context.Context, seeds []string, limit string, nkeys int, cost int64, opts client.Options) (target, error) {
+	c, err := client.Dial(ctx, seeds, opts)
 	if err != nil {
 		return nil, err
 	}

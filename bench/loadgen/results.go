@@ -26,6 +26,10 @@ type targetInfo struct {
 	// (`--replication=false`), so this one's throughput divided by it is
 	// what replication costs ("repl ÷ off"); "" for none.
 	ReplOff string
+	// AllotOff names the same target on a limit with allotments off, so
+	// this one's throughput divided by it is what allotments gain
+	// ("allot ÷ off"); "" for none.
+	AllotOff string
 	// VsRedis divides this target's throughput by redis-lua's.
 	VsRedis bool
 	// Weir says the target is a Weir node, whose /metrics tell the
@@ -129,8 +133,8 @@ func (t *suiteTable) throughputOf(r suiteRow, target string) (float64, bool) {
 
 // rowRatios are the same-run throughput ratios of one row.
 type rowRatios struct {
-	VsRedis, VsCeiling, VsOneNode, VsReplOff     float64
-	HasRedis, HasCeiling, HasOneNode, HasReplOff bool
+	VsRedis, VsCeiling, VsOneNode, VsReplOff, VsAllotOff      float64
+	HasRedis, HasCeiling, HasOneNode, HasReplOff, HasAllotOff bool
 }
 
 // ratios computes r's ratios against the cells of the same workload and
@@ -159,6 +163,11 @@ func (t *suiteTable) ratios(r suiteRow) rowRatios {
 	if r.Target.ReplOff != "" {
 		if d, ok := t.throughputOf(r, r.Target.ReplOff); ok {
 			out.VsReplOff, out.HasReplOff = sameRunRatio(x, d)
+		}
+	}
+	if r.Target.AllotOff != "" {
+		if d, ok := t.throughputOf(r, r.Target.AllotOff); ok {
+			out.VsAllotOff, out.HasAllotOff = sameRunRatio(x, d)
 		}
 	}
 	return out
@@ -226,8 +235,8 @@ func humanCount(n int) string {
 }
 
 // tableHeader is the header of each workload's Markdown table.
-const tableHeader = "| callers | target | decisions/s | p50 µs | p99 µs | p99.9 µs | server CPU µs/decision | forwarded | allowed | denied | errors | ÷ Redis | ÷ ceiling | cluster ÷ 1 node | repl ÷ off | check |\n" +
-	"|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n"
+const tableHeader = "| callers | target | decisions/s | p50 µs | p99 µs | p99.9 µs | server CPU µs/decision | forwarded | allowed | denied | errors | ÷ Redis | ÷ ceiling | cluster ÷ 1 node | repl ÷ off | allot ÷ off | check |\n" +
+	"|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n"
 
 // writeMarkdown writes one table per workload, rows in run order (callers,
 // then targets), with the same-run ratios.
@@ -244,13 +253,13 @@ func writeMarkdown(w io.Writer, rows []suiteRow) error {
 			cpu, cpuOK := serverCPU(r)
 			fwd, fwdOK := forwardedShare(r)
 			res := r.Result
-			fmt.Fprintf(&b, "| %d | %s | %.0f | %s | %s | %s | %s | %s | %d | %d | %d | %s | %s | %s | %s | %s |\n",
+			fmt.Fprintf(&b, "| %d | %s | %.0f | %s | %s | %s | %s | %s | %d | %d | %d | %s | %s | %s | %s | %s | %s |\n",
 				res.Concurrency, r.Target.Name, res.Throughput,
 				fmtSig(res.P50Us, true), fmtSig(res.P99Us, true), fmtSig(res.P999Us, true),
 				fmtSig(cpu, cpuOK), fmtShare(fwd, fwdOK),
 				res.Allowed, res.Denied, res.Errors,
 				fmtRatio(q.VsRedis, q.HasRedis), fmtRatio(q.VsCeiling, q.HasCeiling), fmtRatio(q.VsOneNode, q.HasOneNode),
-				fmtRatio(q.VsReplOff, q.HasReplOff), mdEscape(r.Check))
+				fmtRatio(q.VsReplOff, q.HasReplOff), fmtRatio(q.VsAllotOff, q.HasAllotOff), mdEscape(r.Check))
 		}
 		b.WriteString("\n")
 	}
@@ -282,7 +291,7 @@ var csvHeader = []string{
 	"workload", "keys", "dist", "callers", "target", "group", "seconds",
 	"decisions_per_s", "mean_us", "p50_us", "p99_us", "p999_us", "max_us",
 	"server_cpu_us_per_decision", "loadgen_cpu_us_per_decision", "forwarded_share",
-	"allowed", "denied", "errors", "vs_redis", "vs_ceiling", "vs_one_node", "vs_repl_off", "check",
+	"allowed", "denied", "errors", "vs_redis", "vs_ceiling", "vs_one_node", "vs_repl_off", "vs_allot_off", "check",
 }
 
 // writeCSV writes one line per row with full precision.
@@ -312,7 +321,7 @@ func writeCSV(w io.Writer, rows []suiteRow) error {
 			num(cpu, cpuOK), num(lg, lg > 0), num(fwd, fwdOK),
 			strconv.FormatUint(res.Allowed, 10), strconv.FormatUint(res.Denied, 10), strconv.FormatUint(res.Errors, 10),
 			num(q.VsRedis, q.HasRedis), num(q.VsCeiling, q.HasCeiling), num(q.VsOneNode, q.HasOneNode),
-			num(q.VsReplOff, q.HasReplOff), r.Check,
+			num(q.VsReplOff, q.HasReplOff), num(q.VsAllotOff, q.HasAllotOff), r.Check,
 		}
 		if err := cw.Write(rec); err != nil {
 			return err

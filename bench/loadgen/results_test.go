@@ -114,8 +114,25 @@ func TestReplicationCostIsTheSameRunRatio(t *testing.T) {
 	if err := writeMarkdown(&b, rows); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(b.String(), "| 0.90× | ok |") {
+	if !strings.Contains(b.String(), "| 0.90× | – | ok |") {
 		t.Errorf("Markdown lacks the repl ÷ off ratio:\n%s", b.String())
+	}
+}
+
+func TestAllotmentGainIsTheSameRunRatio(t *testing.T) {
+	on := targetInfo{Name: "weir3-grpc-rr-allot", Group: "weir 3 nodes", AllotOff: "weir3-grpc-rr", Weir: true}
+	off := targetInfo{Name: "weir3-grpc-rr", Group: "weir 3 nodes", Weir: true}
+	rows := []suiteRow{testRow(testHot, off, 64, 10000, 100), testRow(testHot, on, 64, 30000, 100)}
+	tab := newSuiteTable(rows)
+	if q := tab.ratios(rows[1]); !q.HasAllotOff || q.VsAllotOff != 3 || q.HasReplOff {
+		t.Errorf("weir3-grpc-rr-allot at 64: %+v, want allot ÷ off 3", q)
+	}
+	var b strings.Builder
+	if err := writeMarkdown(&b, rows); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "| – | 3.00× | ok |") {
+		t.Errorf("Markdown lacks the allot ÷ off ratio:\n%s", b.String())
 	}
 }
 
@@ -173,9 +190,9 @@ func TestWriteMarkdown(t *testing.T) {
 	for _, want := range []string{
 		"### hot (1 key)\n",
 		"### zipf (1k keys, s=1.1)\n",
-		"| 16 | weir-grpc | 15000 | 1000 | 3000 | 6000 | 33.3 | 50.0 % | 15000 | 0 | 0 | 0.50× | 0.75× | – | – | ok |",
-		"| 1 | weir3-grpc-rr | 1000 | 667 | 2000 | 4000 | 500 | 50.0 % | 1000 | 0 | 0 | 0.12× | 0.10× | 0.25× | – | ok |",
-		"| 1 | ceiling-grpc | 10000 | 33.3 | 100 | 200 | – | – | 10000 | 0 | 0 | – | – | – | – | ok |",
+		"| 16 | weir-grpc | 15000 | 1000 | 3000 | 6000 | 33.3 | 50.0 % | 15000 | 0 | 0 | 0.50× | 0.75× | – | – | – | ok |",
+		"| 1 | weir3-grpc-rr | 1000 | 667 | 2000 | 4000 | 500 | 50.0 % | 1000 | 0 | 0 | 0.12× | 0.10× | 0.25× | – | – | ok |",
+		"| 1 | ceiling-grpc | 10000 | 33.3 | 100 | 200 | – | – | 10000 | 0 | 0 | – | – | – | – | – | ok |",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, out)
@@ -183,7 +200,7 @@ func TestWriteMarkdown(t *testing.T) {
 	}
 	// Every table row has as many cells as the header.
 	for line := range strings.SplitSeq(out, "\n") {
-		if strings.HasPrefix(line, "|") && strings.Count(line, "|")-strings.Count(line, `\|`) != 17 {
+		if strings.HasPrefix(line, "|") && strings.Count(line, "|")-strings.Count(line, `\|`) != 18 {
 			t.Errorf("row with %d separators: %q", strings.Count(line, "|"), line)
 		}
 	}

@@ -23,6 +23,7 @@ type suiteConfig struct {
 	RedisBin   string
 	LimitsPath string
 	Limit      string
+	AllotLimit string // Limit with allotments: auto, for the -allot targets
 	OutDir     string
 	Duration   time.Duration
 	Warmup     time.Duration
@@ -87,6 +88,7 @@ func parseSuiteFlags(args []string, stderr io.Writer) (suiteConfig, error) {
 	fs.StringVar(&cfg.RedisBin, "redis-server", "redis-server", "the redis-server binary to start")
 	fs.StringVar(&cfg.LimitsPath, "limits", "bench/limits.yaml", "limits file of the Weir nodes and of the Lua bucket")
 	fs.StringVar(&cfg.Limit, "limit", "bench", "the limit every request decides on (it must never deny)")
+	fs.StringVar(&cfg.AllotLimit, "allot-limit", "bench-allot", "the limit of the -allot targets: -limit with allotments: auto")
 	fs.StringVar(&cfg.OutDir, "out", "bench/results", "directory of bench.md, bench.csv, bench.svg and bench.jsonl")
 	fs.Float64Var(&seconds, "seconds", 5, "measured seconds per cell")
 	fs.DurationVar(&cfg.Warmup, "warmup", time.Second, "unrecorded warm-up per cell")

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"slices"
+
+	"github.com/weir-rl/weir/api/client"
 )
 
 // suiteSpec is one target of the suite: its table entry, how to connect
@@ -90,8 +92,11 @@ func oneNodeSpecs(cfg suiteConfig, env *suiteEnv, solo *weirNode, maxC int) []su
 			return streamTarget{t}, nil
 		}),
 		soloSpec(solo, "weir-client", "ceiling-grpc", func(ctx context.Context, wl workload) (target, error) {
-			return newGoClientTarget(ctx, one, cfg.Limit, wl.Keys, 1)
+			return newGoClientTarget(ctx, one, cfg.Limit, wl.Keys, 1, client.Options{})
 		}),
+		allotted(soloSpec(solo, "weir-client-allot", "", func(ctx context.Context, wl workload) (target, error) {
+			return newGoClientTarget(ctx, one, cfg.AllotLimit, wl.Keys, 1, client.Options{Allot: client.AllotOptions{On: true}})
+		}), "weir-client"),
 	}
 }
 
@@ -133,17 +138,33 @@ func trioSpecs(cfg suiteConfig, trio, trioOff []*weirNode) []suiteSpec {
 			},
 			servers: trioProcs, pids: pidsOf(trio...), metrics: metricsOf(trio...),
 			open: func(ctx context.Context, wl workload) (target, error) {
-				return newGoClientTarget(ctx, trioGRPC, cfg.Limit, wl.Keys, 1)
+				return newGoClientTarget(ctx, trioGRPC, cfg.Limit, wl.Keys, 1, client.Options{})
 			},
 		},
 		{
 			info:    targetInfo{Name: "weir3-client-norepl", Group: "weir 3 nodes", Ceiling: "ceiling-grpc", OneNode: "weir-client", VsRedis: true, Weir: true},
 			servers: trioOffProcs, pids: pidsOf(trioOff...), metrics: metricsOf(trioOff...),
 			open: func(ctx context.Context, wl workload) (target, error) {
-				return newGoClientTarget(ctx, trioOffGRPC, cfg.Limit, wl.Keys, 1)
+				return newGoClientTarget(ctx, trioOffGRPC, cfg.Limit, wl.Keys, 1, client.Options{})
+			},
+		},
+		{
+			info: targetInfo{
+				Name: "weir3-grpc-rr-allot", Group: "weir 3 nodes", Ceiling: "ceiling-grpc", OneNode: "weir-grpc",
+				AllotOff: "weir3-grpc-rr", VsRedis: true, Weir: true,
+			},
+			servers: trioProcs, pids: pidsOf(trio...), metrics: metricsOf(trio...),
+			open: func(_ context.Context, wl workload) (target, error) {
+				return newGRPCTarget(trioGRPC, 1, cfg.AllotLimit, wl.Keys, 1, true)
 			},
 		},
 	}
+}
+
+// allotted marks s as the allotments-on twin of the target named off.
+func allotted(s suiteSpec, off string) suiteSpec {
+	s.info.AllotOff = off
+	return s
 }
 
 // grpcAddrs returns the gRPC address of each node, in order.
