@@ -23,6 +23,21 @@
 //	sliding_window  limit (>= 1), window (a duration, 1ms..366d)
 //	fixed_window    limit (>= 1), window (minute | hour | day | month, UTC calendar)
 //
+// A token_bucket limit may also take allotments (Allotments): a hot key's
+// owner hands slices of its bucket, debited first, to the nodes and trusted
+// clients that see the key's demand, which then decide its takes in memory.
+//
+//	allotments           optional, off (default) | auto
+//	allotment_threshold  with auto: the demand at one node from which it asks
+//	                     for an allotment, a rate; default 50/s
+//	allotment_horizon    with auto: how much of a node's demand one allotment
+//	                     covers, 1ms..10s; default 50ms
+//	allotment_ttl        with auto: an allotment's life, 100ms..10m and at
+//	                     least twice the horizon; default 2s
+//
+// Allotments do not apply to a shadow limit, to the other algorithms, or to
+// inline limits.
+//
 // A concurrency limit (kind: concurrency) takes no algorithm and has:
 //
 //	permits        required, 1..MaxPermits: leases held at once per key
