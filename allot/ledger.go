@@ -57,10 +57,21 @@ type Ledger struct {
 	books map[Key]*book
 }
 
-// book is one bucket's holdings and the owner's own demand for it.
+// book is one bucket's holdings, the claims of holders waiting for tokens,
+// and the owner's own demand for it.
 type book struct {
 	holdings []Holding // by Holder; few
+	claims   []claim   // few
 	owner    Meter
+}
+
+// claim is tokens reserved for a holder that asked while the bucket had
+// none to spare for it: the owner's own takes leave them in the bucket
+// until the holder comes back for them or the claim expires.
+type claim struct {
+	holder  string
+	tokens  int64
+	expires time.Time
 }
 
 // NewLedger returns an empty ledger that holds at most limit holdings
@@ -69,7 +80,8 @@ func NewLedger(limit int) *Ledger {
 	return &Ledger{max: max(limit, 1), books: map[Key]*book{}}
 }
 
-// Len is the number of holdings held.
+// Len is the number of holdings and claims held (the ledger's limit
+// counts both).
 func (l *Ledger) Len() int { return l.n }
 
 // Total is the sum of every holding's tokens.
@@ -170,10 +182,91 @@ func (l *Ledger) Drop(k Key, holder string) (Holding, bool) {
 	b.holdings = slices.Delete(b.holdings, i, i+1)
 	l.n--
 	l.total -= h.Tokens
-	if len(b.holdings) == 0 {
+	l.gc(k, b)
+	return h, true
+}
+
+// gc forgets k's book once nothing is left in it.
+func (l *Ledger) gc(k Key, b *book) {
+	if len(b.holdings) == 0 && len(b.claims) == 0 {
 		delete(l.books, k)
 	}
-	return h, true
+}
+
+// Claim reserves tokens of k for holder until expires, replacing the claim
+// it had: the owner asks Claimed before its own takes and leaves that many
+// in the bucket, so a holder whose share of a near-empty bucket was
+// nothing gets its share of the refill when it comes back (TakeClaim)
+// instead of the owner's own takes spending every token as it is minted.
+// Claims reserve, they debit nothing: losing one (a handover, a restart)
+// only gives the tokens to whoever takes first. A claim counts against the
+// ledger's limit like a holding; ErrFull when there is no room.
+func (l *Ledger) Claim(k Key, holder string, tokens int64, expires time.Time) error {
+	b := l.books[k]
+	if b != nil {
+		for i := range b.claims {
+			if b.claims[i].holder == holder {
+				b.claims[i] = claim{holder: holder, tokens: tokens, expires: expires}
+				return nil
+			}
+		}
+	}
+	if l.n >= l.max {
+		return ErrFull
+	}
+	if b == nil {
+		b = &book{}
+		l.books[k] = b
+	}
+	b.claims = append(b.claims, claim{holder: holder, tokens: tokens, expires: expires})
+	l.n++
+	return nil
+}
+
+// Claimed is the tokens of k claimed at now by holders other than except
+// ("" for every holder); it forgets the claims that expired.
+func (l *Ledger) Claimed(now time.Time, k Key, except string) int64 {
+	b := l.books[k]
+	if b == nil {
+		return 0
+	}
+	var sum int64
+	kept := b.claims[:0]
+	for _, c := range b.claims {
+		if !now.Before(c.expires) {
+			l.n--
+			continue
+		}
+		kept = append(kept, c)
+		if c.holder != except {
+			sum += c.tokens
+		}
+	}
+	clear(b.claims[len(kept):])
+	b.claims = kept
+	l.gc(k, b)
+	return sum
+}
+
+// TakeClaim removes holder's claim of k and returns its tokens (0 when it
+// has none, or it expired by now).
+func (l *Ledger) TakeClaim(now time.Time, k Key, holder string) int64 {
+	b := l.books[k]
+	if b == nil {
+		return 0
+	}
+	for i, c := range b.claims {
+		if c.holder == holder {
+			b.claims = slices.Delete(b.claims, i, i+1)
+			l.n--
+			l.gc(k, b)
+			if !now.Before(c.expires) {
+				return 0
+			}
+			return c.tokens
+		}
+	}
+	return 0
 }
 
 // Expired returns k's holdings that ended by now, earliest first: the
@@ -211,6 +304,17 @@ func (l *Ledger) Share(now time.Time, k Key, holder string, demand float64, avai
 	if available <= 0 || demand <= 0 {
 		return 0
 	}
+	share := int64(float64(available) * l.Fraction(now, k, holder, demand, window))
+	return min(max(share, 0), available)
+}
+
+// Fraction is holder's part of k's demand at now: its demand over every
+// live holder's (its own as it reports it now) plus the owner's, in
+// [0, 1]; 0 when its demand is not positive.
+func (l *Ledger) Fraction(now time.Time, k Key, holder string, demand float64, window time.Duration) float64 {
+	if !(demand > 0) {
+		return 0
+	}
 	total := demand
 	if b := l.books[k]; b != nil {
 		total += b.owner.RateAt(now, window)
@@ -220,8 +324,7 @@ func (l *Ledger) Share(now time.Time, k Key, holder string, demand float64, avai
 			}
 		}
 	}
-	share := int64(float64(available) * demand / total)
-	return min(max(share, 0), available)
+	return min(demand/total, 1)
 }
 
 // Entry is one holding of one bucket, with its expiry relative to the
@@ -252,7 +355,7 @@ func (l *Ledger) Export(now time.Time, pick func(Key) bool, remove bool) []Entry
 			}
 		}
 		if remove {
-			l.n -= len(b.holdings)
+			l.n -= len(b.holdings) + len(b.claims)
 			delete(l.books, k)
 		}
 	}
@@ -280,7 +383,7 @@ func (l *Ledger) ExportKey(now time.Time, k Key, remove bool) []Entry {
 		for _, h := range b.holdings {
 			l.total -= h.Tokens
 		}
-		l.n -= len(b.holdings)
+		l.n -= len(b.holdings) + len(b.claims)
 		delete(l.books, k)
 	}
 	return out

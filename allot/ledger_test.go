@@ -165,3 +165,58 @@ func TestLedgerExportKey(t *testing.T) {
 		t.Fatalf("ExportKey of nothing = %+v", got)
 	}
 }
+
+func TestLedgerClaims(t *testing.T) {
+	l := NewLedger(3)
+	if err := l.Claim(kA, "a", 2, t0.Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Claim(kA, "a", 3, t0.Add(time.Second)); err != nil { // replaces
+		t.Fatal(err)
+	}
+	if err := l.Claim(kA, "b", 4, t0.Add(2*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Put(kA, Holding{Holder: "c", Tokens: 1, Expires: t0.Add(time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	if l.Len() != 3 || !l.Holds(kA) {
+		t.Fatalf("len %d, holds %v: want 2 claims and a holding", l.Len(), l.Holds(kA))
+	}
+	if err := l.Claim(kA, "d", 1, t0.Add(time.Second)); !errors.Is(err, ErrFull) {
+		t.Fatalf("a claim beyond the limit: %v, want ErrFull", err)
+	}
+	if got := l.Claimed(t0, kA, ""); got != 7 {
+		t.Fatalf("claimed %d, want 7", got)
+	}
+	if got := l.Claimed(t0, kA, "b"); got != 3 {
+		t.Fatalf("claimed except b %d, want 3", got)
+	}
+	// The holding goes; the claims keep the book.
+	l.Drop(kA, "c")
+	if !l.Holds(kA) {
+		t.Fatal("the book went with its last holding while claims remain")
+	}
+	// a's claim expires at 1s and is forgotten; b's is taken.
+	if got := l.Claimed(t0.Add(time.Second), kA, ""); got != 4 || l.Len() != 1 {
+		t.Fatalf("claimed after a's expiry %d (len %d), want 4 (1)", got, l.Len())
+	}
+	if got := l.TakeClaim(t0.Add(time.Second), kA, "b"); got != 4 {
+		t.Fatalf("TakeClaim %d, want 4", got)
+	}
+	if l.Len() != 0 || l.Holds(kA) || l.TakeClaim(t0, kA, "b") != 0 {
+		t.Fatalf("len %d, holds %v after the last claim was taken", l.Len(), l.Holds(kA))
+	}
+	// An expired claim gives nothing.
+	_ = l.Claim(kA, "a", 5, t0.Add(time.Second))
+	if got := l.TakeClaim(t0.Add(time.Second), kA, "a"); got != 0 || l.Len() != 0 {
+		t.Fatalf("expired claim gave %d (len %d)", got, l.Len())
+	}
+	// A handover forgets claims with their book.
+	_ = l.Claim(kA, "a", 5, t0.Add(time.Second))
+	_ = l.Put(kA, Holding{Holder: "c", Tokens: 1, Expires: t0.Add(time.Second)})
+	l.ExportKey(t0, kA, true)
+	if l.Len() != 0 {
+		t.Fatalf("len %d after exporting the key", l.Len())
+	}
+}

@@ -158,7 +158,34 @@ func trioSpecs(cfg suiteConfig, trio, trioOff []*weirNode) []suiteSpec {
 				return newGRPCTarget(trioGRPC, 1, cfg.AllotLimit, wl.Keys, 1, true)
 			},
 		},
+		{
+			info:    targetInfo{Name: "weir3-stream", Group: "weir 3 nodes", Ceiling: "ceiling-grpc", OneNode: "weir-stream", VsRedis: true, Weir: true},
+			servers: trioProcs, pids: pidsOf(trio...), metrics: metricsOf(trio...),
+			open: func(_ context.Context, wl workload) (target, error) {
+				return newTrioStream(trioGRPC, cfg.Limit, wl.Keys)
+			},
+		},
+		{
+			info: targetInfo{
+				Name: "weir3-stream-allot", Group: "weir 3 nodes", Ceiling: "ceiling-grpc", OneNode: "weir-stream",
+				AllotOff: "weir3-stream", VsRedis: true, Weir: true,
+			},
+			servers: trioProcs, pids: pidsOf(trio...), metrics: metricsOf(trio...),
+			open: func(_ context.Context, wl workload) (target, error) {
+				return newTrioStream(trioGRPC, cfg.AllotLimit, wl.Keys)
+			},
+		},
 	}
+}
+
+// newTrioStream is TakeStream over the three nodes, callers spread over
+// them in turn (caller i on node i mod 3): no client routing.
+func newTrioStream(addrs []string, limit string, keys int) (target, error) {
+	t, err := newGRPCTarget(addrs, 1, limit, keys, 1, false)
+	if err != nil {
+		return nil, err
+	}
+	return streamTarget{t}, nil
 }
 
 // allotted marks s as the allotments-on twin of the target named off.

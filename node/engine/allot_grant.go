@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"math"
 	"time"
 
 	"github.com/weir-rl/weir/allot"
@@ -84,7 +85,12 @@ func (e *Engine) grantLocked(l *limits.Limit, req api.AllotRequest) (grant, api.
 	}
 	e.ledger.mu.Lock()
 	before, had := e.ledger.l.Get(k, req.Holder)
-	share := e.ledger.l.Share(now, k, req.Holder, req.Demand, avail, allotWindow)
+	// Tokens other holders claimed are theirs when they come back; this
+	// holder's own claim is its share now.
+	claimed := e.ledger.l.TakeClaim(now, k, req.Holder)
+	reserved := e.ledger.l.Claimed(now, k, req.Holder)
+	free := avail - reserved
+	share := max(e.ledger.l.Share(now, k, req.Holder, req.Demand, max(free, 0), allotWindow), claimed, min(free, 1))
 	others := e.ledger.l.Outstanding(k) - before.Tokens
 	e.ledger.mu.Unlock()
 	if had {
@@ -97,15 +103,15 @@ func (e *Engine) grantLocked(l *limits.Limit, req api.AllotRequest) (grant, api.
 	// Holdings never take the whole capacity: the owner keeps a token of
 	// it, so the capacity it decides by stays at least 1.
 	room := l.Bucket.Capacity - 1 - others - g.trustedLeft
-	g.tokens = max(0, min(req.Want, share, l.MaxAllotment(), room, avail))
+	g.tokens = max(0, min(req.Want, share, l.MaxAllotment(), room, free))
 	if g.tokens > 0 {
 		bc.Cost = g.tokens
 		if _, ok, err := e.store.TakeAt(now, []bucket.Check{bc}, nil); err != nil || !ok {
 			g.tokens = 0 // settled and held by the stripe, the take cannot fail: grant nothing if it does
 		}
 	}
-	if g.tokens == 0 && avail < 1 {
-		resp.RetryAfter = e.untilOneToken(now, bc)
+	if g.tokens == 0 && free < 1 {
+		resp.RetryAfter = e.claimLocked(now, k, l, req, avail, reserved, bc)
 		e.om.denied.Inc()
 	}
 	g.after = allot.Holding{Holder: req.Holder, Tokens: g.trustedLeft + g.tokens, Expires: now.Add(l.Allotments.TTL), Demand: req.Demand, Seq: e.allotSeq.Add(1)}
@@ -136,6 +142,39 @@ func settleError(err error) error {
 		return api.Errorf(api.CodeOverloaded, "limiter_overloaded: no room for the bucket on this node")
 	}
 	return api.Errorf(api.CodeInvalid, "%v", err)
+}
+
+// claimLocked answers an ask that found no token free for the holder (the
+// bucket empty, or what it holds claimed by others): it claims the
+// holder's share of the refill over the limit's horizon (at least one
+// token, at most an allotment) and returns how long the bucket takes to
+// mint it on top of the claims before it, which the holder keeps as a
+// denial and then asks again. Without the claim, an owner whose own
+// demand exceeds the rate would spend every token as it is minted and
+// starve its holders. A ledger with no room for the claim answers the
+// time until one token, as without claims. The caller holds the key's
+// stripe.
+func (e *Engine) claimLocked(now time.Time, k allot.Key, l *limits.Limit, req api.AllotRequest, avail, reserved int64, bc bucket.Check) time.Duration {
+	r := l.Bucket.Rate
+	if r.N <= 0 || r.Per <= 0 {
+		return e.untilOneToken(now, bc)
+	}
+	perSec := float64(r.N) / r.Per.Seconds()
+	e.ledger.mu.Lock()
+	f := e.ledger.l.Fraction(now, k, req.Holder, req.Demand, allotWindow)
+	c := min(max(int64(f*perSec*l.Allotments.Horizon.Seconds()), 1), l.MaxAllotment())
+	// Its part of the refill mints c in c / (f·rate); the bucket must hold
+	// the claims before it too.
+	deficit := float64(reserved + c - max(avail, 0))
+	wait := max(float64(c)/(max(f, 1e-9)*perSec), deficit/perSec)
+	retry := max(time.Duration(math.Ceil(wait*float64(time.Second))), time.Millisecond)
+	retry = min(retry, l.Allotments.TTL)
+	err := e.ledger.l.Claim(k, req.Holder, c, now.Add(retry+2*l.Allotments.Horizon))
+	e.ledger.mu.Unlock()
+	if err != nil {
+		return e.untilOneToken(now, bc)
+	}
+	return retry
 }
 
 // untilOneToken is how long an empty bucket under c takes to hold one

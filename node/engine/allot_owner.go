@@ -134,8 +134,50 @@ func unfit(checks []bucket.Check, lims []*limits.Limit, out []bucket.Decision) [
 	return out
 }
 
+// takeLeavingClaims is the owner's take of checks under the capacities in
+// force, leaving in each allotted bucket the tokens holders claimed
+// (allot.Ledger.Claim): each such check is taken at its cost plus the
+// claims (at most its capacity) and the claims are given back at once, so
+// the take is allowed only when the bucket holds both. Decisions report
+// what is left beside the claims. The caller holds the checks' stripes.
+func (e *Engine) takeLeavingClaims(now time.Time, checks []bucket.Check, lims []*limits.Limit, buf []bucket.Decision) ([]bucket.Decision, bool, error) {
+	var rbuf [4]int64
+	reserved := rbuf[:0]
+	any := false
+	for i, c := range checks {
+		p := int64(0)
+		if allots(lims[i]) {
+			e.ledger.mu.Lock()
+			p = min(e.ledger.l.Claimed(now, allot.Key{Limit: c.Name, Key: c.Key}, ""), max(c.Limit.Capacity-c.Cost, 0))
+			e.ledger.mu.Unlock()
+		}
+		reserved = append(reserved, p)
+		any = any || p > 0
+	}
+	if !any {
+		return e.store.TakeAt(now, checks, buf)
+	}
+	for i := range checks {
+		checks[i].Cost += reserved[i]
+	}
+	ds, ok, err := e.store.TakeAt(now, checks, buf)
+	back := make([]bucket.Check, 0, len(checks))
+	for i := range checks {
+		checks[i].Cost -= reserved[i]
+		if reserved[i] > 0 {
+			c := checks[i]
+			c.Cost = reserved[i]
+			back = append(back, c)
+		}
+	}
+	if ok && err == nil {
+		e.store.RefundAt(now, back)
+	}
+	return ds, ok, err
+}
+
 // ownerDemand counts the owner's own takes of allotted keys that have
-// holdings, for the holders' shares.
+// holdings, admitted or denied, for the holders' shares.
 func (e *Engine) ownerDemand(now time.Time, checks []bucket.Check, lims []*limits.Limit) {
 	for i, c := range checks {
 		if allots(lims[i]) {

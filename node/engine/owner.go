@@ -80,11 +80,11 @@ func (e *Engine) ownerTake(f *limits.File, checks []api.Check, sp *Spend) ([]api
 	var ds []bucket.Decision
 	var err error
 	if e.capAllotted(now, enforced, enforcedLim) {
-		ds, ok, err = e.store.TakeAt(now, enforced, decBuf[:0])
+		ds, ok, err = e.takeLeavingClaims(now, enforced, enforcedLim, decBuf[:0])
 	} else {
 		ds, ok = unfit(enforced, enforcedLim, decBuf[:0]), false
 	}
-	if ok && err == nil {
+	if err == nil {
 		e.ownerDemand(now, enforced, enforcedLim)
 	}
 	unlock()
