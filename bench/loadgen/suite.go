@@ -316,8 +316,8 @@ func suiteHeader(cfg suiteConfig, skips []skipped) string {
 	fmt.Fprintf(&b, "- machine: %d CPUs (%s), %s; %s; %s\n", runtime.NumCPU(), cpuModel(), runtime.GOOS+"/"+runtime.GOARCH,
 		runtime.Version(), versionOf(cfg.RedisBin, "--version"))
 	fmt.Fprintf(&b, "- weir: %s, tree %s\n", versionOf(cfg.WeirBin, "version"), versionOf("git", "describe", "--always", "--dirty"))
-	fmt.Fprintf(&b, "- cells: %v measured after %v warm-up; callers %v; limit `%s` of `%s` (never denies); targets interleaved at each number of callers\n",
-		cfg.Duration, cfg.Warmup, cfg.Callers, cfg.Limit, cfg.LimitsPath)
+	fmt.Fprintf(&b, "- cells: %v measured after %v warm-up; callers %v; limit `%s` of `%s` (never denies; the `-allot` targets: `%s`, the same with allotments: auto); targets interleaved at each number of callers\n",
+		cfg.Duration, cfg.Warmup, cfg.Callers, cfg.Limit, cfg.LimitsPath, cfg.AllotLimit)
 	fmt.Fprintf(&b, "- load average before: %s\n", loadAvg())
 	for _, s := range skips {
 		fmt.Fprintf(&b, "- not run: %s: %s\n", s.name, s.why)
