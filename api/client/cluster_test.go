@@ -30,6 +30,7 @@ import (
 // clusterLimits: refills so slow that wall-clock time mints nothing a test
 // could see; "wide" never denies; "allotted" is "exact" with allotments.
 const clusterLimits = `version: 1
+inline_limits: true
 limits:
   - name: exact
     algorithm: token_bucket
@@ -536,5 +537,25 @@ func TestClientConcurrentTakesAreExact(t *testing.T) {
 	if allowed.Load() != 1000 || denied.Load() != 200 || failed.Load() != 0 {
 		t.Fatalf("allowed %d, denied %d, failed %d of %d (%d from local ceilings, %d forwarded); want exactly 1000 allowed, 200 denied",
 			allowed.Load(), denied.Load(), failed.Load(), callers, fallback.Load(), forwarded.Load())
+	}
+}
+
+// A check with an inline limit reaches the node with its parameters (it
+// was once sent as a named limit, which the node does not know).
+func TestClientSendsInlineLimits(t *testing.T) {
+	tc := newTestCluster(t)
+	tc.start(1)
+	c := dial(t, tc.running()["n1"], client.Options{})
+	in := &api.InlineLimit{Capacity: 2, Rate: "1/h"}
+	var got []bool
+	for range 3 {
+		resp, err := c.Take(t.Context(), api.Check{Limit: "per-user", Key: "u1", Inline: in})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, resp.Allowed)
+	}
+	if got[0] != true || got[1] != true || got[2] != false {
+		t.Fatalf("allowed %v, want [true true false] (capacity 2)", got)
 	}
 }

@@ -184,7 +184,7 @@ func (r *router) any(set *memberSet, avoid *member, now time.Time) *member {
 func (r *router) take(ctx context.Context, checks []api.Check) (api.TakeResponse, error) {
 	pc := make([]*weirv1.Check, len(checks))
 	for i, ch := range checks {
-		pc[i] = &weirv1.Check{Limit: ch.Limit, Key: ch.Key, Cost: ch.Cost}
+		pc[i] = &weirv1.Check{Limit: ch.Limit, Key: ch.Key, Cost: ch.Cost, Inline: inlineToProto(ch.Inline)}
 	}
 	rid := r.newID()
 	r.stats.takes.Add(1)
@@ -320,6 +320,14 @@ func (r *router) askRefresh(from *member) {
 func (r *router) pickFor(limit, key string) (*member, bool) {
 	m, _, toOwner := r.pick([]api.Check{{Limit: limit, Key: key}}, nil)
 	return m, toOwner
+}
+
+// inlineToProto converts a check's inline limit; nil stays nil.
+func inlineToProto(in *api.InlineLimit) *weirv1.InlineLimit {
+	if in == nil {
+		return nil
+	}
+	return &weirv1.InlineLimit{Algorithm: in.Algorithm, Capacity: in.Capacity, Burst: in.Burst, Limit: in.Limit, Rate: in.Rate, Window: in.Window}
 }
 
 // takeFromProto converts a TakeResponse.
