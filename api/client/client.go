@@ -35,13 +35,17 @@ func New(conn grpc.ClientConnInterface) *Client {
 }
 
 // NewWith returns a client over conn, which the caller owns, with opts (its
-// connection fields are ignored): takes are unary calls on conn, retried
-// under opts.Retry.
+// connection fields are ignored, but for Token, sent with each call):
+// takes are unary calls on conn, retried under opts.Retry.
 func NewWith(conn grpc.ClientConnInterface, opts Options) (*Client, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
 	opts = opts.withDefaults()
+	if opts.Token != "" {
+		// A caller-owned connection: the token goes with each call.
+		conn = tokenConn{conn, grpc.PerRPCCredentials(newTokenCreds(opts.Token, opts.PlaintextToken))}
+	}
 	r := newRouter(opts)
 	r.static = true
 	m := &member{name: "", rpc: weirv1.NewLimiterClient(conn)}

@@ -68,7 +68,11 @@ func dialOptions(o Options) []grpc.DialOption {
 	default:
 		creds = insecure.NewCredentials()
 	}
-	return append([]grpc.DialOption{grpc.WithTransportCredentials(creds)}, o.DialOptions...)
+	out := []grpc.DialOption{grpc.WithTransportCredentials(creds)}
+	if o.Token != "" {
+		out = append(out, grpc.WithPerRPCCredentials(newTokenCreds(o.Token, o.PlaintextToken)))
+	}
+	return append(out, o.DialOptions...)
 }
 
 // newMember opens a (lazy) connection to a member.

@@ -137,8 +137,14 @@
 // until its TTL runs out. Keep TTLs short for work that may be abandoned.
 //
 // Takes on a shared stream carry the stream's metadata, not the metadata
-// of each call's context: give credentials with Options.Credentials or
-// grpc.WithPerRPCCredentials in Options.DialOptions.
+// of each call's context. A node with --tokens-file wants a caller token
+// with every call: set Options.Token (sent as "authorization: Bearer
+// TOKEN", and only over TLS unless Options.PlaintextToken):
+//
+//	c, err := client.Dial(ctx, seeds, client.Options{
+//		TLSConfig: &tls.Config{RootCAs: pool},
+//		Token:     os.Getenv("WEIR_TOKEN"),
+//	})
 //
 // # Concurrency
 //

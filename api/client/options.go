@@ -27,6 +27,14 @@ type Options struct {
 	// DialOptions are appended to the options of every member connection
 	// (interceptors, per-RPC credentials, ...).
 	DialOptions []grpc.DialOption
+	// Token, when set, is the caller token (weir serve --tokens-file) sent
+	// with every call as "authorization: Bearer TOKEN". It is refused over
+	// plaintext (Validate fails without TLSConfig or Credentials, and gRPC
+	// will not send it on an insecure connection) unless PlaintextToken is
+	// set, for a loopback or a network that is private by other means.
+	Token string
+	// PlaintextToken allows sending Token without TLS.
+	PlaintextToken bool
 	// RefreshInterval is how often the ring is fetched again when no answer
 	// asked for it sooner. Default 30 s; at least 10 ms.
 	RefreshInterval time.Duration
@@ -133,6 +141,8 @@ func (o Options) Validate() error {
 		return errors.New("client: RetryPolicy.BudgetWindow must be at least 10ms")
 	case r.MinRetries < -1:
 		return errors.New("client: RetryPolicy.MinRetries must be -1 or more")
+	case o.Token != "" && !o.PlaintextToken && o.TLSConfig == nil && o.Credentials == nil:
+		return errors.New("client: Options.Token is not sent over plaintext: set TLSConfig or Credentials, or PlaintextToken")
 	}
 	return o.Allot.validate()
 }
