@@ -59,7 +59,7 @@ func (d *takeDedup) once(now time.Time, id string, checks []api.Check, take func
 	s.mu.Unlock()
 	switch st {
 	case dedup.Done:
-		if !slices.Equal(prev.checks, checks) {
+		if !slices.EqualFunc(prev.checks, checks, sameCheck) {
 			return nil, false, api.Errorf(api.CodeInvalid, "request_id was already used for a different take")
 		}
 		d.replays.Inc()
@@ -76,4 +76,13 @@ func (d *takeDedup) once(now time.Time, id string, checks []api.Check, take func
 	}
 	s.mu.Unlock()
 	return res, ok, err
+}
+
+// sameCheck reports whether a and b are the same check: an inline limit
+// compares by its parameters, not by the pointer a retry decodes anew.
+func sameCheck(a, b api.Check) bool {
+	if a.Limit != b.Limit || a.Key != b.Key || a.Cost != b.Cost || (a.Inline == nil) != (b.Inline == nil) {
+		return false
+	}
+	return a.Inline == nil || *a.Inline == *b.Inline
 }

@@ -50,3 +50,24 @@ func TestTakeDedupPendingAndFailed(t *testing.T) {
 		t.Fatalf("a failed take was remembered: %d calls", calls)
 	}
 }
+
+// A retry of an inline take carries its inline limit decoded anew: equal
+// parameters are the same take (replayed), other parameters a misuse.
+func TestTakeDedupInlineByValue(t *testing.T) {
+	d := newTakeDedup(dedup.Config{Window: time.Second, MaxEntries: 8}, prometheus.NewRegistry())
+	now := time.Unix(0, 0)
+	first := []api.Check{{Limit: "per-user", Key: "u", Cost: 1, Inline: &api.InlineLimit{Capacity: 2, Rate: "1/h"}}}
+	take := func() ([]api.Result, bool, error) { return []api.Result{{Limit: "per-user", Allowed: true}}, true, nil }
+	if _, ok, err := d.once(now, "id", first, take); err != nil || !ok {
+		t.Fatalf("first: %v, %v", ok, err)
+	}
+	retry := []api.Check{{Limit: "per-user", Key: "u", Cost: 1, Inline: &api.InlineLimit{Capacity: 2, Rate: "1/h"}}}
+	if _, ok, err := d.once(now, "id", retry, nil); err != nil || !ok {
+		t.Fatalf("retry with equal inline parameters: %v, %v; want the first answer", ok, err)
+	}
+	other := []api.Check{{Limit: "per-user", Key: "u", Cost: 1, Inline: &api.InlineLimit{Capacity: 3, Rate: "1/h"}}}
+	var apiErr *api.Error
+	if _, _, err := d.once(now, "id", other, nil); !errors.As(err, &apiErr) || apiErr.Code != api.CodeInvalid {
+		t.Fatalf("other inline parameters under the same id: %v; want CodeInvalid", err)
+	}
+}
