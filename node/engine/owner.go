@@ -200,4 +200,5 @@ func (e *Engine) ServeRefund(checks []api.Check) {
 	e.capAllotted(now, bcs, lims)
 	e.store.RefundAt(now, bcs)
 	unlock()
+	e.touchedAt(now, bcs) // the successor's replica must see the refund too
 }
