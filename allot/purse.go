@@ -116,6 +116,14 @@ type held struct {
 	nextAsk     time.Time // no ask before this (after a refusal of tokens or a failure)
 	last        time.Time // last take
 	seq         uint64    // the owner's last answer
+	// contended: the owner's last refusal (a denial, or a claim to wait
+	// for) has not been followed by a grant of everything asked. While it
+	// holds, a take the allotment cannot cover is denied here for backoff
+	// rather than forwarded: the owner has just said the key has no token
+	// to spare, and the next ask is on its way.
+	contended bool
+	backoff   time.Duration
+	want      int64 // the last ask's Want
 }
 
 // NewPurse returns an empty purse.
@@ -162,8 +170,10 @@ func (p *Purse) Demand(now time.Time, k Key) float64 {
 
 // TakeAt decides a take of cost on k at now from k's allotment: Allowed
 // while tokens last (and before the allotment expires), Denied while an
-// owner's denial holds, Miss otherwise. It meters the demand in every
-// case.
+// owner's denial holds and, after it, until the owner grants everything
+// asked again (the key is contended: a take the allotment cannot cover is
+// denied here, for the last denial's length, not forwarded), Miss
+// otherwise. It meters the demand in every case.
 func (p *Purse) TakeAt(now time.Time, k Key, cost int64) Outcome {
 	p.meter(now, k, cost)
 	h := p.held[k]
@@ -177,6 +187,9 @@ func (p *Purse) TakeAt(now time.Time, k Key, cost int64) Outcome {
 	}
 	if now.Before(h.deniedUntil) {
 		return Outcome{Kind: Denied, RetryAfter: h.deniedUntil.Sub(now)}
+	}
+	if h.contended {
+		return Outcome{Kind: Denied, RetryAfter: h.backoff}
 	}
 	return Outcome{}
 }
@@ -196,8 +209,11 @@ func (p *Purse) TakeAllAt(now time.Time, ks []Key, costs []int64) Outcome {
 		h := p.held[k]
 		if h == nil || h.tokens < costs[i] || !now.Before(h.expires) {
 			all = false
-			if h != nil && now.Before(h.deniedUntil) {
+			switch {
+			case h != nil && now.Before(h.deniedUntil):
 				retry = max(retry, h.deniedUntil.Sub(now))
+			case h != nil && h.contended:
+				retry = max(retry, h.backoff)
 			}
 		}
 	}
@@ -256,7 +272,7 @@ func (p *Purse) AskAt(now time.Time, k Key, pol Policy) (Ask, bool) {
 	if live {
 		unspent = h.tokens
 	}
-	h.asking = true
+	h.asking, h.want = true, want
 	return Ask{Want: want, Demand: demand, Unspent: unspent, Seq: h.seq}, true
 }
 
@@ -279,6 +295,9 @@ func (p *Purse) GrantedAt(now, sent time.Time, k Key, tokens int64, ttl time.Dur
 	if tokens == 0 {
 		h.nextAsk = now.Add(p.cfg.Window)
 	}
+	if tokens >= h.want {
+		h.contended = false
+	}
 }
 
 // DeniedAt records the owner's answer seq refusing an allotment because
@@ -288,6 +307,7 @@ func (p *Purse) DeniedAt(now time.Time, k Key, retry time.Duration, seq uint64) 
 	if h := p.held[k]; h != nil {
 		h.asking, h.seq = false, seq
 		h.deniedUntil = now.Add(retry)
+		h.contended, h.backoff = true, max(retry, time.Millisecond)
 	}
 }
 

@@ -109,11 +109,34 @@ func TestPurseKeepsADenial(t *testing.T) {
 			t.Fatal("asked while the denial holds")
 		}
 	}
-	if o := p.TakeAt(now.Add(250*time.Millisecond), kA, 1); o.Kind != Miss {
-		t.Fatalf("after the denial: %+v, want a miss", o)
+	// Once it ended the key is still contended: takes are denied here for
+	// the denial's length while the next ask goes out, not forwarded.
+	end := now.Add(250 * time.Millisecond)
+	if o := p.TakeAt(end, kA, 1); o.Kind != Denied || o.RetryAfter != 250*time.Millisecond {
+		t.Fatalf("after the denial, contended: %+v, want a denial of 250ms", o)
 	}
-	if a, ok := p.AskAt(now.Add(250*time.Millisecond), kA, pol); !ok || a.Seq != 8 {
+	a, ok := p.AskAt(end, kA, pol)
+	if !ok || a.Seq != 8 {
 		t.Fatalf("ask once the denial ended: %+v, %v; want one under the denial's seq 8", a, ok)
+	}
+	// A grant of less than asked leaves it contended; a grant of all it
+	// asked ends that: a take it cannot cover then goes to the owner.
+	p.GrantedAt(end, end, kA, a.Want-1, pol.TTL, 9)
+	for range a.Want - 1 {
+		if o := p.TakeAt(end, kA, 1); o.Kind != Allowed {
+			t.Fatalf("within the grant: %+v", o)
+		}
+	}
+	if o := p.TakeAt(end, kA, 1); o.Kind != Denied {
+		t.Fatalf("past a partial grant: %+v, want a denial (contended)", o)
+	}
+	a, _ = p.AskAt(end, kA, pol)
+	p.GrantedAt(end, end, kA, a.Want, pol.TTL, 10)
+	for range a.Want {
+		p.TakeAt(end, kA, 1)
+	}
+	if o := p.TakeAt(end, kA, 1); o.Kind != Miss {
+		t.Fatalf("past a full grant: %+v, want a miss", o)
 	}
 }
 

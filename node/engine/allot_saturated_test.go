@@ -11,8 +11,8 @@ import (
 // rate at the owner and at two holders alike. Together they admit no more
 // than the bucket allows and nearly all of it; each holder gets a fair
 // part (the owner's own takes do not starve them); once settled, the
-// holders answer from their allotments (tokens or a kept denial) instead
-// of forwarding.
+// holders answer from their allotments (tokens or a denial kept or still
+// in force while they ask again) instead of forwarding.
 func TestAllotSaturatedKeyIsSharedAndLocal(t *testing.T) {
 	clk := newTestClock()
 	owner := newTestEngine(t, "owner", clk, SingleNode{}, NoPeers{}, &syncs{})
@@ -57,8 +57,13 @@ func TestAllotSaturatedKeyIsSharedAndLocal(t *testing.T) {
 				}
 			}
 		}
-		for _, h := range holders {
-			driveAsks(h)
+		// Asks are answered every 5 ms: a round trip to the owner on a
+		// loaded machine, during which a holder's takes must not all be
+		// forwarded.
+		if el%(5*step) == 0 {
+			for _, h := range holders {
+				driveAsks(h)
+			}
 		}
 		clk.add(step)
 	}
@@ -81,7 +86,7 @@ func TestAllotSaturatedKeyIsSharedAndLocal(t *testing.T) {
 			t.Errorf("%s admitted %d of %d: starved", who, got, sum)
 		}
 	}
-	if float64(local) < 0.8*float64(asked) || float64(forwards) >= 0.05*float64(asked) {
-		t.Errorf("holders answered %d of %d locally and forwarded %d: want ≥ 80%% local, < 5%% forwarded", local, asked, forwards)
+	if float64(local) < 0.8*float64(asked) || float64(forwards) >= 0.01*float64(asked) {
+		t.Errorf("holders answered %d of %d locally and forwarded %d: want ≥ 80%% local, < 1%% forwarded", local, asked, forwards)
 	}
 }
