@@ -30,7 +30,8 @@ import (
 // quick is the CI suite; all is the full matrix.
 var (
 	quick = []string{"kill", "pause", "isolate", "long-partition", "broken"}
-	all   = []string{"none", "kill", "pause", "isolate", "long-partition", "split", "ring", "loss", "leave", "skew", "broken"}
+	all   = []string{"none", "kill", "pause", "isolate", "long-partition", "split", "ring", "loss", "leave", "skew", "broken",
+		"allot-none", "allot-kill", "allot-pause", "allot-isolate", "allot-split"}
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
@@ -295,7 +296,14 @@ func writeHTML(path, title string, results []jepsen.Result) error {
 }
 
 // scenario returns the configuration of one named scenario for n nodes.
+// allot-<fault> is <fault> on the hot-key-with-allotments workload
+// (jepsen.AllotScenario).
 func scenario(name string, n int) (jepsen.ScenarioConfig, error) {
+	if f, ok := strings.CutPrefix(name, "allot-"); ok && slices.Contains([]string{"none", "kill", "pause", "isolate", "split"}, f) {
+		sc, err := scenario(f, n)
+		sc.Name = fmt.Sprintf("%d-%s", n, name)
+		return jepsen.AllotScenario(sc), err
+	}
 	sc := jepsen.DefaultScenario()
 	sc.Name = fmt.Sprintf("%d-%s", n, name)
 	switch name {
