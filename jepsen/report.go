@@ -207,6 +207,12 @@ func WriteSummary(w io.Writer, results []Result) error {
 		for _, ac := range r.Allot {
 			fmt.Fprintf(w, "%s: %s\n", r.Name, ac)
 		}
+		if m := r.AllotMetrics; m != nil {
+			fmt.Fprintf(w, "%s: allotment metrics, all nodes: %.0f grants, %.0f refreshes, %.0f returns, %.0f owner denials, %.0f local denials, %.0f tokens expired (stranded), %.0f outstanding at the end\n",
+				r.Name, m["weir_allotment_grants_total"], m["weir_allotment_refreshes_total"], m["weir_allotment_returns_total"],
+				m["weir_allotment_denials_total"], m["weir_allotment_local_denials_total"], m["weir_allotment_expired_tokens_total"],
+				m["weir_allotments_outstanding_tokens"])
+		}
 	}
 	for _, r := range results {
 		for _, f := range r.Failures {

@@ -170,6 +170,10 @@ type Result struct {
 	// Allot is the allotment figures of every bucket of a limit with
 	// allotments (CheckAllot).
 	Allot []AllotCheck
+	// AllotMetrics is every node's weir_allotment* metrics at the end of
+	// a run with allotments, summed over the nodes that answered (a node
+	// restarted by the fault counts from its restart).
+	AllotMetrics map[string]float64
 	// Hot is the hot keys' limit (for the HTML report).
 	Hot Limit
 	// KnownBug marks a scenario the caller expects to fail (xfail): the
@@ -237,6 +241,9 @@ func Run(ctx context.Context, sc ScenarioConfig) (Result, error) {
 	}
 	tEnd := r.rec.Event("end", "")
 	stopTraffic()
+	if sc.Hot.Allot != nil {
+		res.AllotMetrics = r.allotMetrics(ctx)
+	}
 	conv := <-convDone
 	res.Converge = conv.after
 	if conv.err != nil {
@@ -404,6 +411,22 @@ func (r *scenarioRun) startTraffic(ctx context.Context) (stop func()) {
 		close(clientsDone)
 	}()
 	return func() { stopClients(); <-clientsDone }
+}
+
+// allotMetrics sums the weir_allotment* metrics of every node that
+// answers.
+func (r *scenarioRun) allotMetrics(ctx context.Context) map[string]float64 {
+	out := make(map[string]float64)
+	for _, i := range r.all {
+		m, err := r.pr.Metrics(ctx, i, "weir_allotment")
+		if err != nil {
+			continue
+		}
+		for k, v := range m {
+			out[k] += v
+		}
+	}
+	return out
 }
 
 // converged is how the cluster's convergence after the heal ended: the

@@ -3,7 +3,7 @@
 // (ip netns, veth, bridge, iptables). It exits 1 when any scenario fails its
 // checks, 2 when the harness itself fails.
 //
-//	jepsen -quick                       # 3 nodes: kill, pause, isolate, long-partition, broken
+//	jepsen -quick                       # 3 nodes: kill, pause, isolate, long-partition, broken, allot-none
 //	jepsen -nodes 3,5 -faults all       # the full matrix
 //	jepsen -seed 42 -faults isolate     # reproduce one scenario
 //	jepsen -compose deploy/docker-compose.yml -image weir:jepsen -faults kill,pause
@@ -29,7 +29,7 @@ import (
 
 // quick is the CI suite; all is the full matrix.
 var (
-	quick = []string{"kill", "pause", "isolate", "long-partition", "broken"}
+	quick = []string{"kill", "pause", "isolate", "long-partition", "broken", "allot-none"}
 	all   = []string{"none", "kill", "pause", "isolate", "long-partition", "split", "ring", "loss", "leave", "skew", "broken",
 		"allot-none", "allot-kill", "allot-pause", "allot-isolate", "allot-split"}
 )
