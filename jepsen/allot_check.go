@@ -149,8 +149,10 @@ func (ac AllotCheck) String() string {
 // (AllotTargets); with a fault, one hot key owned by each node, so the
 // fault hits one key's owner and the other keys' holders.
 func AllotScenario(sc ScenarioConfig) ScenarioConfig {
-	sc.Hot = Limit{Name: "hot", Capacity: 200, RatePerSec: 100,
-		Allot: &Allot{Threshold: "10/s", Horizon: 50 * time.Millisecond, TTL: time.Second}}
+	sc.Hot = Limit{
+		Name: "hot", Capacity: 200, RatePerSec: 100,
+		Allot: &Allot{Threshold: "10/s", Horizon: 50 * time.Millisecond, TTL: time.Second},
+	}
 	sc.WorkersPerNode, sc.RatePerWorker, sc.HotShare = 8, 25, 0.95
 	sc.RoundRobin, sc.UnitCost = true, true
 	sc.HoldersPerNode = 0

@@ -126,8 +126,10 @@ func TestWriteLimitsAllotments(t *testing.T) {
 func TestCheckLinearSkipsAllottingLimits(t *testing.T) {
 	sc := AllotScenario(DefaultScenario())
 	owner := func(call, remaining int64) Op {
-		return Op{Limit: sc.Hot.Name, Key: "hot-0", Cost: 1, Call: call, Return: call + 1000, Result: Allowed, Source: "owner",
-			Decider: "n1", Instance: "r/1", DecidedAt: call, Remaining: remaining}
+		return Op{
+			Limit: sc.Hot.Name, Key: "hot-0", Cost: 1, Call: call, Return: call + 1000, Result: Allowed, Source: "owner",
+			Decider: "n1", Instance: "r/1", DecidedAt: call, Remaining: remaining,
+		}
 	}
 	// Two takes 1 µs apart that left 150 and then 100 tokens: a grant of
 	// 49 between them, which no history shows.

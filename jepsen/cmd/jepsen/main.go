@@ -30,8 +30,10 @@ import (
 // quick is the CI suite; all is the full matrix.
 var (
 	quick = []string{"kill", "pause", "isolate", "long-partition", "broken", "allot-none"}
-	all   = []string{"none", "kill", "pause", "isolate", "long-partition", "split", "ring", "loss", "leave", "skew", "broken",
-		"allot-none", "allot-kill", "allot-pause", "allot-isolate", "allot-split"}
+	all   = []string{
+		"none", "kill", "pause", "isolate", "long-partition", "split", "ring", "loss", "leave", "skew", "broken",
+		"allot-none", "allot-kill", "allot-pause", "allot-isolate", "allot-split",
+	}
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
