@@ -26,6 +26,14 @@ type Workload struct {
 	HotShare            float64       // share of requests on hot keys
 	Deadline            time.Duration // per request; past it the op is a timeout
 	Seed                uint64
+	// RoundRobin makes every worker a caller that asks the nodes in turn
+	// (its first request goes to a node of its own, each next one to the
+	// next node) instead of always the same node: WorkersPerNode × N
+	// callers spread evenly, as behind a load balancer with no routing.
+	RoundRobin bool
+	// UnitCost makes every hot request cost 1 instead of the weighted
+	// 1/2/3.
+	UnitCost bool
 }
 
 // hotCost and coldCost are the weighted costs: 1 (70%), 2 (20%), 3 (10%)
@@ -97,17 +105,29 @@ func (r *Recorder) Events() []Event {
 // RunClients runs wl against the nodes (name -> base URL) until ctx ends
 // and records every request in rec. It returns when all workers stopped.
 func RunClients(ctx context.Context, nodes map[string]string, wl Workload, rec *Recorder) {
-	tr := &http.Transport{MaxIdleConnsPerHost: wl.WorkersPerNode + 1, IdleConnTimeout: 10 * time.Second}
+	idle := wl.WorkersPerNode + 1
+	if wl.RoundRobin {
+		idle = wl.WorkersPerNode*len(nodes) + 1 // every caller may be at one node at once
+	}
+	tr := &http.Transport{MaxIdleConnsPerHost: idle, IdleConnTimeout: 10 * time.Second}
 	defer tr.CloseIdleConnections()
 	hc := &http.Client{Transport: tr}
 	var wg sync.WaitGroup
+	names := sortedKeys(nodes)
+	urls := make([]string, len(names))
+	for i, name := range names {
+		urls[i] = nodes[name] + "/v1/take"
+	}
 	client := 0
-	for _, name := range sortedKeys(nodes) {
+	for ni := range names {
 		for range wl.WorkersPerNode {
 			client++
 			w := worker{
-				id: client, node: name, url: nodes[name] + "/v1/take", wl: wl, hc: hc, rec: rec,
+				id: client, names: names[ni : ni+1], urls: urls[ni : ni+1], wl: wl, hc: hc, rec: rec,
 				rnd: rand.New(rand.NewPCG(wl.Seed, uint64(client))),
+			}
+			if wl.RoundRobin {
+				w.names, w.urls, w.next = names, urls, client
 			}
 			wg.Go(func() { w.run(ctx) })
 		}
@@ -115,13 +135,18 @@ func RunClients(ctx context.Context, nodes map[string]string, wl Workload, rec *
 	wg.Wait()
 }
 
+// worker is one paced caller. It asks names[next % len(names)] at
+// urls[same], advancing next after every request: one node, or every node
+// in turn (Workload.RoundRobin).
 type worker struct {
-	id        int
-	node, url string
-	wl        Workload
-	hc        *http.Client
-	rec       *Recorder
-	rnd       *rand.Rand
+	id    int
+	names []string
+	urls  []string
+	next  int
+	wl    Workload
+	hc    *http.Client
+	rec   *Recorder
+	rnd   *rand.Rand
 }
 
 func (w *worker) run(ctx context.Context) {
@@ -208,14 +233,19 @@ type takeReply struct {
 
 // once sends one take and records it.
 func (w *worker) once(ctx context.Context) {
-	o := Op{Client: w.id, Node: w.node}
+	at := w.next % len(w.names)
+	w.next++
+	o := Op{Client: w.id, Node: w.names[at]}
 	if w.rnd.Float64() < w.wl.HotShare {
 		o.Limit, o.Key, o.Cost = w.wl.HotLimit, w.wl.HotKeys[w.rnd.IntN(len(w.wl.HotKeys))], hotCost(w.rnd)
+		if w.wl.UnitCost {
+			o.Cost = 1
+		}
 	} else {
 		o.Limit, o.Key, o.Cost = w.wl.ColdLimit, w.wl.ColdKeys[w.rnd.IntN(len(w.wl.ColdKeys))], coldCost(w.rnd)
 	}
 	body := map[string]any{"checks": []map[string]any{{"limit": o.Limit, "key": o.Key, "cost": o.Cost}}, "evidence": true}
-	status, data, answered, cut := w.rec.exchange(ctx, w.hc, &o, w.wl.Deadline, http.MethodPost, w.url, body)
+	status, data, answered, cut := w.rec.exchange(ctx, w.hc, &o, w.wl.Deadline, http.MethodPost, w.urls[at], body)
 	if cut {
 		return // the run ended mid-request: not part of the history
 	}

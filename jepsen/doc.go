@@ -14,6 +14,9 @@
 //   - bound.go: the design bound of each fault (Bound), from docs/architecture.md §6,
 //     and the fallback allowance of local ceilings;
 //   - avail.go: availability and latency per phase;
+//   - allot_check.go: allotments (CheckAllot): for a limit with allotments,
+//     excess with no allowance, utilisation of B + r·T and locality (answers
+//     from allotments, forwards), and the hot-key workload (AllotScenario);
 //   - lease_check.go: the lease checker (CheckLeases): leases surely held
 //     at once per key and phase against LeaseBound, reclamation of leases
 //     whose holder died (Leaks), and fencing order;
@@ -62,6 +65,9 @@
 // construction: each node
 // that answered the key from fallback holds one share, max(1, floor(B/N)),
 // refilled at r/N over the span of its fallback decisions, taken from the
-// history. Before the fault, owner decisions alone must be exact. A run
+// history. Before the fault, the bucket's own decisions (owner and
+// allotment: a holder spends tokens its owner debited first) must be exact
+// together. A limit's allotments add nothing to a bound: a holder that dies
+// or is cut off strands at most its allotment (AllotBoundNote). A run
 // fails when a key's measured excess exceeds its bound.
 package jepsen

@@ -1,12 +1,15 @@
 package jepsen
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -159,4 +162,41 @@ func (p *Prober) WaitConverged(ctx context.Context, nodes []int, want []string, 
 		case <-tick.C:
 		}
 	}
+}
+
+// Metrics returns node i's Prometheus metrics whose names start with
+// prefix, each summed over its label sets.
+func (p *Prober) Metrics(ctx context.Context, i int, prefix string) (map[string]float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.Nodes.URL(i)+"/metrics", nil)
+	if err != nil {
+		return nil, fmt.Errorf("jepsen: %w", err)
+	}
+	resp, err := p.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("jepsen: %s: %w", p.Name(i), err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("jepsen: %s: /metrics status %d", p.Name(i), resp.StatusCode)
+	}
+	out := make(map[string]float64)
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, prefix) {
+			continue
+		}
+		name, rest, _ := strings.Cut(line, " ")
+		if j := strings.IndexByte(name, '{'); j >= 0 {
+			name, rest = name[:j], line[strings.LastIndexByte(line, ' ')+1:]
+		}
+		if v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64); err == nil {
+			out[name] += v
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("jepsen: %s: /metrics: %w", p.Name(i), err)
+	}
+	return out, nil
 }

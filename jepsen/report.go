@@ -184,7 +184,8 @@ func worse(a, b *BucketCheck) bool {
 	return a.Whole.Excess > b.Whole.Excess
 }
 
-// WriteSummary prints the one-screen table of results, then each failure.
+// WriteSummary prints the one-screen table of results, then the allotment
+// figures of the scenarios with allotments, then each failure.
 func WriteSummary(w io.Writer, results []Result) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "scenario\tkeys\tworst key\texcess\tratio\tbound\tfb\tavail\tavail(rest)\tp99\theal\tleases max/bound\tlinear\tverdict\t")
@@ -201,6 +202,17 @@ func WriteSummary(w io.Writer, results []Result) error {
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	for _, r := range results {
+		for _, ac := range r.Allot {
+			fmt.Fprintf(w, "%s: %s\n", r.Name, ac)
+		}
+		if m := r.AllotMetrics; m != nil {
+			fmt.Fprintf(w, "%s: allotment metrics, all nodes: %.0f grants, %.0f refreshes, %.0f returns, %.0f owner denials, %.0f local denials, %.0f tokens expired (stranded), %.0f outstanding at the end\n",
+				r.Name, m["weir_allotment_grants_total"], m["weir_allotment_refreshes_total"], m["weir_allotment_returns_total"],
+				m["weir_allotment_denials_total"], m["weir_allotment_local_denials_total"], m["weir_allotment_expired_tokens_total"],
+				m["weir_allotments_outstanding_tokens"])
+		}
 	}
 	for _, r := range results {
 		for _, f := range r.Failures {

@@ -20,6 +20,42 @@ type Limit struct {
 	Name       string
 	Capacity   int
 	RatePerSec int
+	// Allot, when not nil, writes the limit with allotments: auto
+	// (node/limits): non-owner nodes decide its hot keys from slices of
+	// the owner's bucket.
+	Allot *Allot
+}
+
+// Allot is a limit's allotment settings as the limits file spells them;
+// an empty field keeps Weir's default.
+type Allot struct {
+	// Threshold is allotment_threshold, the demand at a node from which it
+	// asks for an allotment, as a rate ("10/s"). Default: Weir's (50/s).
+	Threshold string
+	// Horizon is allotment_horizon: an allotment covers this much of the
+	// holder's demand. Default: Weir's (50ms).
+	Horizon time.Duration
+	// TTL is allotment_ttl: a holder stops using an allotment this long
+	// after it asked. Default: Weir's (2s).
+	TTL time.Duration
+}
+
+// yaml returns the allotment fields of a limit entry in the limits file.
+func (a *Allot) yaml() string {
+	if a == nil {
+		return ""
+	}
+	s := "    allotments: auto\n"
+	if a.Threshold != "" {
+		s += fmt.Sprintf("    allotment_threshold: %s\n", a.Threshold)
+	}
+	if a.Horizon > 0 {
+		s += fmt.Sprintf("    allotment_horizon: %dms\n", a.Horizon.Milliseconds())
+	}
+	if a.TTL > 0 {
+		s += fmt.Sprintf("    allotment_ttl: %dms\n", a.TTL.Milliseconds())
+	}
+	return s
 }
 
 // Bucket is the ideal bucket of l.
@@ -51,6 +87,22 @@ type ScenarioConfig struct {
 	RatePerWorker  float64
 	HotShare       float64
 	Deadline       time.Duration
+	// HotKeys is how many hot keys there are: 0 means one owned by each
+	// node (so every fault hits a hot key's owner), 1 one key, whichever
+	// node owns it.
+	HotKeys int
+	// RoundRobin and UnitCost are Workload's: every caller asks the
+	// nodes in turn; hot requests cost 1.
+	RoundRobin, UnitCost bool
+	// AllotTargets asserts, for every hot key of a limit with allotments,
+	// issue 18's targets (AllotCheck.Failures): at least 95% of B + r·T
+	// admitted, and from AllotSettle on, at least 80% of the answers at
+	// non-owners from an allotment and under 5% of the requests forwarded.
+	// For runs without a fault.
+	AllotTargets bool
+	// AllotSettle is when, after the traffic starts, the allotments count
+	// as settled for the locality figures. Default 2s.
+	AllotSettle time.Duration
 
 	// Conc is the concurrency limit of the lease holders; HoldersPerNode
 	// of them run on every node (0: no lease traffic).
@@ -112,6 +164,16 @@ type Result struct {
 	// decisions (CheckLinear); LinearDetected says some instance failed.
 	Linear         []LinearCheck
 	LinearDetected bool
+	// LinearSkipped names the limits whose buckets were not replayed
+	// (limits with allotments; see checkLinear).
+	LinearSkipped []string
+	// Allot is the allotment figures of every bucket of a limit with
+	// allotments (CheckAllot).
+	Allot []AllotCheck
+	// AllotMetrics is every node's weir_allotment* metrics at the end of
+	// a run with allotments, summed over the nodes that answered (a node
+	// restarted by the fault counts from its restart).
+	AllotMetrics map[string]float64
 	// Hot is the hot keys' limit (for the HTML report).
 	Hot Limit
 	// KnownBug marks a scenario the caller expects to fail (xfail): the
@@ -133,6 +195,7 @@ func writeLimits(path string, conc ConcLimit, ls ...Limit) error {
 	for _, l := range ls {
 		fmt.Fprintf(&b, "  - name: %s\n    algorithm: token_bucket\n    capacity: %d\n    rate: %d/s\n    on_owner_unreachable: local\n",
 			l.Name, l.Capacity, l.RatePerSec)
+		b.WriteString(l.Allot.yaml())
 	}
 	if conc.Name != "" {
 		fmt.Fprintf(&b, "  - name: %s\n    kind: concurrency\n    permits: %d\n    lease_ttl: %dms\n    max_lease_ttl: %dms\n    strict: %t\n    on_owner_unreachable: local\n",
@@ -178,6 +241,9 @@ func Run(ctx context.Context, sc ScenarioConfig) (Result, error) {
 	}
 	tEnd := r.rec.Event("end", "")
 	stopTraffic()
+	if sc.Hot.Allot != nil {
+		res.AllotMetrics = r.allotMetrics(ctx)
+	}
 	conv := <-convDone
 	res.Converge = conv.after
 	if conv.err != nil {
@@ -328,7 +394,7 @@ func (r *scenarioRun) startTraffic(ctx context.Context) (stop func()) {
 	wl := Workload{
 		HotLimit: sc.Hot.Name, ColdLimit: sc.Cold.Name, HotKeys: r.hot, ColdKeys: r.cold,
 		WorkersPerNode: sc.WorkersPerNode, RatePerWorker: sc.RatePerWorker, HotShare: sc.HotShare,
-		Deadline: sc.Deadline, Seed: sc.Seed,
+		Deadline: sc.Deadline, Seed: sc.Seed, RoundRobin: sc.RoundRobin, UnitCost: sc.UnitCost,
 	}
 	cctx, stopClients := context.WithCancel(ctx)
 	clientsDone := make(chan struct{})
@@ -345,6 +411,22 @@ func (r *scenarioRun) startTraffic(ctx context.Context) (stop func()) {
 		close(clientsDone)
 	}()
 	return func() { stopClients(); <-clientsDone }
+}
+
+// allotMetrics sums the weir_allotment* metrics of every node that
+// answers.
+func (r *scenarioRun) allotMetrics(ctx context.Context) map[string]float64 {
+	out := make(map[string]float64)
+	for _, i := range r.all {
+		m, err := r.pr.Metrics(ctx, i, "weir_allotment")
+		if err != nil {
+			continue
+		}
+		for k, v := range m {
+			out[k] += v
+		}
+	}
+	return out
 }
 
 // converged is how the cluster's convergence after the heal ended: the

@@ -15,8 +15,9 @@ type BucketCheck struct {
 	Relation              Relation
 	Whole                 Window
 	Before, During, After Window
-	// OwnerBefore is the excess of owner decisions alone before the fault:
-	// exactness says it is 0.
+	// OwnerBefore is the excess before the fault of the decisions the
+	// bucket itself made, at its owner or from an allotment of it (every
+	// source but a local ceiling): exactness says it is 0.
 	OwnerBefore   Window
 	Bound         float64 // OwnerChanges*B + Allowance
 	OwnerChanges  int
@@ -25,6 +26,7 @@ type BucketCheck struct {
 	BoundWhy      string
 	Indeterminate int64
 	Fallbacks     int // allowed decisions with source fallback
+	Allotted      int // allowed decisions with source allotment
 	Pass          bool
 }
 
@@ -47,6 +49,7 @@ func check(res *Result, sc ScenarioConfig, all []Op, owner map[BucketID]string, 
 		fault = None
 	}
 	checkBuckets(res, sc, ops, owner, hitNames, fault, n, phases)
+	checkAllots(res, sc, ops, owner)
 	if hotDeniedBefore(ops, sc.Hot.Name, tInject) == 0 && tInject > 0 {
 		res.Failures = append(res.Failures, "sanity: hot keys were never denied before the fault (not saturated; the check is vacuous)")
 	}
@@ -89,7 +92,11 @@ func checkBuckets(res *Result, sc ScenarioConfig, ops []Op, owner map[BucketID]s
 		if hit[owner[id]] {
 			rel = OwnedByTarget
 		}
-		bc := checkBucket(id, bops, limits[id.Limit].Bucket(), owner[id], rel, FaultBound(fault, rel, n), hit, phases)
+		bd := FaultBound(fault, rel, n)
+		if limits[id.Limit].Allot != nil {
+			bd.Why += "; " + AllotBoundNote
+		}
+		bc := checkBucket(id, bops, limits[id.Limit].Bucket(), owner[id], rel, bd, hit, phases)
 		if !bc.Pass {
 			res.Detected = true
 		}
@@ -100,6 +107,14 @@ func checkBuckets(res *Result, sc ScenarioConfig, ops []Op, owner map[BucketID]s
 	})
 }
 
+// AllotBoundNote is what a limit's allotments add to a fault's bound:
+// nothing. The owner debits an allotment before it grants it and caps its
+// bucket at capacity minus the tokens outstanding, so what owner and
+// holders admit together is the bucket's own B + r·T; a holder that dies
+// strands at most its allotment (tokens lost, under-admission), and a
+// holder cut off stops at its allotment's expiry.
+const AllotBoundNote = "allotments add nothing: a dead or cut-off holder strands at most its allotment (under-admission)"
+
 // checkBucket is the over-admission verdict of bucket id, b, from its
 // takes bops, under bound bd. It passes when the owner's decisions alone
 // were exact before the fault, the bucket's excess before the fault is
@@ -108,9 +123,13 @@ func checkBuckets(res *Result, sc ScenarioConfig, ops []Op, owner map[BucketID]s
 // bd counts them; phases[1] starts at the inject).
 func checkBucket(id BucketID, bops []Op, b Bucket, owner string, rel Relation, bd Bound, hit map[string]bool, phases []Phase) BucketCheck {
 	var ownerOps []Op
+	allotted := 0
 	for _, o := range bops {
-		if o.Source == "owner" {
+		if o.decided() {
 			ownerOps = append(ownerOps, o)
+		}
+		if o.Source == SourceAllotment && o.Result == Allowed {
+			allotted++
 		}
 	}
 	allow, nfb := FallbackAllowance(bops, b, bd.Members, math.MinInt64, math.MaxInt64)
@@ -133,10 +152,40 @@ func checkBucket(id BucketID, bops []Op, b Bucket, owner string, rel Relation, b
 		BoundWhy:      bd.Why,
 		Indeterminate: Indeterminate(bops),
 		Fallbacks:     nfb,
+		Allotted:      allotted,
 	}
 	const eps = 1e-6
 	bc.Pass = bc.OwnerBefore.Excess <= eps && bc.Before.Excess <= allowBefore+eps && bc.Whole.Excess <= bc.Bound+eps
 	return bc
+}
+
+// checkAllots sets res.Allot to the allotment figures of every bucket of a
+// limit with allotments (the hot limit) and, with sc.AllotTargets, appends
+// the targets each misses to res.Failures.
+func checkAllots(res *Result, sc ScenarioConfig, ops []Op, owner map[BucketID]string) {
+	if sc.Hot.Allot == nil {
+		return
+	}
+	settle := sc.AllotSettle
+	if settle == 0 {
+		settle = 2 * time.Second
+	}
+	for _, bc := range res.Buckets {
+		if bc.ID.Limit != sc.Hot.Name {
+			continue
+		}
+		var bops []Op
+		for _, o := range ops {
+			if o.Limit == bc.ID.Limit && o.Key == bc.ID.Key {
+				bops = append(bops, o)
+			}
+		}
+		ac := CheckAllot(bc.ID, bops, sc.Hot.Bucket(), owner[bc.ID], int64(settle))
+		res.Allot = append(res.Allot, ac)
+		if sc.AllotTargets {
+			res.Failures = append(res.Failures, ac.Failures()...)
+		}
+	}
 }
 
 // hotDeniedBefore counts the takes of ops on limit hot denied before
@@ -163,7 +212,7 @@ func judgeBuckets(res *Result, expectViolation bool) {
 	}
 	for _, bc := range res.Buckets {
 		if !bc.Pass {
-			res.Failures = append(res.Failures, fmt.Sprintf("over-admission: %s/%s (%s, owner %s): excess %.1f > bound %.1f (%d owner changes, %.0f debits of the crashed owner's last interval, fallback allowance %.1f from %d fallback admissions); before the fault: excess %.1f, owner-only %.1f",
+			res.Failures = append(res.Failures, fmt.Sprintf("over-admission: %s/%s (%s, owner %s): excess %.1f > bound %.1f (%d owner changes, %.0f debits of the crashed owner's last interval, fallback allowance %.1f from %d fallback admissions); before the fault: excess %.1f, owner and allotment decisions alone %.1f",
 				bc.ID.Limit, bc.ID.Key, bc.Relation, bc.Owner, bc.Whole.Excess, bc.Bound, bc.OwnerChanges, bc.Lost, bc.Allowance, bc.Fallbacks, bc.Before.Excess, bc.OwnerBefore.Excess))
 		}
 	}
@@ -220,9 +269,26 @@ func checkLeases(res *Result, sc ScenarioConfig, all []Op, owner map[BucketID]st
 // owner's bucket must replay its decisions exactly. A failed instance
 // fails the run (porcupine's visualization is written next to the
 // history), except in the broken-build run.
+//
+// The buckets of a limit with allotments are not replayed: a grant debits
+// the owner's bucket outside the history and caps its capacity by the
+// tokens outstanding, so its answers are not those of one bucket of
+// capacity B. Their limits go to res.LinearSkipped; the over-admission
+// checker still bounds them.
 func checkLinear(res *Result, sc ScenarioConfig, ops []Op) {
 	limits := map[string]Limit{sc.Hot.Name: sc.Hot, sc.Cold.Name: sc.Cold}
-	res.Linear = CheckLinear(ops, func(name string) (Limit, bool) { l, ok := limits[name]; return l, ok }, sc.Dir, 30*time.Second)
+	var keep []Op
+	for _, l := range []Limit{sc.Hot, sc.Cold} {
+		if l.Allot != nil {
+			res.LinearSkipped = append(res.LinearSkipped, l.Name)
+		}
+	}
+	for _, o := range ops {
+		if limits[o.Limit].Allot == nil {
+			keep = append(keep, o)
+		}
+	}
+	res.Linear = CheckLinear(keep, func(name string) (Limit, bool) { l, ok := limits[name]; return l, ok }, sc.Dir, 30*time.Second)
 	for _, lc := range res.Linear {
 		if lc.Pass {
 			continue

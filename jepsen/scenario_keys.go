@@ -1,16 +1,32 @@
 package jepsen
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
 
-// pickKeys finds one hot key owned by each node and names the cold keys,
-// returning every key's owner (by node name) as node 1 sees it.
+// pickKeys finds one hot key owned by each node (sc.HotKeys 0; with
+// sc.HotKeys 1, the first hot key, whichever node owns it) and names the
+// cold keys, returning every key's owner (by node name) as node 1 sees it.
 func pickKeys(ctx context.Context, c *Prober, sc ScenarioConfig, n int) (map[BucketID]string, []string, []string, error) {
+	if sc.HotKeys == 1 && !sc.Standalone {
+		owner, hot, cold, err := pickKeys(ctx, c, ScenarioConfig{Hot: sc.Hot, Cold: sc.Cold, ColdKeys: sc.ColdKeys}, n)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		first := slices.MinFunc(hot, func(a, b string) int { return cmp.Compare(keyNum(a), keyNum(b)) })
+		for _, k := range hot {
+			if k != first {
+				delete(owner, BucketID{sc.Hot.Name, k})
+			}
+		}
+		return owner, []string{first}, cold, nil
+	}
 	owner := make(map[BucketID]string)
 	hot := make([]string, n)
 	if sc.Standalone {
@@ -85,4 +101,10 @@ func pickLeaseKeys(ctx context.Context, c *Prober, sc ScenarioConfig, n int, own
 		return nil, errors.New("jepsen: could not find a lease key for every node")
 	}
 	return keys, nil
+}
+
+// keyNum is the number of a picked key ("hot-7" is 7).
+func keyNum(k string) int {
+	n, _ := strconv.Atoi(k[strings.LastIndexByte(k, '-')+1:])
+	return n
 }

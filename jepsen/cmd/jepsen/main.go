@@ -3,7 +3,7 @@
 // (ip netns, veth, bridge, iptables). It exits 1 when any scenario fails its
 // checks, 2 when the harness itself fails.
 //
-//	jepsen -quick                       # 3 nodes: kill, pause, isolate, long-partition, broken
+//	jepsen -quick                       # 3 nodes: kill, pause, isolate, long-partition, broken, allot-none
 //	jepsen -nodes 3,5 -faults all       # the full matrix
 //	jepsen -seed 42 -faults isolate     # reproduce one scenario
 //	jepsen -compose deploy/docker-compose.yml -image weir:jepsen -faults kill,pause
@@ -29,8 +29,11 @@ import (
 
 // quick is the CI suite; all is the full matrix.
 var (
-	quick = []string{"kill", "pause", "isolate", "long-partition", "broken"}
-	all   = []string{"none", "kill", "pause", "isolate", "long-partition", "split", "ring", "loss", "leave", "skew", "broken"}
+	quick = []string{"kill", "pause", "isolate", "long-partition", "broken", "allot-none"}
+	all   = []string{
+		"none", "kill", "pause", "isolate", "long-partition", "split", "ring", "loss", "leave", "skew", "broken",
+		"allot-none", "allot-kill", "allot-pause", "allot-isolate", "allot-split",
+	}
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
@@ -295,7 +298,14 @@ func writeHTML(path, title string, results []jepsen.Result) error {
 }
 
 // scenario returns the configuration of one named scenario for n nodes.
+// allot-<fault> is <fault> on the hot-key-with-allotments workload
+// (jepsen.AllotScenario).
 func scenario(name string, n int) (jepsen.ScenarioConfig, error) {
+	if f, ok := strings.CutPrefix(name, "allot-"); ok && slices.Contains([]string{"none", "kill", "pause", "isolate", "split"}, f) {
+		sc, err := scenario(f, n)
+		sc.Name = fmt.Sprintf("%d-%s", n, name)
+		return jepsen.AllotScenario(sc), err
+	}
 	sc := jepsen.DefaultScenario()
 	sc.Name = fmt.Sprintf("%d-%s", n, name)
 	switch name {
