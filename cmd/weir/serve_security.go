@@ -38,4 +38,9 @@ func securityFlags(fs *flag.FlagSet, cfg *node.Config) {
 	fs.IntVar(&l.GRPCMaxRecvBytes, "grpc-max-recv-bytes", d.GRPCMaxRecvBytes, "largest gRPC request message; more is ResourceExhausted")
 	fs.DurationVar(&l.GRPCKeepaliveMinTime, "grpc-keepalive-min-time", d.GRPCKeepaliveMinTime, "disconnect gRPC clients that ping more often than this")
 	fs.DurationVar(&l.GRPCMaxConnectionIdle, "grpc-max-connection-idle", d.GRPCMaxConnectionIdle, "close gRPC connections without calls for this long")
+
+	rc := &cfg.RESP
+	fs.DurationVar(&rc.AuthTimeout, "resp-auth-timeout", rc.AuthTimeout, "with --tokens-file, close Redis-protocol connections not authenticated this long after they opened")
+	fs.DurationVar(&rc.CommandTimeout, "resp-command-timeout", rc.CommandTimeout, "close Redis-protocol connections whose command has not arrived whole this long after its first byte")
+	fs.DurationVar(&rc.IdleTimeout, "resp-idle-timeout", rc.IdleTimeout, "close Redis-protocol connections idle this long between commands")
 }
