@@ -55,14 +55,25 @@ func (c Config) Credential(cred string) (*auth.Token, error) {
 }
 
 // Authorize checks t, a caller's token that Credential returned, for scope
-// on (limit, key) (see auth.Token.Authorize). A refusal is a CodeForbidden
-// *api.Error, or CodeUnauthenticated for a nil t, counted by OnFailure. It
-// does not consult the policy: with none in force there is no token and
-// nothing to check.
+// on (limit, key) (see auth.Token.Authorize), as the policy in force now
+// defines it: t is re-resolved by its hash (auth.Policy.Current) on every
+// call, so a token removed from the tokens file is refused
+// (CodeUnauthenticated, unknown_token) and a narrowed one is held to its
+// new scopes, limits and prefix, also on a connection or stream that
+// authenticated before the reload (RESP, gRPC TakeStream). A refusal is a
+// CodeForbidden *api.Error, or CodeUnauthenticated for a nil or revoked t,
+// counted by OnFailure. With no policy in force the token is checked as it
+// is.
 func (c Config) Authorize(t *auth.Token, scope auth.Scope, limit, key string) error {
 	if t == nil {
 		c.failed(auth.ReasonMissing)
 		return refusal(auth.Answer{Outcome: auth.Unauthenticated, Reason: auth.ReasonMissing}, scope, limit)
+	}
+	if p := c.policy(); p != nil {
+		if t = p.Current(t); t == nil {
+			c.failed(auth.ReasonUnknown)
+			return refusal(auth.Answer{Outcome: auth.Unauthenticated, Reason: auth.ReasonUnknown}, scope, limit)
+		}
 	}
 	if ans := t.Authorize(scope, limit, key); !ans.OK() {
 		c.failed(ans.Reason)
