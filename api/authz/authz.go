@@ -91,6 +91,27 @@ func (c Config) authorize(ctx context.Context, scope auth.Scope, limit, key stri
 	return c.Authorize(CallerFrom(ctx), scope, limit, key)
 }
 
+// AuthorizeChecks checks the caller of ctx for the decide scope on every
+// check, as Decider's Take does before it spends: the first refusal is
+// returned (counted by OnFailure), so a caller refused for one check is
+// refused for all. No checks checks the scope alone. Without a policy in
+// force every call is allowed. A front end that spends checks one take at
+// a time (Envoy's rules mode) calls it first, so a refusal spends nothing.
+func (c Config) AuthorizeChecks(ctx context.Context, checks []api.Check) error {
+	if c.policy() == nil {
+		return nil
+	}
+	if len(checks) == 0 {
+		return c.authorize(ctx, auth.ScopeDecide, "", "")
+	}
+	for _, ch := range checks {
+		if err := c.authorize(ctx, auth.ScopeDecide, ch.Limit, ch.Key); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 type callerKey struct{}
 
 // WithCaller returns ctx carrying the caller's token, as authenticated by

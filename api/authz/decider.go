@@ -74,17 +74,8 @@ func (a authDecider) authorizeLease(ctx context.Context, id string) error {
 
 // Take implements api.Decider.
 func (a authDecider) Take(ctx context.Context, checks []api.Check) (api.TakeResponse, error) {
-	if a.cfg.policy() != nil {
-		if len(checks) == 0 {
-			if err := a.cfg.authorize(ctx, auth.ScopeDecide, "", ""); err != nil {
-				return api.TakeResponse{}, err
-			}
-		}
-		for _, c := range checks {
-			if err := a.cfg.authorize(ctx, auth.ScopeDecide, c.Limit, c.Key); err != nil {
-				return api.TakeResponse{}, err
-			}
-		}
+	if err := a.cfg.AuthorizeChecks(ctx, checks); err != nil {
+		return api.TakeResponse{}, err
 	}
 	return a.d.Take(ctx, checks)
 }

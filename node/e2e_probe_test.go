@@ -2,11 +2,15 @@ package node_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	"github.com/weir-rl/weir/api/weirv1"
 	"github.com/weir-rl/weir/auth"
@@ -84,5 +88,39 @@ func TestReloadReachesOpenConnections(t *testing.T) {
 	}
 	if got := tn.remaining("export", "tenant:acme:eu:a"); got != 6-1-1 {
 		t.Fatalf("tenant:acme:eu:a has %d left, want 4", got)
+	}
+}
+
+// TestEnvoyRulesRefusalSpendsNothing: with --envoy-config-dir, a request
+// whose second descriptor is outside the caller's key prefix is refused
+// whole, and its first descriptor, which the token may use, is not
+// charged: three refused calls leave the bucket full.
+func TestEnvoyRulesRefusalSpendsNothing(t *testing.T) {
+	const tokEdge = "edge-0123456789abcdef0123456789abcdef"
+	dir := t.TempDir()
+	rules := "domain: edge\ndescriptors:\n  - key: tenant\n    rate_limit: {unit: minute, requests_per_unit: 3}\n"
+	if err := os.WriteFile(filepath.Join(dir, "edge.yaml"), []byte(rules), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path := writeLimits(t, tokensFile()+"  - name: edge\n    sha256: "+auth.HashToken(tokEdge)+"\n    scopes: [decide]\n    key_prefix: \"tenant=acme\"\n")
+	tn := startNode(t, func(c *node.Config) {
+		c.Security.TokensFile = path
+		c.EnvoyConfigDir = dir
+	})
+	rls := rlsv3.NewRateLimitServiceClient(tn.conn)
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "x-weir-token", tokEdge)
+	for range 3 {
+		if _, err := rls.ShouldRateLimit(ctx, envoyReq("edge", "tenant=acme", "tenant=evil")); status.Code(err) != codes.PermissionDenied {
+			t.Fatalf("a request with another tenant's descriptor: %v, want PermissionDenied", err)
+		}
+	}
+	for i := range 3 {
+		resp, err := rls.ShouldRateLimit(ctx, envoyReq("edge", "tenant=acme"))
+		if err != nil || resp.GetOverallCode() != rlsv3.RateLimitResponse_OK {
+			t.Fatalf("own descriptor, call %d of 3 after the refusals: %v, %v; want OK (the refusals spent nothing)", i+1, resp, err)
+		}
+	}
+	if resp, err := rls.ShouldRateLimit(ctx, envoyReq("edge", "tenant=acme")); err != nil || resp.GetOverallCode() != rlsv3.RateLimitResponse_OVER_LIMIT {
+		t.Fatalf("fourth call: %v, %v; want OVER_LIMIT", resp, err)
 	}
 }
