@@ -88,3 +88,21 @@ func TestLeaseErrors(t *testing.T) {
 		t.Fatalf("Decider called %d times for bad input", n-calls)
 	}
 }
+
+// TestLeaseHugeWait: every wait_ms validation accepts is served: the
+// largest (just under time.Duration's overflow in milliseconds) is clamped
+// to api.MaxLeaseWait, the ceiling of any limit's queue.max_wait, and the
+// queued answer's write deadline stays in the future, so the caller gets
+// the lease it was granted.
+func TestLeaseHugeWait(t *testing.T) {
+	s := newTestServer(t, &apitest.Decider{}, DefaultConfig())
+	for _, ms := range []string{"9223372036854", "9223372006855", "3600001"} {
+		r := s.post(t, "/v1/leases", `{"limit":"export-db","key":"tenant:acme","wait_ms":`+ms+`}`)
+		wantStatus(t, r, 201, `{"id":"l-1","fencing_token":17,"ttl_ms":30000}`)
+		if got := s.f.Acquires[len(s.f.Acquires)-1].Wait; got != api.MaxLeaseWait {
+			t.Fatalf("wait_ms %s reached the Decider as %v, want %v", ms, got, api.MaxLeaseWait)
+		}
+	}
+	wantStatus(t, s.post(t, "/v1/leases", `{"limit":"export-db","key":"tenant:acme","wait_ms":9223372036855}`), 400,
+		`{"error":"invalid_request","detail":"wait_ms is too large"}`)
+}
