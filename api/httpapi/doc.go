@@ -70,7 +70,10 @@
 //     field line, the address the proxy in front of Weir set or appended from
 //     the connection; for any other header, which must then appear exactly
 //     once, the whole value trimmed. The header must be one the proxy sets
-//     itself, never one it passes on from the client.
+//     itself, never one it passes on from the client. A header that carries
+//     a credential (Authorization, Proxy-Authorization, X-Weir-Token,
+//     Cookie) is refused (400): a bucket key is no secret, /v1/cluster/hot
+//     lists it.
 //   - deny_status=401 or 403 answers a denial with that status instead of
 //     429, with the same body and headers, because nginx's auth_request
 //     accepts only 2xx, 401 and 403 from the endpoint; the proxy maps it back
