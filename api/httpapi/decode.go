@@ -267,6 +267,9 @@ func decodeJSON(body []byte, v any) *api.Error {
 	if !validJSONText(body) {
 		return invalidf("request body is not valid UTF-8 (or holds an unpaired surrogate escape)")
 	}
+	if e := fieldNames(body); e != nil {
+		return e
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {

@@ -9,7 +9,13 @@
 // # Request bodies
 //
 // HTTP request bodies are one JSON object: unknown fields and trailing data
-// are invalid (a misspelt "cost" must not silently charge 1), integers must be
+// are invalid (a misspelt "cost" must not silently charge 1), field names
+// are matched exactly (lower case as documented: "KEY", "Key" and a
+// Unicode case twin such as "\u212aey" are unknown, where encoding/json
+// alone would fold them to "key") and may appear once per object (a
+// duplicate is invalid, where encoding/json would let the last win), so a
+// proxy that reads the body differently cannot be shown one request while
+// Weir decides another; integers must be
 // JSON integers (1.5, "1" and 1e3 are invalid), an omitted or null cost is 1,
 // an explicit 0 is invalid. A body that is not valid UTF-8 or holds an
 // unpaired surrogate escape is invalid (encoding/json would replace both with

@@ -75,6 +75,8 @@ func TestLeaseErrors(t *testing.T) {
 		{"/v1/leases", `{"limit":"export-db","key":"` + strings.Repeat("k", 513) + `"}`, "key is 513 bytes, over the 512-byte maximum"},
 		{"/v1/leases", `{"limit":"export-db","key":"k","holder":"` + strings.Repeat("h", 513) + `"}`, "holder is 513 bytes, over the 512-byte maximum"},
 		{"/v1/leases", `{"limit":"export-db","key":"k","ttl":5}`, `unknown field "ttl"`},
+		{"/v1/leases", `{"limit":"export-db","key":"k","wait_ms":5,"wait_ms":9}`, `field "wait_ms" is given twice`},
+		{"/v1/leases", `{"limit":"export-db","Key":"k"}`, `unknown field "Key" (field names are matched exactly, in lower case)`},
 		{"/v1/leases/l-1/renew", `{"ttl_ms":-5}`, "ttl_ms must not be negative"},
 		{"/v1/leases/l-1/renew", `{"ttl_ms":"5"}`, "ttl_ms: want an integer, got string"},
 		{"/v1/leases/" + strings.Repeat("x", 2049) + "/renew", ``, "lease id is 2049 bytes, over the 2048-byte maximum"},
