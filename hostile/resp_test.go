@@ -93,8 +93,10 @@ func closedWithin(c net.Conn, limit time.Duration) (time.Duration, error) {
 // at most 16 KiB each; a megabyte sent before AUTH is refused at 16 KiB.
 func TestRESPUnauthenticated(t *testing.T) {
 	respAddr := freeAddr(t)
-	extra := []string{"--resp-addr", respAddr, "--max-conns", "64",
-		"--resp-auth-timeout", respTimeout.String(), "--resp-command-timeout", respTimeout.String()}
+	extra := []string{
+		"--resp-addr", respAddr, "--max-conns", "64",
+		"--resp-auth-timeout", respTimeout.String(), "--resp-command-timeout", respTimeout.String(),
+	}
 	attack(t, extra, func(t *testing.T, n *node, sc scale) {
 		silent := make([]net.Conn, 0, 64)
 		defer func() {

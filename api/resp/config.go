@@ -141,8 +141,10 @@ func (c Config) withDefaults() Config {
 	set(&c.MaxRequestBytes, d.MaxRequestBytes)
 	set(&c.MaxPipeline, d.MaxPipeline)
 	for _, t := range []struct{ v, def *time.Duration }{
-		{&c.WriteTimeout, &d.WriteTimeout}, {&c.IdleTimeout, &d.IdleTimeout},
-		{&c.AuthTimeout, &d.AuthTimeout}, {&c.CommandTimeout, &d.CommandTimeout},
+		{&c.WriteTimeout, &d.WriteTimeout},
+		{&c.IdleTimeout, &d.IdleTimeout},
+		{&c.AuthTimeout, &d.AuthTimeout},
+		{&c.CommandTimeout, &d.CommandTimeout},
 	} {
 		if *t.v <= 0 {
 			*t.v = *t.def

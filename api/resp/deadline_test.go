@@ -185,8 +185,10 @@ func TestPreAuthBounds(t *testing.T) {
 	}
 	tests := []struct{ name, in, want string }{
 		{"arguments", "*9\r\n", "-ERR Protocol error: command has 9 arguments, over the 8 maximum before AUTH\r\n"},
-		{"bytes", "*5\r\n" + strings.Repeat("$4096\r\n"+strings.Repeat("x", 4096)+"\r\n", 4) + "$4096\r\n",
-			"-ERR Protocol error: command over 16384 bytes before AUTH\r\n"},
+		{
+			"bytes", "*5\r\n" + strings.Repeat("$4096\r\n"+strings.Repeat("x", 4096)+"\r\n", 4) + "$4096\r\n",
+			"-ERR Protocol error: command over 16384 bytes before AUTH\r\n",
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
