@@ -25,6 +25,9 @@
 // wait_ms, an empty or over-long (MaxLeaseIDBytes, 2048) lease id, and a
 // request id over MaxRequestIDBytes (32). ValidateChecks, ValidateField,
 // NewAcquireRequest, ValidateLeaseID and Milliseconds are these checks.
+// NewAcquireRequest also clamps an accepted wait to MaxLeaseWait (1 h, the
+// longest queue.max_wait), so deadline arithmetic on a wait never
+// overflows.
 // Semantic checks (unknown limit, cost above capacity, a lease of a rate
 // limit) are the Decider's. An error detail names the offending field,
 // never the caller's key.

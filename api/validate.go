@@ -25,6 +25,13 @@ const (
 	// information, so the bound is generous; anything longer cannot be an
 	// id a node issued.
 	MaxLeaseIDBytes = 2048
+	// MaxLeaseWait is the longest an acquire may wait in a queue: the
+	// ceiling of any limit's queue.max_wait (node/limits.MaxQueueWait). A
+	// longer wait_ms is accepted and waits this long at most, as a wait
+	// above the limit's own max_wait waits max_wait; so every deadline
+	// computed from a wait (a queued HTTP answer's write deadline, a
+	// forward's) stays far from time.Duration's overflow.
+	MaxLeaseWait = time.Hour
 )
 
 // maxDurationMs is the largest millisecond count that fits a time.Duration.
@@ -173,7 +180,7 @@ func acquireRequest(limit, key, holder string, ttlMs, waitMs int64, lim inputLim
 	if e != nil {
 		return AcquireRequest{}, e
 	}
-	req := AcquireRequest{Limit: limit, Key: key, Holder: holder, TTL: ttl, Wait: wait}
+	req := AcquireRequest{Limit: limit, Key: key, Holder: holder, TTL: ttl, Wait: min(wait, MaxLeaseWait)}
 	if e := checkAcquire(req, lim); e != nil {
 		return AcquireRequest{}, e
 	}

@@ -174,6 +174,18 @@ func (p *Policy) Authenticate(credential string) Answer {
 	return Answer{Outcome: Allowed, Token: t}
 }
 
+// Current returns the token of p with t's hash: t as the policy in force
+// defines it now (its scopes, limits and key prefix may have changed since
+// t was authenticated), or nil when p no longer has it. Front ends that
+// keep a caller's token for a connection or a stream re-resolve it with
+// Current before every call, so a reload reaches them.
+func (p *Policy) Current(t *Token) *Token {
+	if t == nil {
+		return nil
+	}
+	return p.byHash[t.Hash]
+}
+
 // Authorize is Authenticate followed by Token.Authorize.
 func (p *Policy) Authorize(credential string, scope Scope, limit, key string) Answer {
 	a := p.Authenticate(credential)

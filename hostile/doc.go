@@ -3,8 +3,13 @@
 // would (10,000 idle connections, slowloris headers and bodies, a 1 MiB
 // header, invalid UTF-8 and NUL in keys, a burst of distinct keys past the
 // bucket cap, oversize gRPC messages, a stream that never reads its
-// answers, connect/disconnect storms, a flood of bad tokens), while a
-// canary caller keeps asking for decisions. Each case asserts that the
+// answers, connect/disconnect storms, a flood of bad tokens; and, from an
+// adversarial probe of every API, Redis-protocol connections that never
+// authenticate or never finish a command, tokens narrowed and revoked under
+// open connections and streams, Envoy rules-mode refusals, the largest
+// lease wait, lease ids computed from one's own, gossip packets without the
+// secret, credential headers as keys and ambiguous JSON), while a canary
+// caller keeps asking for decisions. Each case asserts that the
 // canary is answered within its deadline throughout, that the node's
 // resident memory stays under a stated bound (read from /proc), that its
 // goroutines and open files return to where they were, and that rejected

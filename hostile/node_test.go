@@ -36,6 +36,8 @@ type scale struct {
 	storm      time.Duration // length of the connect/disconnect storm
 	badTokens  int           // requests with bad tokens
 	streamMsgs int           // requests sent on a stream that never reads
+	respConns  int           // unauthenticated RESP connections with half-sent commands
+	junk       int           // gossip packets without the cluster secret
 	rssBound   int64         // bytes of resident memory the node must stay under
 }
 
@@ -43,11 +45,11 @@ type scale struct {
 var (
 	shortScale = scale{
 		idleConns: 10_000, slowConns: 300, keys: 100_000, maxBuckets: 5_000, storm: 2 * time.Second,
-		badTokens: 5_000, streamMsgs: 20_000, rssBound: 192 << 20,
+		badTokens: 5_000, streamMsgs: 20_000, respConns: 128, junk: 500, rssBound: 192 << 20,
 	}
 	longScale = scale{
 		idleConns: 10_000, slowConns: 2_000, keys: 1_000_000, maxBuckets: 10_000, storm: 15 * time.Second,
-		badTokens: 100_000, streamMsgs: 200_000, rssBound: 192 << 20,
+		badTokens: 100_000, streamMsgs: 200_000, respConns: 1024, junk: 10_000, rssBound: 192 << 20,
 	}
 )
 
@@ -116,6 +118,7 @@ type node struct {
 	grpc   string
 	exited chan error
 	hc     *http.Client
+	dir    string // holds limits.yaml and tokens.yaml
 
 	mu  sync.Mutex // guards log
 	log bytes.Buffer
@@ -145,7 +148,7 @@ func startNode(t *testing.T, sc scale, extra ...string) *node {
 	if err := os.WriteFile(tokens, []byte(tf), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	n := &node{t: t, http: freeAddr(t), grpc: freeAddr(t), exited: make(chan error, 1)}
+	n := &node{t: t, http: freeAddr(t), grpc: freeAddr(t), exited: make(chan error, 1), dir: dir}
 	args := append([]string{
 		"serve", "--cluster=false", "--node-name", "hostile",
 		"--http-addr", n.http, "--grpc-addr", n.grpc, "--limits", limits, "--tokens-file", tokens,

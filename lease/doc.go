@@ -12,7 +12,10 @@
 // it after at most one TTL. Each lease carries
 //
 //   - an opaque id that routes to the owner by itself: ParseID recovers the
-//     limit and key, so any node can forward a renew or release;
+//     limit and key, so any node can forward a renew or release. The id is
+//     the lease's only credential (whoever holds it may renew or release
+//     it), so it ends in NonceBytes (128 bits) from crypto/rand
+//     (Config.Rand): one's own id says nothing about the next;
 //   - a fencing token, strictly increasing per (limit, key): a resource the
 //     lease protects can reject a writer whose token is lower than one it has
 //     already seen, which is what makes an expired-but-still-running holder

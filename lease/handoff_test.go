@@ -150,7 +150,7 @@ func TestImportRejectsMalformed(t *testing.T) {
 		"floor":   func(h *Handoff) { h.NextFencing = MaxFencing + 1 },
 		"token": func(h *Handoff) {
 			h.Leases[0].Fencing = MaxFencing
-			h.Leases[0].ID = makeID("db", "acme", MaxFencing, 0)
+			h.Leases[0].ID = makeID("db", "acme", MaxFencing, nonce16(0))
 		},
 	} {
 		h := Handoff{NextFencing: good.NextFencing, Leases: []Snapshot{good.Leases[0]}}

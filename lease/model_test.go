@@ -3,6 +3,7 @@ package lease
 import (
 	"cmp"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -18,7 +19,7 @@ type model struct {
 	now     time.Time
 	next    uint64 // next fencing token
 	tickets uint64
-	nonce   uint64 // the same id nonce sequence as the Table's
+	rand    io.Reader // the same id nonce sequence as the Table's
 	leases  []mLease
 	waiters []mWaiter // in arrival order; a key's queue is its subsequence
 	params  map[bucketKey]Params
@@ -36,7 +37,20 @@ type mWaiter struct {
 }
 
 func newModel(c Config) *model {
-	return &model{cfg: c, next: c.FirstFencing, nonce: c.IDSeed, params: map[bucketKey]Params{}}
+	return &model{cfg: c, next: c.FirstFencing, rand: rand.NewChaCha8(modelSeed), params: map[bucketKey]Params{}}
+}
+
+// modelSeed seeds the id nonces of the model and of the Table it is
+// compared with.
+var modelSeed = [32]byte{42}
+
+// nonce is the Table's nonce read from the model's copy of its source.
+func (m *model) nonce() []byte {
+	n := make([]byte, NonceBytes)
+	if _, err := io.ReadFull(m.rand, n); err != nil {
+		panic(err)
+	}
+	return n
 }
 
 func (m *model) held(k bucketKey) int64 {
@@ -61,7 +75,7 @@ func (m *model) queued(k bucketKey) int {
 
 func (m *model) issue(k bucketKey, holder string, ttl time.Duration) Grant {
 	g := Grant{
-		ID: makeID(k.limit, k.key, m.next, splitmix64(&m.nonce)), Limit: k.limit, Key: k.key,
+		ID: makeID(k.limit, k.key, m.next, m.nonce()), Limit: k.limit, Key: k.key,
 		Holder: holder, Fencing: m.next, Expires: m.now.Add(ttl), TTL: ttl,
 	}
 	m.next++
@@ -292,12 +306,13 @@ type diffStats struct {
 // fails on the first difference.
 func diff(t *testing.T, ops []byte) (st diffStats) {
 	t.Helper()
-	c := Config{MaxLeases: 7, MaxWaiters: 4, FirstFencing: 5, IDSeed: 42}
+	c := Config{MaxLeases: 7, MaxWaiters: 4, FirstFencing: 5}
+	m := newModel(c)
+	c.Rand = rand.NewChaCha8(modelSeed)
 	tbl, err := NewTable(c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := newModel(c)
 	now := t0
 	var ids []string     // every lease id ever granted, live or not
 	var tickets []uint64 // every ticket ever issued

@@ -3,6 +3,7 @@ package lease
 import (
 	"errors"
 	"fmt"
+	"io"
 	"time"
 )
 
@@ -123,11 +124,12 @@ type Config struct {
 	// issues tokens above those it issued before it crashed. Default 1;
 	// range [1, MaxFencing].
 	FirstFencing uint64
-	// IDSeed seeds the nonce that makes lease ids unique even when two
-	// tables issue the same fencing token for the same key (a crash without
-	// handoff). Any value; a node should pass a random one. Lease ids are
-	// unique, not secret: knowing one lets a caller renew or release it.
-	IDSeed uint64
+	// Rand is where the random part of lease ids (NonceBytes per lease)
+	// comes from; nil is crypto/rand.Reader, which production uses: ids
+	// must be unguessable, since knowing one lets a caller renew or release
+	// that lease. Tests pass a seeded source. A read from it must not fail
+	// (crypto/rand's never does); a failing read panics.
+	Rand io.Reader
 }
 
 // DefaultConfig returns the production sizes: a million leases and 65536

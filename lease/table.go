@@ -1,7 +1,9 @@
 package lease
 
 import (
+	cryptorand "crypto/rand"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 )
@@ -66,7 +68,6 @@ type Table struct {
 	now         time.Time // the latest now seen; never decreases
 	nextFencing uint64    // the next fencing token to issue
 	nextTicket  uint64    // the last waiter ticket issued
-	nonce       uint64    // splitmix64 state for lease id nonces
 	buckets     map[bucketKey]*bucket
 	leases      map[string]*lease
 	waiters     map[uint64]*waiter
@@ -79,10 +80,12 @@ func NewTable(c Config) (*Table, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
+	if c.Rand == nil {
+		c.Rand = cryptorand.Reader // kept in cfg: nonce reads from it
+	}
 	return &Table{
 		cfg:         c,
 		nextFencing: c.FirstFencing,
-		nonce:       c.IDSeed,
 		buckets:     make(map[bucketKey]*bucket),
 		leases:      make(map[string]*lease),
 		waiters:     make(map[uint64]*waiter),
@@ -310,13 +313,22 @@ func (t *Table) issue(b *bucket, holder string, ttl time.Duration) *lease {
 	t.nextFencing++
 	l := &lease{
 		timer:  timer{at: t.now.Add(ttl), seq: fencing},
-		id:     makeID(b.limit, b.key, fencing, splitmix64(&t.nonce)),
+		id:     makeID(b.limit, b.key, fencing, t.nonce()),
 		b:      b,
 		holder: holder,
 		ttl:    ttl,
 	}
 	t.insert(l)
 	return l
+}
+
+// nonce returns NonceBytes from the table's random source.
+func (t *Table) nonce() []byte {
+	var n [NonceBytes]byte
+	if _, err := io.ReadFull(t.cfg.Rand, n[:]); err != nil {
+		panic("lease: Config.Rand failed: " + err.Error())
+	}
+	return n[:]
 }
 
 // insert links l into its bucket, the id index and the timer heap.

@@ -155,8 +155,19 @@ func (n *Node) newMembers(version int64, listen func(network, addr string) (net.
 	if err != nil {
 		return clusterParts{}, err
 	}
+	rc := cfg.Timing.ring(cfg.Ring)
+	decryptFailures := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "weir_gossip_decrypt_failures_total",
+		Help: "Gossip packets and streams that failed to decrypt: senders without the cluster secret (logged at most every 10s).",
+	})
+	if err := n.reg.Register(decryptFailures); err != nil {
+		return clusterParts{}, err
+	}
+	if rc.OnDecryptFailure == nil {
+		rc.OnDecryptFailure = decryptFailures.Inc
+	}
 	c, err := cluster.New(cluster.Config{
-		Self: cfg.NodeName, Ring: cfg.Timing.ring(cfg.Ring), GossipKey: gossipKey, Forward: cfg.Forward, Credentials: creds,
+		Self: cfg.NodeName, Ring: rc, GossipKey: gossipKey, Forward: cfg.Forward, Credentials: creds,
 		PeerAddr: cfg.PeerListenAddr(), PeerAdvertise: cfg.PeerAdvertise,
 		HandoffWindow: cfg.Timing.HandoffWindow, TakeoverDelay: cfg.Timing.TakeoverDelay,
 		LeaveTimeout: cfg.LeaveTimeout, Replication: cfg.Replication,

@@ -157,7 +157,9 @@ func (n *Node) authConfig() authz.Config {
 // with a tokens file, AUTH against it: a connection must authenticate with
 // a token (AUTH token, or HELLO 3 AUTH default token) before any other
 // command, and every check it sends is authorized with that token as on
-// the other APIs.
+// the other APIs, as the tokens file in force defines it at that command
+// (authz.Config.Authorize looks it up again), so a reload reaches open
+// connections.
 func (n *Node) respConfig() resp.Config {
 	rc := n.cfg.RESP
 	rc.TLS = n.tls.ServerConfig()

@@ -98,6 +98,7 @@ func (n *Node) publicServers() ([]net.Listener, []func(net.Listener)) {
 	envoyCfg.MaxKeyBytes = n.cfg.maxKeyBytes()
 	envoyCfg.Now = n.clock
 	envoyCfg.Rules = n.envoy.current
+	envoyCfg.Authorize = ac.AuthorizeChecks
 	envoyrls.Register(n.grpcSrv, public, envoyCfg)
 	lns := []net.Listener{httpLn, limitListener(n.grpcLn, lim)}
 	serve := []func(net.Listener){

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/weir-rl/weir/api"
 	"github.com/weir-rl/weir/transport/peerpb"
 )
 
@@ -80,7 +81,7 @@ func (p *Pool) Do(ctx context.Context, peerAddr string, req Request) (Reply, err
 		return Reply{}, ErrInvalidOp
 	}
 	start := time.Now()
-	deadline := start.Add(p.cfg.Deadline + max(req.Wait, 0))
+	deadline := start.Add(p.cfg.Deadline + min(max(req.Wait, 0), api.MaxLeaseWait)) // no overflow whatever a caller sent
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}

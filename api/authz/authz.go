@@ -55,14 +55,25 @@ func (c Config) Credential(cred string) (*auth.Token, error) {
 }
 
 // Authorize checks t, a caller's token that Credential returned, for scope
-// on (limit, key) (see auth.Token.Authorize). A refusal is a CodeForbidden
-// *api.Error, or CodeUnauthenticated for a nil t, counted by OnFailure. It
-// does not consult the policy: with none in force there is no token and
-// nothing to check.
+// on (limit, key) (see auth.Token.Authorize), as the policy in force now
+// defines it: t is re-resolved by its hash (auth.Policy.Current) on every
+// call, so a token removed from the tokens file is refused
+// (CodeUnauthenticated, unknown_token) and a narrowed one is held to its
+// new scopes, limits and prefix, also on a connection or stream that
+// authenticated before the reload (RESP, gRPC TakeStream). A refusal is a
+// CodeForbidden *api.Error, or CodeUnauthenticated for a nil or revoked t,
+// counted by OnFailure. With no policy in force the token is checked as it
+// is.
 func (c Config) Authorize(t *auth.Token, scope auth.Scope, limit, key string) error {
 	if t == nil {
 		c.failed(auth.ReasonMissing)
 		return refusal(auth.Answer{Outcome: auth.Unauthenticated, Reason: auth.ReasonMissing}, scope, limit)
+	}
+	if p := c.policy(); p != nil {
+		if t = p.Current(t); t == nil {
+			c.failed(auth.ReasonUnknown)
+			return refusal(auth.Answer{Outcome: auth.Unauthenticated, Reason: auth.ReasonUnknown}, scope, limit)
+		}
 	}
 	if ans := t.Authorize(scope, limit, key); !ans.OK() {
 		c.failed(ans.Reason)
@@ -78,6 +89,27 @@ func (c Config) authorize(ctx context.Context, scope auth.Scope, limit, key stri
 		return nil
 	}
 	return c.Authorize(CallerFrom(ctx), scope, limit, key)
+}
+
+// AuthorizeChecks checks the caller of ctx for the decide scope on every
+// check, as Decider's Take does before it spends: the first refusal is
+// returned (counted by OnFailure), so a caller refused for one check is
+// refused for all. No checks checks the scope alone. Without a policy in
+// force every call is allowed. A front end that spends checks one take at
+// a time (Envoy's rules mode) calls it first, so a refusal spends nothing.
+func (c Config) AuthorizeChecks(ctx context.Context, checks []api.Check) error {
+	if c.policy() == nil {
+		return nil
+	}
+	if len(checks) == 0 {
+		return c.authorize(ctx, auth.ScopeDecide, "", "")
+	}
+	for _, ch := range checks {
+		if err := c.authorize(ctx, auth.ScopeDecide, ch.Limit, ch.Key); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 type callerKey struct{}

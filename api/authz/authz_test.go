@@ -3,6 +3,8 @@ package authz
 import (
 	"context"
 	"errors"
+	"slices"
+	"sync/atomic"
 	"testing"
 
 	"github.com/weir-rl/weir/api"
@@ -158,4 +160,65 @@ func TestRingForDecideTokens(t *testing.T) {
 	if _, err := d.Cluster(ctx, "", ""); err == nil {
 		t.Fatal("the cluster view was served to a decide token")
 	}
+}
+
+// TestReloadReachesHeldTokens: a caller's token kept in a context from
+// before a reload (a RESP connection, a gRPC stream) is judged by the
+// policy in force at each call: removed, it is unauthenticated; narrowed to
+// another key prefix, the old prefix is forbidden; nothing reaches the
+// wrapped Decider on a refusal.
+func TestReloadReachesHeldTokens(t *testing.T) {
+	parse := func(file string) *auth.Policy {
+		p, err := auth.Parse([]byte("version: 1\ntokens:\n"+file), "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	tok := func(prefix string) string {
+		return "  - {name: acme, sha256: " + auth.HashToken("acme") + ", scopes: [decide], key_prefix: \"" + prefix + "\"}\n"
+	}
+	other := "  - {name: ops, sha256: " + auth.HashToken("ops") + ", scopes: [admin]}\n"
+	var cur atomic.Pointer[auth.Policy]
+	cur.Store(parse(tok("tenant:acme:") + other))
+	var failures []auth.Reason
+	cfg := Config{Policy: cur.Load, OnFailure: func(r auth.Reason) { failures = append(failures, r) }}
+	held := WithCaller(context.Background(), cur.Load().Authenticate("acme").Token)
+	fake := &apitest.Decider{}
+	d := Decider(fake, cfg)
+	take := func(key string) error {
+		_, err := d.Take(held, []api.Check{{Limit: "export", Key: key, Cost: 1}})
+		return err
+	}
+	if err := take("tenant:acme:1"); err != nil {
+		t.Fatalf("before the reload: %v", err)
+	}
+	cur.Store(parse(tok("tenant:acme:eu:") + other)) // narrowed
+	if err := take("tenant:acme:1"); errCode(err) != api.CodeForbidden {
+		t.Fatalf("narrowed token on its old prefix: %v, want forbidden", err)
+	}
+	if err := take("tenant:acme:eu:1"); err != nil {
+		t.Fatalf("narrowed token on its new prefix: %v", err)
+	}
+	cur.Store(parse(other)) // removed
+	if err := take("tenant:acme:eu:1"); errCode(err) != api.CodeUnauthenticated {
+		t.Fatalf("removed token: %v, want unauthenticated", err)
+	}
+	if _, err := d.Cluster(WithCaller(api.ForRing(context.Background()), cur.Load().Authenticate("ops").Token), "", ""); errCode(err) != api.CodeForbidden {
+		t.Fatalf("ops token without read on the ring: %v, want forbidden", err)
+	}
+	if n := len(fake.Takes); n != 2 {
+		t.Fatalf("the wrapped Decider saw %d takes, want the 2 allowed", n)
+	}
+	if want := []auth.Reason{auth.ReasonKeyPrefix, auth.ReasonUnknown, auth.ReasonScope}; !slices.Equal(failures, want) {
+		t.Fatalf("failures %v, want %v", failures, want)
+	}
+}
+
+// errCode is the api.Code of err, 0 when it carries none.
+func errCode(err error) api.Code {
+	if e, ok := errors.AsType[*api.Error](err); ok {
+		return e.Code
+	}
+	return 0
 }

@@ -74,17 +74,8 @@ func (a authDecider) authorizeLease(ctx context.Context, id string) error {
 
 // Take implements api.Decider.
 func (a authDecider) Take(ctx context.Context, checks []api.Check) (api.TakeResponse, error) {
-	if a.cfg.policy() != nil {
-		if len(checks) == 0 {
-			if err := a.cfg.authorize(ctx, auth.ScopeDecide, "", ""); err != nil {
-				return api.TakeResponse{}, err
-			}
-		}
-		for _, c := range checks {
-			if err := a.cfg.authorize(ctx, auth.ScopeDecide, c.Limit, c.Key); err != nil {
-				return api.TakeResponse{}, err
-			}
-		}
+	if err := a.cfg.AuthorizeChecks(ctx, checks); err != nil {
+		return api.TakeResponse{}, err
 	}
 	return a.d.Take(ctx, checks)
 }
@@ -119,7 +110,11 @@ func (a authDecider) Release(ctx context.Context, id string) error {
 // only members and their addresses, which such a client dials anyway.
 func (a authDecider) Cluster(ctx context.Context, limit, key string) (api.ClusterInfo, error) {
 	scope := auth.ScopeRead
-	if t := CallerFrom(ctx); t != nil && api.IsRingRequest(ctx) && !t.Has(auth.ScopeRead) && t.Has(auth.ScopeDecide) {
+	t := CallerFrom(ctx)
+	if p := a.cfg.policy(); p != nil {
+		t = p.Current(t) // as the policy in force defines it now
+	}
+	if t != nil && api.IsRingRequest(ctx) && !t.Has(auth.ScopeRead) && t.Has(auth.ScopeDecide) {
 		scope = auth.ScopeDecide
 	}
 	if err := a.cfg.authorize(ctx, scope, "", ""); err != nil {

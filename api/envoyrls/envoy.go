@@ -138,6 +138,15 @@ type Config struct {
 	// by its rules (envoy_rules.go); without, by the generic_key mapping
 	// above.
 	Rules func() *envoyconf.Config
+	// Authorize, when not nil, is asked before a request decided by the
+	// rules (Rules) spends anything, with one check per descriptor a rule
+	// decides; an error fails the whole call with nothing spent, mapped
+	// like a Decider error (the node passes authz.Config.AuthorizeChecks,
+	// so a PermissionDenied call never charges its other descriptors).
+	// The generic_key mapping needs none: its descriptors are one take,
+	// refused whole by the authorizing Decider. Nil: only the Decider
+	// authorizes, one descriptor at a time.
+	Authorize func(ctx context.Context, checks []api.Check) error
 	// Now is the clock of the rules' fixed windows, for the reset time of a
 	// rule that denies without a bucket (requests_per_unit: 0). Nil is
 	// time.Now.
@@ -186,6 +195,8 @@ type server struct {
 	lim    inputLimits
 	rules  func() *envoyconf.Config // nil: no rules, the generic_key mapping
 	now    func() time.Time
+	// authorize is Config.Authorize; nil authorizes nothing here.
+	authorize func(ctx context.Context, checks []api.Check) error
 }
 
 // NewServer returns Envoy's envoy.service.ratelimit.v3.RateLimitService
@@ -205,11 +216,12 @@ func NewServer(d api.Decider, cfg Config) rlsv3.RateLimitServiceServer {
 		cfg.Now = time.Now
 	}
 	return &server{
-		d:      d,
-		domain: cfg.Domain,
-		lim:    inputLimits{maxKeyBytes: cfg.MaxKeyBytes, maxChecks: cfg.MaxDescriptors},
-		rules:  cfg.Rules,
-		now:    cfg.Now,
+		d:         d,
+		domain:    cfg.Domain,
+		lim:       inputLimits{maxKeyBytes: cfg.MaxKeyBytes, maxChecks: cfg.MaxDescriptors},
+		rules:     cfg.Rules,
+		now:       cfg.Now,
+		authorize: cfg.Authorize,
 	}
 }
 

@@ -46,6 +46,12 @@ import (
 // envoyproxy/ratelimit would apply instead of its configuration, is ignored:
 // the files are the only source of limits.
 //
+// Before any descriptor is taken, every descriptor a rule decides has its
+// key rendered and checked, and the caller is authorized for all of them
+// (Config.Authorize): a request refused for one descriptor (a bad key, a
+// key or limit outside the caller's token) fails whole with nothing spent,
+// as a /v1/take with several checks does.
+//
 // hits is the descriptor's hits_addend when set (0 included: ask without
 // counting), else the request's, at least 1. The status of a take: code OK
 // or OVER_LIMIT by its result (a shadow_mode rule's limit is a shadow limit:
@@ -84,14 +90,18 @@ func (s *server) decideRules(ctx context.Context, cfg *envoyconf.Config, req *rl
 		return nil, err
 	}
 
+	keys, err := s.authorizeRules(ctx, descs, matches, replacing, req)
+	if err != nil {
+		return nil, err
+	}
+
 	out := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK, Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(descs))}
 	var limited []api.Result // for the headers
 	var retry time.Duration
 	for i, d := range descs {
-		m := matches[i]
-		r := m.Rule
+		r := matches[i].Rule
 		switch {
-		case r == nil || (!r.Limit.Unlimited && r.Limit.Name != "" && replacing[r.Limit.Name]):
+		case !ruled(r, replacing):
 			out.Statuses[i] = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
 			continue
 		case r.Limit.Unlimited:
@@ -119,11 +129,7 @@ func (s *server) decideRules(ctx context.Context, cfg *envoyconf.Config, req *rl
 			}
 			continue
 		}
-		key, e := renderKey(i, len(m.Entries), func(j int) (string, string) { return m.Entries[j].Key, m.Entries[j].Value }, -1, s.lim.maxKeyBytes)
-		if e != nil {
-			return nil, envoyStatus(ctx, e).Err()
-		}
-		resp, err := s.d.Take(ctx, []api.Check{{Limit: r.LimitName(), Key: key, Cost: int64(hits)}})
+		resp, err := s.d.Take(ctx, []api.Check{{Limit: r.LimitName(), Key: keys[i], Cost: int64(hits)}})
 		if err != nil {
 			return nil, envoyStatus(ctx, err).Err()
 		}
@@ -145,6 +151,44 @@ func (s *server) decideRules(ctx context.Context, cfg *envoyconf.Config, req *rl
 	}
 	addRulesHeaders(out, limited, retry)
 	return out, nil
+}
+
+// ruled reports whether a descriptor that matched r is decided by r's
+// limit: a rule matched and no other matched rule replaces it.
+func ruled(r *envoyconf.Rule, replacing map[string]bool) bool {
+	return r != nil && (r.Limit.Unlimited || r.Limit.Name == "" || !replacing[r.Limit.Name])
+}
+
+// authorizeRules renders the bucket key of every descriptor a rule
+// decides ("" for the others) and, before anything is spent, checks them
+// all: each key must render within the bounds, and Config.Authorize must
+// allow every (limit, key) of the request at once. So a request refused
+// for any descriptor spends nothing for the others, as /v1/take refuses a
+// take whole. Unlimited rules are authorized too: the caller learns
+// nothing of a bucket it may not use.
+func (s *server) authorizeRules(ctx context.Context, descs []*ratelimitv3.RateLimitDescriptor, matches []envoyconf.Match,
+	replacing map[string]bool, req *rlsv3.RateLimitRequest,
+) ([]string, error) {
+	keys := make([]string, len(descs))
+	checks := make([]api.Check, 0, len(descs))
+	for i, d := range descs {
+		m := matches[i]
+		if !ruled(m.Rule, replacing) {
+			continue
+		}
+		key, e := renderKey(i, len(m.Entries), func(j int) (string, string) { return m.Entries[j].Key, m.Entries[j].Value }, -1, s.lim.maxKeyBytes)
+		if e != nil {
+			return nil, envoyStatus(ctx, e).Err()
+		}
+		keys[i] = key
+		checks = append(checks, api.Check{Limit: m.Rule.LimitName(), Key: key, Cost: int64(max(1, min(envoyHits(d, req), math.MaxInt64)))})
+	}
+	if s.authorize != nil {
+		if err := s.authorize(ctx, checks); err != nil {
+			return nil, envoyStatus(ctx, err).Err()
+		}
+	}
+	return keys, nil
 }
 
 // matchRules matches each descriptor of req against cfg's rules, and

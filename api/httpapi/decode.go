@@ -192,6 +192,18 @@ func decodeCheckQuery(rawQuery string, header http.Header, lim inputLimits) (che
 	return c, nil
 }
 
+// credentialHeaders are the headers key_header may not name, by canonical
+// name: each carries a credential (the caller's Weir token, the client's
+// own Authorization a forward-auth proxy passes through, its cookies), and
+// a bucket key is not a secret: hot keys list it to any read token. The
+// table is never modified.
+var credentialHeaders = map[string]bool{
+	"Authorization":       true,
+	"Proxy-Authorization": true,
+	TokenHeader:           true,
+	"Cookie":              true,
+}
+
 // keyFromHeader returns the key that a forward-auth proxy put in the request
 // header name. For X-Forwarded-For it is the last address of the last field
 // line: the one the proxy in front of Weir appended (or set) from the
@@ -203,6 +215,10 @@ func decodeCheckQuery(rawQuery string, header http.Header, lim inputLimits) (che
 func keyFromHeader(h http.Header, name string) (string, *api.Error) {
 	if name == "" || len(name) > 128 {
 		return "", invalidf("%s must name a request header", checkKeyHeaderParam)
+	}
+	if credentialHeaders[http.CanonicalHeaderKey(name)] {
+		return "", invalidf("%s may not name %s: it carries a credential, which would become a bucket key (shown by /v1/cluster/hot)",
+			checkKeyHeaderParam, http.CanonicalHeaderKey(name))
 	}
 	vals := h.Values(name)
 	if len(vals) == 0 {
@@ -250,6 +266,9 @@ func decodeRenewRequest(body []byte) (time.Duration, error) {
 func decodeJSON(body []byte, v any) *api.Error {
 	if !validJSONText(body) {
 		return invalidf("request body is not valid UTF-8 (or holds an unpaired surrogate escape)")
+	}
+	if e := fieldNames(body); e != nil {
+		return e
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()

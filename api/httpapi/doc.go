@@ -9,7 +9,13 @@
 // # Request bodies
 //
 // HTTP request bodies are one JSON object: unknown fields and trailing data
-// are invalid (a misspelt "cost" must not silently charge 1), integers must be
+// are invalid (a misspelt "cost" must not silently charge 1), field names
+// are matched exactly (lower case as documented: "KEY", "Key" and a
+// Unicode case twin such as "\u212aey" are unknown, where encoding/json
+// alone would fold them to "key") and may appear once per object (a
+// duplicate is invalid, where encoding/json would let the last win), so a
+// proxy that reads the body differently cannot be shown one request while
+// Weir decides another; integers must be
 // JSON integers (1.5, "1" and 1e3 are invalid), an omitted or null cost is 1,
 // an explicit 0 is invalid. A body that is not valid UTF-8 or holds an
 // unpaired surrogate escape is invalid (encoding/json would replace both with
@@ -70,7 +76,10 @@
 //     field line, the address the proxy in front of Weir set or appended from
 //     the connection; for any other header, which must then appear exactly
 //     once, the whole value trimmed. The header must be one the proxy sets
-//     itself, never one it passes on from the client.
+//     itself, never one it passes on from the client. A header that carries
+//     a credential (Authorization, Proxy-Authorization, X-Weir-Token,
+//     Cookie) is refused (400): a bucket key is no secret, /v1/cluster/hot
+//     lists it.
 //   - deny_status=401 or 403 answers a denial with that status instead of
 //     429, with the same body and headers, because nginx's auth_request
 //     accepts only 2xx, 401 and 403 from the endpoint; the proxy maps it back

@@ -92,6 +92,26 @@ func TestCheckForwardAuthBadInput(t *testing.T) {
 		{"header missing", "limit=export&key_header=X-Auth-User", nil, `header "X-Auth-User" named by key_header is missing`},
 		{"identity twice", "limit=export&key_header=X-Auth-User", http.Header{"X-Auth-User": {"a", "b"}}, `header "X-Auth-User" named by key_header is given 2 times`},
 		{"empty forwarded element", "limit=export&key_header=X-Forwarded-For", http.Header{"X-Forwarded-For": {"10.0.0.7, "}}, "key is empty"},
+		{
+			"the caller's credential", "limit=export&key_header=authorization",
+			http.Header{"Authorization": {"Bearer secret"}},
+			"key_header may not name Authorization: it carries a credential, which would become a bucket key (shown by /v1/cluster/hot)",
+		},
+		{
+			"the token header", "limit=export&key_header=X-Weir-Token",
+			http.Header{"X-Weir-Token": {"secret"}},
+			"key_header may not name X-Weir-Token: it carries a credential, which would become a bucket key (shown by /v1/cluster/hot)",
+		},
+		{
+			"a proxy credential", "limit=export&key_header=Proxy-Authorization",
+			http.Header{"Proxy-Authorization": {"Basic eDp5"}},
+			"key_header may not name Proxy-Authorization: it carries a credential, which would become a bucket key (shown by /v1/cluster/hot)",
+		},
+		{
+			"cookies", "limit=export&key_header=Cookie",
+			http.Header{"Cookie": {"session=secret"}},
+			"key_header may not name Cookie: it carries a credential, which would become a bucket key (shown by /v1/cluster/hot)",
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newTestServer(t, &apitest.Decider{}, DefaultConfig())

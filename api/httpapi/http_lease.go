@@ -38,8 +38,9 @@ func (h *handler) acquire(w http.ResponseWriter, r *http.Request) {
 	}
 	if req.Wait > 0 {
 		// The server's write timeout runs from the end of the headers; a
-		// queued acquire may wait longer than it before its answer.
-		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(req.Wait + queuedWriteGrace))
+		// queued acquire may wait longer than it before its answer. Wait
+		// is at most api.MaxLeaseWait, so the sum cannot overflow.
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(min(req.Wait, api.MaxLeaseWait) + queuedWriteGrace))
 	}
 	resp, err := h.d.Acquire(r.Context(), req)
 	if err != nil {

@@ -75,6 +75,8 @@ func TestLeaseErrors(t *testing.T) {
 		{"/v1/leases", `{"limit":"export-db","key":"` + strings.Repeat("k", 513) + `"}`, "key is 513 bytes, over the 512-byte maximum"},
 		{"/v1/leases", `{"limit":"export-db","key":"k","holder":"` + strings.Repeat("h", 513) + `"}`, "holder is 513 bytes, over the 512-byte maximum"},
 		{"/v1/leases", `{"limit":"export-db","key":"k","ttl":5}`, `unknown field "ttl"`},
+		{"/v1/leases", `{"limit":"export-db","key":"k","wait_ms":5,"wait_ms":9}`, `field "wait_ms" is given twice`},
+		{"/v1/leases", `{"limit":"export-db","Key":"k"}`, `unknown field "Key" (field names are matched exactly, in lower case)`},
 		{"/v1/leases/l-1/renew", `{"ttl_ms":-5}`, "ttl_ms must not be negative"},
 		{"/v1/leases/l-1/renew", `{"ttl_ms":"5"}`, "ttl_ms: want an integer, got string"},
 		{"/v1/leases/" + strings.Repeat("x", 2049) + "/renew", ``, "lease id is 2049 bytes, over the 2048-byte maximum"},
@@ -87,4 +89,22 @@ func TestLeaseErrors(t *testing.T) {
 	if n := s.f.Calls(); n != calls {
 		t.Fatalf("Decider called %d times for bad input", n-calls)
 	}
+}
+
+// TestLeaseHugeWait: every wait_ms validation accepts is served: the
+// largest (just under time.Duration's overflow in milliseconds) is clamped
+// to api.MaxLeaseWait, the ceiling of any limit's queue.max_wait, and the
+// queued answer's write deadline stays in the future, so the caller gets
+// the lease it was granted.
+func TestLeaseHugeWait(t *testing.T) {
+	s := newTestServer(t, &apitest.Decider{}, DefaultConfig())
+	for _, ms := range []string{"9223372036854", "9223372006855", "3600001"} {
+		r := s.post(t, "/v1/leases", `{"limit":"export-db","key":"tenant:acme","wait_ms":`+ms+`}`)
+		wantStatus(t, r, 201, `{"id":"l-1","fencing_token":17,"ttl_ms":30000}`)
+		if got := s.f.Acquires[len(s.f.Acquires)-1].Wait; got != api.MaxLeaseWait {
+			t.Fatalf("wait_ms %s reached the Decider as %v, want %v", ms, got, api.MaxLeaseWait)
+		}
+	}
+	wantStatus(t, s.post(t, "/v1/leases", `{"limit":"export-db","key":"tenant:acme","wait_ms":9223372036855}`), 400,
+		`{"error":"invalid_request","detail":"wait_ms is too large"}`)
 }

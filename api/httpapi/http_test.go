@@ -196,6 +196,12 @@ func TestTakeBadInput(t *testing.T) {
 		{"limit 513 bytes", `{"checks":[{"limit":"` + key513 + `","key":"k"}]}`, "checks[0].limit is 513 bytes, over the 512-byte maximum"},
 		{"unknown field", `{"checks":[{"limit":"export","key":"k","costs":5}]}`, `unknown field "costs"`},
 		{"trailing data", `{"checks":[{"limit":"export","key":"k"}]} {}`, "trailing data after the JSON value"},
+		// Field names match exactly and once: no case folding, no last-wins.
+		{"duplicate key", `{"checks":[{"limit":"export","key":"tenant:acme:1","key":"tenant:evil:1"}]}`, `field "key" is given twice`},
+		{"duplicate checks", `{"checks":[{"limit":"export","key":"a"}],"checks":[{"limit":"export","key":"b"}]}`, `field "checks" is given twice`},
+		{"upper-case name", `{"checks":[{"limit":"export","KEY":"k"}]}`, `unknown field "KEY" (field names are matched exactly, in lower case)`},
+		{"case twin after the name", `{"checks":[{"limit":"export","key":"a","Key":"b"}]}`, `unknown field "Key" (field names are matched exactly, in lower case)`},
+		{"Kelvin sign", `{"checks":[{"limit":"export","Key":"k"}]}`, "unknown field \"\u212aey\" (field names are matched exactly, in lower case)"},
 		{"key number", `{"checks":[{"limit":"export","key":5}]}`, "checks.key: want a string, got number"},
 		{"too many checks", `{"checks":[` + strings.Repeat(`{"limit":"a","key":"k"},`, 100) + `{"limit":"a","key":"k"}]}`, "checks has 101 entries, over the 100 maximum"},
 	} {

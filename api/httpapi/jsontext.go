@@ -1,6 +1,12 @@
 package httpapi
 
-import "unicode/utf8"
+import (
+	"bytes"
+	"encoding/json"
+	"unicode/utf8"
+
+	"github.com/weir-rl/weir/api"
+)
 
 // validJSONText reports whether a JSON body decodes without loss:
 // encoding/json silently replaces invalid UTF-8 and unpaired surrogate
@@ -66,4 +72,71 @@ func hex4(b []byte, i int) (rune, bool) {
 		}
 	}
 	return r, true
+}
+
+// fieldNames checks the object member names of a JSON body against the
+// contract every request body keeps: names are matched exactly, as written
+// in the API reference (lower-case snake_case), and each appears at most
+// once per object. encoding/json alone would match "KEY" or "\u212aey"
+// (the Kelvin sign folds to k) to "key" and let the last of two "key"s win,
+// so a proxy or firewall that reads the first, or compares names exactly,
+// would judge a different request than Weir decides. It returns nil for a
+// body that is not valid JSON: the decoder reports that, so every syntax
+// error reads the same.
+func fieldNames(body []byte) *api.Error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	type frame struct {
+		object  bool
+		wantKey bool
+		seen    map[string]bool
+	}
+	var stack []frame
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil // the end, or malformed: the decoder answers
+		}
+		top := len(stack) - 1
+		if top >= 0 && stack[top].object && stack[top].wantKey {
+			if name, ok := tok.(string); ok {
+				if !snakeCase(name) {
+					return invalidf("unknown field %q (field names are matched exactly, in lower case)", api.Clip(name))
+				}
+				if stack[top].seen[name] {
+					return invalidf("field %q is given twice", name)
+				}
+				stack[top].seen[name] = true
+				stack[top].wantKey = false
+				continue
+			}
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, frame{object: true, wantKey: true, seen: map[string]bool{}})
+			continue
+		case json.Delim('['):
+			stack = append(stack, frame{})
+			continue
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:len(stack)-1]
+		}
+		// A value ended: the enclosing object wants its next name.
+		if top := len(stack) - 1; top >= 0 && stack[top].object {
+			stack[top].wantKey = true
+		}
+	}
+}
+
+// snakeCase reports whether name is 1 to 64 bytes of a-z, 0-9 and '_', the
+// only names any request body has.
+func snakeCase(name string) bool {
+	if name == "" || len(name) > 64 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '_' {
+			return false
+		}
+	}
+	return true
 }

@@ -29,15 +29,30 @@ type Config struct {
 	// MaxRequestBytes bounds the arguments of one command together, in
 	// bytes; more is a protocol error. Default 1 MiB, like
 	// httpapi.Config.MaxBodyBytes. A connection holds at most its 16 KiB
-	// read buffer, one command's arguments and MaxPipeline answers.
+	// read buffer, one command's arguments and MaxPipeline answers. Before
+	// a connection has authenticated (Authenticate set), a command may have
+	// at most PreAuthMaxArgs arguments and PreAuthMaxBytes bytes, whatever
+	// MaxArgs and MaxRequestBytes say.
 	MaxRequestBytes int
 	// MaxPipeline is how many pipelined commands are answered before the
 	// answers are written out, bounding the output a connection buffers.
 	// Default 1024.
 	MaxPipeline int
-	// IdleTimeout closes a connection that sends nothing for this long.
-	// Default 0: never, as Redis does (clients keep pooled connections).
+	// IdleTimeout closes a connection that sends nothing for this long
+	// between commands. Default 5m. Redis's default is never; Weir closes
+	// idle connections so that silent ones cannot hold the listener's
+	// connection cap. Pooled clients notice the close and redial (go-redis
+	// checks a pooled connection before reusing it).
 	IdleTimeout time.Duration
+	// AuthTimeout closes a connection that has not authenticated this long
+	// after it was accepted, whatever it sent meanwhile (PING included),
+	// when Authenticate is set. Default 10s.
+	AuthTimeout time.Duration
+	// CommandTimeout bounds reading one command: once its first byte has
+	// arrived, the whole command must arrive within CommandTimeout or the
+	// connection is closed, so a half-sent command cannot hold its
+	// buffers. Default 10s.
+	CommandTimeout time.Duration
 	// WriteTimeout closes a connection whose answers cannot be written (a
 	// client that never reads): a write that blocks is cut off after
 	// between half of WriteTimeout and all of it (the deadline is moved
@@ -70,6 +85,17 @@ type Config struct {
 	Version string
 }
 
+// The bounds of a command sent before the connection authenticated: enough
+// for HELLO 3 AUTH user password SETNAME name with MaxBulkBytes-long
+// arguments, so an unauthenticated connection holds at most its read buffer
+// and PreAuthMaxBytes, and only for AuthTimeout.
+const (
+	// PreAuthMaxArgs bounds the arguments of a command read before AUTH.
+	PreAuthMaxArgs = 8
+	// PreAuthMaxBytes bounds the bytes of a command read before AUTH.
+	PreAuthMaxBytes = 16 << 10
+)
+
 // DefaultConfig returns the defaults documented on each field.
 func DefaultConfig() Config {
 	return Config{
@@ -79,6 +105,9 @@ func DefaultConfig() Config {
 		MaxBulkBytes:    4096,
 		MaxRequestBytes: 1 << 20,
 		MaxPipeline:     1024,
+		IdleTimeout:     5 * time.Minute,
+		AuthTimeout:     10 * time.Second,
+		CommandTimeout:  10 * time.Second,
 		WriteTimeout:    10 * time.Second,
 		ThrottleLimit:   "cl.throttle",
 		Version:         "0",
@@ -91,7 +120,7 @@ func (c Config) Validate() error {
 	case c.MaxKeyBytes < 0, c.MaxChecks < 0, c.MaxArgs < 0, c.MaxBulkBytes < 0,
 		c.MaxRequestBytes < 0, c.MaxPipeline < 0:
 		return errors.New("resp: Config bounds must not be negative")
-	case c.IdleTimeout < 0 || c.WriteTimeout < 0:
+	case c.IdleTimeout < 0 || c.WriteTimeout < 0 || c.AuthTimeout < 0 || c.CommandTimeout < 0:
 		return errors.New("resp: Config timeouts must not be negative")
 	}
 	return nil
@@ -111,8 +140,15 @@ func (c Config) withDefaults() Config {
 	set(&c.MaxBulkBytes, d.MaxBulkBytes)
 	set(&c.MaxRequestBytes, d.MaxRequestBytes)
 	set(&c.MaxPipeline, d.MaxPipeline)
-	if c.WriteTimeout <= 0 {
-		c.WriteTimeout = d.WriteTimeout
+	for _, t := range []struct{ v, def *time.Duration }{
+		{&c.WriteTimeout, &d.WriteTimeout},
+		{&c.IdleTimeout, &d.IdleTimeout},
+		{&c.AuthTimeout, &d.AuthTimeout},
+		{&c.CommandTimeout, &d.CommandTimeout},
+	} {
+		if *t.v <= 0 {
+			*t.v = *t.def
+		}
 	}
 	if c.ThrottleLimit == "" {
 		c.ThrottleLimit = d.ThrottleLimit

@@ -98,7 +98,14 @@
 // pending or when the reader would wait for the network, so a connection
 // holds at most its read buffer, one command and MaxPipeline answers; a
 // client that does not read its answers is cut off after WriteTimeout
-// (10 s). IdleTimeout (default none, as Redis) closes silent connections.
+// (10 s). Read deadlines close a connection that holds the server without
+// sending commands: IdleTimeout (5 min; Redis's default is never) between
+// commands, CommandTimeout (10 s) from a command's first byte to its last,
+// and, with Authenticate set, AuthTimeout (10 s) from accept to a
+// successful AUTH, however much the connection sends meanwhile. Before AUTH
+// a command may have at most PreAuthMaxArgs (8) arguments and
+// PreAuthMaxBytes (16 KiB), so an unauthenticated connection holds its
+// read buffer and 16 KiB for at most AuthTimeout.
 // Replies are encoded with github.com/tidwall/redcon's writer.
 //
 // # Authentication and TLS

@@ -36,6 +36,7 @@ type reader struct {
 	maxArgs  int
 	maxBulk  int
 	maxBytes int
+	note     string // appended to the bounds' protocol errors (" before AUTH")
 	args     [][]byte
 	arena    []byte // backs args; reset by next
 }
@@ -75,7 +76,7 @@ func (r *reader) next() ([][]byte, error) {
 			continue
 		}
 		if n > r.maxArgs {
-			return nil, protocolError("command has " + strconv.Itoa(n) + " arguments, over the " + strconv.Itoa(r.maxArgs) + " maximum")
+			return nil, protocolError("command has " + strconv.Itoa(n) + " arguments, over the " + strconv.Itoa(r.maxArgs) + " maximum" + r.note)
 		}
 		total := 0
 		for range n {
@@ -111,7 +112,7 @@ func (r *reader) bulk(total *int) ([]byte, error) {
 		return nil, protocolError("argument of " + strconv.Itoa(size) + " bytes, over the " + strconv.Itoa(r.maxBulk) + "-byte maximum")
 	}
 	if *total += size; *total > r.maxBytes {
-		return nil, protocolError("command over " + strconv.Itoa(r.maxBytes) + " bytes")
+		return nil, protocolError("command over " + strconv.Itoa(r.maxBytes) + " bytes" + r.note)
 	}
 	arg := r.alloc(size + 2)
 	if _, err := io.ReadFull(r.br, arg); err != nil {
@@ -127,7 +128,7 @@ func (r *reader) bulk(total *int) ([]byte, error) {
 func (r *reader) inline(line []byte) error {
 	for _, f := range bytes.Fields(trimCR(line)) {
 		if len(r.args) == r.maxArgs {
-			return protocolError("command has more than " + strconv.Itoa(r.maxArgs) + " arguments")
+			return protocolError("command has more than " + strconv.Itoa(r.maxArgs) + " arguments" + r.note)
 		}
 		r.args = append(r.args, f)
 	}

@@ -188,7 +188,14 @@ type conn struct {
 	// writeBy is the write deadline set on nc; flush moves it only when
 	// less than half of WriteTimeout is left, sparing a timer update per
 	// answer.
-	writeBy  time.Time
+	writeBy time.Time
+	// authBy is when a connection that has not authenticated is closed
+	// (Config.AuthTimeout after it was accepted); zero without
+	// Config.Authenticate.
+	authBy time.Time
+	// cmdStart is when the first byte of the command being read arrived;
+	// zero between commands. Config.CommandTimeout runs from it.
+	cmdStart time.Time
 	st       session
 	stopping atomic.Bool
 }
@@ -199,8 +206,38 @@ func (s *Server) newConn(nc net.Conn) *conn {
 		wr: redcon.NewWriter(nc),
 		st: session{id: s.ids.Add(1), proto: 2, authed: s.cfg.Authenticate == nil},
 	}
+	if s.cfg.Authenticate != nil {
+		c.authBy = time.Now().Add(s.cfg.AuthTimeout)
+	}
 	c.rd = newReader(flushingReader{c}, s.cfg.MaxArgs, s.cfg.MaxBulkBytes, s.cfg.MaxRequestBytes)
 	return c
+}
+
+// bound sets the reader's bounds for the next command: the configured
+// ones once the connection has authenticated, the pre-AUTH ones before.
+func (c *conn) bound() {
+	cfg := &c.s.cfg
+	if c.st.authed {
+		c.rd.maxArgs, c.rd.maxBytes, c.rd.note = cfg.MaxArgs, cfg.MaxRequestBytes, ""
+		return
+	}
+	c.rd.maxArgs, c.rd.maxBytes = min(cfg.MaxArgs, PreAuthMaxArgs), min(cfg.MaxRequestBytes, PreAuthMaxBytes)
+	c.rd.note = " before AUTH"
+}
+
+// readDeadline is the deadline of the next read at now: the end of the
+// command's CommandTimeout while a command is being read, else now +
+// IdleTimeout, and never after authBy while the connection has not
+// authenticated.
+func (c *conn) readDeadline(now time.Time) time.Time {
+	d := now.Add(c.s.cfg.IdleTimeout)
+	if !c.cmdStart.IsZero() {
+		d = c.cmdStart.Add(c.s.cfg.CommandTimeout)
+	}
+	if !c.st.authed && !c.authBy.IsZero() && c.authBy.Before(d) {
+		d = c.authBy
+	}
+	return d
 }
 
 // flushingReader reads from the connection after writing out the answers
@@ -211,16 +248,23 @@ type flushingReader struct{ c *conn }
 
 // Read implements io.Reader.
 func (f flushingReader) Read(p []byte) (int, error) {
-	if !f.c.flush() {
+	c := f.c
+	if !c.flush() {
 		return 0, net.ErrClosed
 	}
-	if t := f.c.s.cfg.IdleTimeout; t > 0 {
-		_ = f.c.nc.SetReadDeadline(time.Now().Add(t))
+	now := time.Now()
+	if c.cmdStart.IsZero() && c.rd.br.Buffered() > 0 {
+		c.cmdStart = now // part of a pipelined command is already here
 	}
-	if f.c.stopping.Load() {
+	_ = c.nc.SetReadDeadline(c.readDeadline(now))
+	if c.stopping.Load() {
 		return 0, net.ErrClosed
 	}
-	return f.c.nc.Read(p)
+	n, err := c.nc.Read(p)
+	if n > 0 && c.cmdStart.IsZero() {
+		c.cmdStart = time.Now()
+	}
+	return n, err
 }
 
 // stop asks the connection to end after the command it is on, waking it
@@ -231,8 +275,11 @@ func (c *conn) stop() {
 }
 
 // serve reads pipelined commands and answers them in order until the
-// client quits or disconnects, the server stops, or the input breaks the
-// protocol or its bounds (answered -ERR Protocol error: ..., then closed).
+// client quits or disconnects, the server stops, the input breaks the
+// protocol or its bounds (answered -ERR Protocol error: ..., then closed),
+// or a read passes its deadline (readDeadline: idle, half-sent command,
+// not authenticated in time; closed without an answer, as Redis closes a
+// connection past its timeout).
 func (c *conn) serve() {
 	defer func() { _ = c.nc.Close() }()
 	if tc, ok := c.nc.(*tls.Conn); ok {
@@ -245,7 +292,9 @@ func (c *conn) serve() {
 		_ = tc.SetDeadline(time.Time{})
 	}
 	for !c.stopping.Load() {
+		c.bound()
 		args, err := c.rd.next()
+		c.cmdStart = time.Time{}
 		if err != nil {
 			if pe, ok := errors.AsType[protocolError](err); ok {
 				c.wr.WriteError("ERR " + pe.Error())

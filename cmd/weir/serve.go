@@ -124,6 +124,9 @@ func serve(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "weir serve: %v\n", err)
 		return 2
 	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	confined := protectedMode(&cfg, func(name string) bool { return given[name] })
 	if cfg.NodeName == "" {
 		cfg.NodeName = defaultNodeName(os.Hostname, cfg.Ring.BindPort)
 	}
@@ -133,6 +136,9 @@ func serve(args []string, stderr io.Writer) int {
 	}
 	log := slog.New(h).With("node", cfg.NodeName)
 
+	for _, what := range confined {
+		log.Warn("protected mode: " + what)
+	}
 	deps := node.Deps{Logger: log}
 	if off := cf.clockOffset; off != 0 {
 		log.Warn("decision clock shifted for testing", "offset", off)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"flag"
+	"net"
 	"strconv"
 
 	"github.com/weir-rl/weir/node"
@@ -38,4 +39,53 @@ func securityFlags(fs *flag.FlagSet, cfg *node.Config) {
 	fs.IntVar(&l.GRPCMaxRecvBytes, "grpc-max-recv-bytes", d.GRPCMaxRecvBytes, "largest gRPC request message; more is ResourceExhausted")
 	fs.DurationVar(&l.GRPCKeepaliveMinTime, "grpc-keepalive-min-time", d.GRPCKeepaliveMinTime, "disconnect gRPC clients that ping more often than this")
 	fs.DurationVar(&l.GRPCMaxConnectionIdle, "grpc-max-connection-idle", d.GRPCMaxConnectionIdle, "close gRPC connections without calls for this long")
+
+	rc := &cfg.RESP
+	fs.DurationVar(&rc.AuthTimeout, "resp-auth-timeout", rc.AuthTimeout, "with --tokens-file, close Redis-protocol connections not authenticated this long after they opened")
+	fs.DurationVar(&rc.CommandTimeout, "resp-command-timeout", rc.CommandTimeout, "close Redis-protocol connections whose command has not arrived whole this long after its first byte")
+	fs.DurationVar(&rc.IdleTimeout, "resp-idle-timeout", rc.IdleTimeout, "close Redis-protocol connections idle this long between commands")
+}
+
+// protectedMode confines what a node started without protection serves to
+// the loopback interface, as Redis's protected mode answers only loopback
+// until a password is set, and returns a sentence per confinement for the
+// log. given reports whether a flag was set (on the command line or by its
+// WEIR_ variable).
+//
+//   - The public API (HTTP, gRPC) listens on 127.0.0.1 when there is no
+//     --tokens-file and no public address was given (--http-addr,
+//     --grpc-addr, --resp-addr): an open API is served to other hosts only
+//     when someone named the address it listens on.
+//   - Gossip and the peer service listen on 127.0.0.1 when there is no
+//     --cluster-secret-file and no gossip address, seed or advertised
+//     address was given (--gossip-addr, --join, --advertise-addr,
+//     --peer-addr): plaintext gossip would let any host join and take over
+//     keys.
+//
+// A node given its addresses, a tokens file or a secret is not changed.
+func protectedMode(cfg *node.Config, given func(name string) bool) []string {
+	var out []string
+	if cfg.Security.TokensFile == "" && !given("http-addr") && !given("grpc-addr") && !given("resp-addr") {
+		cfg.HTTPAddr, cfg.GRPCAddr = loopback(cfg.HTTPAddr), loopback(cfg.GRPCAddr)
+		out = append(out, "no --tokens-file and no --http-addr/--grpc-addr: the open API listens on loopback only ("+
+			cfg.HTTPAddr+", "+cfg.GRPCAddr+"); give a tokens file, or name the addresses (--http-addr :8080) to serve other hosts")
+	}
+	if cfg.Clustered && cfg.ClusterSecretFile == "" && !given("gossip-addr") && !given("join") && !given("advertise-addr") && !given("peer-addr") {
+		cfg.Ring.BindAddr = "127.0.0.1"
+		out = append(out, "no --cluster-secret-file and no --gossip-addr/--join: plaintext gossip and the peer service listen on loopback only; "+
+			"give a cluster secret, or name the addresses, to form a cluster with other hosts")
+	}
+	return out
+}
+
+// loopback returns addr with its host replaced by 127.0.0.1 when it names
+// every interface (":8080", "0.0.0.0:8080", "[::]:8080"); other addresses,
+// and those that do not parse (Validate reports them), are returned as
+// they are.
+func loopback(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || (host != "" && host != "0.0.0.0" && host != "::") {
+		return addr
+	}
+	return net.JoinHostPort("127.0.0.1", port)
 }

@@ -170,12 +170,10 @@ func New(cfg Config, deps Deps) (*Engine, error) {
 	// counter, still issues tokens above those it issued before (lease doc).
 	lc := cfg.Leases
 	lc.FirstFencing = max(lc.FirstFencing, uint64(time.Now().UnixMicro()))
-	lc.IDSeed = rand.Uint64()
 	var err error
 	if e.leases, err = newLeases(lc, deps.Clock, e.m, deps.Changes); err != nil {
 		return nil, err
 	}
-	lc.IDSeed = rand.Uint64()
 	// Permits granted from a local ceiling are not replicated.
 	if e.fallbackLeases, err = newLeases(lc, deps.Clock, e.m, NoChanges{}); err != nil {
 		return nil, err

@@ -32,7 +32,8 @@ const (
 	DefaultMaxLeaseTTLFactor = 10
 	// MaxQueueLength is the longest queue a concurrency limit may have.
 	MaxQueueLength = 1_000_000
-	// MaxQueueWait is the longest queue.max_wait.
+	// MaxQueueWait is the longest queue.max_wait; the front ends clamp a
+	// caller's wait to it (api.MaxLeaseWait, the same hour).
 	MaxQueueWait = time.Hour
 )
 

@@ -61,7 +61,14 @@ type Config struct {
 	// BindAddr:BindPort. Tests pass a simnet transport.
 	Transport memberlist.Transport
 	// Logger receives membership and memberlist logs; nil discards them.
+	// Packets and streams that fail to decrypt are logged at most once per
+	// 10 s, with the number suppressed since.
 	Logger *slog.Logger
+	// OnDecryptFailure, when not nil, is called once for every gossip
+	// packet or stream that failed to decrypt (its sender lacks GossipKey),
+	// logged or not; the node counts weir_gossip_decrypt_failures_total.
+	// It must not block.
+	OnDecryptFailure func()
 }
 
 // DefaultConfig returns the production defaults: gossip on 0.0.0.0:7946

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/memberlist"
 )
@@ -96,8 +97,16 @@ func (delegate) LocalState(bool) []byte { return nil }
 func (delegate) MergeRemoteState([]byte, bool) {}
 
 // logWriter turns memberlist's log.Logger lines ("[LEVEL] memberlist: msg")
-// into slog records at the matching level.
-type logWriter struct{ l *slog.Logger }
+// into slog records at the matching level. A line saying that a packet or
+// stream failed to decrypt (its sender lacks the gossip key: a stray or
+// hostile party, or a member with another secret) is counted with
+// onDecrypt and logged through dec, at most once per decryptLogEvery, so a
+// flood of junk packets cannot flood the log.
+type logWriter struct {
+	l         *slog.Logger
+	onDecrypt func() // nil: not counted
+	dec       *decryptLog
+}
 
 func (w logWriter) Write(p []byte) (int, error) {
 	line := bytes.TrimSpace(p)
@@ -112,8 +121,61 @@ func (w logWriter) Write(p []byte) (int, error) {
 		}
 	}
 	line = bytes.TrimPrefix(line, []byte("memberlist: "))
+	if isDecryptFailure(line) {
+		if w.onDecrypt != nil {
+			w.onDecrypt()
+		}
+		log, suppressed := w.dec.note(time.Now())
+		if !log {
+			return len(p), nil
+		}
+		if w.l.Enabled(context.Background(), slog.LevelWarn) {
+			w.l.Warn("gossip: a packet or stream failed to decrypt (wrong or no cluster secret); further failures are counted and logged at most every 10s",
+				"component", "memberlist", "detail", string(line), "suppressed_since_last", suppressed)
+		}
+		return len(p), nil
+	}
 	if w.l.Enabled(context.Background(), level) {
 		w.l.Log(context.Background(), level, string(line), "component", "memberlist")
 	}
 	return len(p), nil
+}
+
+// isDecryptFailure reports whether a memberlist log line (without its
+// level and prefix) says that input from the network failed to decrypt:
+// "Decrypt packet failed: ..." for UDP, "failed to receive: <decrypt
+// error>" for a TCP stream.
+func isDecryptFailure(line []byte) bool {
+	if bytes.HasPrefix(line, []byte("Decrypt packet failed")) {
+		return true
+	}
+	return bytes.HasPrefix(line, []byte("failed to receive")) &&
+		(bytes.Contains(line, []byte("decrypt")) || bytes.Contains(line, []byte("not encrypted")))
+}
+
+// decryptLogEvery is the shortest interval between two logged decrypt
+// failures.
+const decryptLogEvery = 10 * time.Second
+
+// decryptLog rate-limits the log lines of decrypt failures: the first is
+// logged, then at most one per decryptLogEvery, each saying how many were
+// suppressed since the last. It is safe for concurrent use (memberlist
+// logs from several goroutines).
+type decryptLog struct {
+	mu         sync.Mutex // guards the fields below
+	last       time.Time  // when a failure was last logged; zero: never
+	suppressed int        // failures since then that were not logged
+}
+
+// note records one failure at now and reports whether to log it, with the
+// number suppressed since the last logged one.
+func (d *decryptLog) note(now time.Time) (log bool, suppressed int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.last.IsZero() && now.Sub(d.last) < decryptLogEvery {
+		d.suppressed++
+		return false, 0
+	}
+	suppressed, d.last, d.suppressed = d.suppressed, now, 0
+	return true, suppressed
 }

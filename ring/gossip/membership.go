@@ -114,7 +114,7 @@ func (r *Membership) Start(ctx context.Context) error {
 	mc := r.cfg.memberlistConfig()
 	mc.Delegate = delegate{q: r.q, meta: &r.meta}
 	mc.Events = delegate{q: r.q, meta: &r.meta}
-	mc.Logger = log.New(logWriter{r.log}, "", 0)
+	mc.Logger = log.New(logWriter{l: r.log, onDecrypt: r.cfg.OnDecryptFailure, dec: &decryptLog{}}, "", 0)
 	ml, err := memberlist.Create(mc)
 	if err != nil {
 		r.life.Unlock()
