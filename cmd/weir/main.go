@@ -86,14 +86,18 @@ commands:
 `)
 }
 
-func versionString() string {
+func versionString() string { return "weir " + versionNumber() }
+
+// versionNumber is this build's version: main.version when set at build
+// time, else the module version Go recorded, else "(devel)".
+func versionNumber() string {
 	if version != "" {
-		return "weir " + version
+		return version
 	}
 	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return "weir " + bi.Main.Version
+		return bi.Main.Version
 	}
-	return "weir (devel)"
+	return "(devel)"
 }
 
 // newFlagSet returns a flag set that reports errors instead of exiting.

@@ -113,6 +113,7 @@ func serveFlags(fs *flag.FlagSet, cfg *node.Config, cf *clusterFlags, logFormat 
 func serve(args []string, stderr io.Writer) int {
 	cfg := node.DefaultConfig()
 	cfg.NodeName = ""
+	cfg.RESP.Version = versionNumber() // what HELLO and INFO report
 	logFormat := "text"
 	var cf clusterFlags
 	fs := newFlagSet("serve", stderr)
