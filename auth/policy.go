@@ -174,6 +174,12 @@ func (p *Policy) Authenticate(credential string) Answer {
 	return Answer{Outcome: Allowed, Token: t}
 }
 
+// Lookup returns the token whose SHA-256 is hash, or nil: a credential
+// derived from a token (the status page's session cookie carries its
+// hash) is checked against the file in force, so a token removed from the
+// file stops working there too.
+func (p *Policy) Lookup(hash [32]byte) *Token { return p.byHash[hash] }
+
 // Authorize is Authenticate followed by Token.Authorize.
 func (p *Policy) Authorize(credential string, scope Scope, limit, key string) Answer {
 	a := p.Authenticate(credential)

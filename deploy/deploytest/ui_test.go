@@ -11,9 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/cdp"
-	cdplog "github.com/chromedp/cdproto/log"
-	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 )
 
@@ -44,58 +41,8 @@ func TestStatusPageInChromium(t *testing.T) {
 	defer wg.Wait()
 	defer stop()
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromium),
-		chromedp.NoSandbox, // CI runs as root
-		chromedp.DisableGPU,
-		chromedp.WindowSize(1280, 900),
-		chromedp.UserDataDir(t.TempDir()),
-	)
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(actx)
-	defer cancelBrowser()
-	tctx, cancelTimeout := context.WithTimeout(bctx, 45*time.Second)
-	defer cancelTimeout()
-
-	var mu sync.Mutex
-	var problems []string
-	listen := func(ev any) {
-		mu.Lock()
-		defer mu.Unlock()
-		switch e := ev.(type) {
-		case *runtime.EventConsoleAPICalled:
-			if e.Type == runtime.ConsoleAPICalledTypeError || e.Type == runtime.ConsoleAPICalledTypeAssert {
-				var args []string
-				for _, a := range e.Args {
-					args = append(args, string(a.Value)+a.Description)
-				}
-				problems = append(problems, "console."+string(e.Type)+": "+strings.Join(args, " "))
-			}
-		case *runtime.EventExceptionThrown:
-			d := e.ExceptionDetails
-			desc := ""
-			if d.Exception != nil {
-				desc = d.Exception.Description
-			}
-			problems = append(problems, fmt.Sprintf("exception at %s:%d: %s %s", d.URL, d.LineNumber, d.Text, desc))
-		case *cdplog.EventEntryAdded:
-			if e.Entry.Level == cdplog.EntryLevelError {
-				problems = append(problems, "log: "+e.Entry.Text+" "+e.Entry.URL)
-			}
-		}
-	}
-	if err := chromedp.Do(tctx); err != nil { // starts the browser and its tab
-		t.Fatalf("chromium: %v", err)
-	}
-	if err := chromedp.Listen(tctx, listen); err != nil {
-		t.Fatal(err)
-	}
-	for _, enable := range []cdp.Command[cdp.Empty, cdp.Empty]{cdplog.Enable, runtime.Enable} {
-		if _, err := chromedp.Call(tctx, enable, cdp.Empty{}); err != nil {
-			t.Fatalf("%s: %v", enable.Method, err)
-		}
-	}
+	b := newBrowser(t, chromium, 45*time.Second)
+	tctx := b.ctx
 
 	// The page refreshes every 2 s. Under load a refresh can find a member
 	// suspect, or its counters a moment late (shown "unreachable"), and the
@@ -127,11 +74,7 @@ func TestStatusPageInChromium(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("screenshot: %s", path)
-	mu.Lock()
-	defer mu.Unlock()
-	for _, p := range problems {
-		t.Errorf("browser: %s", p)
-	}
+	b.check(t, nil)
 }
 
 // statusPage is what the status page shows, as statusPageJS reads it.

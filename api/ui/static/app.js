@@ -1,5 +1,6 @@
 // Weir status page: polls /v1/cluster/stats and /v1/cluster/hot and renders
-// them. Rates are computed here from the change of each member's counters
+// them. Behind a tokens file it asks for a read token once and exchanges it
+// for an HttpOnly session cookie at /ui/session. Rates are computed here from the change of each member's counters
 // between two polls. Every value is written with textContent, never as
 // HTML, since keys come from callers.
 "use strict";
@@ -26,10 +27,47 @@ function setValue(id, v) {
   e.dataset.value = v === null ? "" : String(v);
 }
 
+// NeedsLogin marks a refresh that found the node asking for a token: the
+// page then shows the sign-in form instead of an error.
+class NeedsLogin extends Error {}
+
 async function getJSON(path) {
-  const r = await fetch(path, { cache: "no-store" });
+  const r = await fetch(path, { cache: "no-store", credentials: "same-origin" });
+  if (r.status === 401) throw new NeedsLogin(path);
   if (!r.ok) throw new Error(path + ": HTTP " + r.status);
   return r.json();
+}
+
+// signIn exchanges a read token for the session cookie (POST /ui/session)
+// and refreshes; the token is not kept.
+async function signIn(ev) {
+  ev.preventDefault();
+  const input = document.getElementById("login-token");
+  const msg = document.getElementById("login-error");
+  msg.hidden = true;
+  let r;
+  try {
+    r = await fetch("/ui/session", {
+      method: "POST", credentials: "same-origin", cache: "no-store",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ token: input.value.trim() }),
+    });
+  } catch (e) {
+    msg.hidden = false;
+    msg.textContent = "sign-in failed: " + e.message;
+    return;
+  }
+  input.value = "";
+  if (r.status !== 204) {
+    let detail = "HTTP " + r.status;
+    try { detail = (await r.json()).detail || detail; } catch (e) { /* not JSON */ }
+    msg.hidden = false;
+    msg.textContent = "sign-in refused: " + detail;
+    return;
+  }
+  document.getElementById("login").hidden = true;
+  clearTimeout(timer);
+  refresh();
 }
 
 function rate(now, m, field) {
@@ -103,6 +141,8 @@ function renderHot(h) {
   miss.textContent = h.missing.length ? "not included (unreachable): " + h.missing.join(", ") : "";
 }
 
+let timer = null;
+
 async function refresh() {
   const err = document.getElementById("error");
   try {
@@ -112,11 +152,18 @@ async function refresh() {
     err.hidden = true;
     document.getElementById("updated").textContent = "updated " + new Date().toLocaleTimeString();
   } catch (e) {
+    if (e instanceof NeedsLogin) {
+      // Signed out (or the session ended): ask for a token, poll no more.
+      document.getElementById("login").hidden = false;
+      document.getElementById("node").textContent = "sign-in needed";
+      err.hidden = true;
+      return;
+    }
     err.hidden = false;
     err.textContent = "refresh failed: " + e.message;
-  } finally {
-    setTimeout(refresh, REFRESH_MS);
   }
+  timer = setTimeout(refresh, REFRESH_MS);
 }
 
+document.getElementById("login-form").addEventListener("submit", signIn);
 refresh();
