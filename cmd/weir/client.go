@@ -18,12 +18,12 @@ import (
 // take asks a node for one decision and prints its JSON answer. Exit code:
 // 0 allowed, 1 denied, 2 error.
 func take(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("take", stderr)
+	fs := newFlagSet("take")
 	addr := fs.String("addr", "http://127.0.0.1:8080", "node HTTP address")
 	timeout := fs.Duration("timeout", 5*time.Second, "request timeout")
 	conn := addConnFlags(fs)
-	if err := parseWithEnv(fs, args, os.Getenv); err != nil {
-		return 2
+	if code, ok := parseCommand(fs, args, os.Getenv, "weir take [flags] LIMIT KEY [COST]", stdout, stderr); !ok {
+		return code
 	}
 	rest := fs.Args()
 	if len(rest) < 2 || len(rest) > 3 {
@@ -77,9 +77,12 @@ func take(args []string, stdout, stderr io.Writer) int {
 // directory (--envoy-config-dir's; a single such file with --envoy): exit 0
 // and a summary when it is valid, exit 1 with line-numbered errors when not.
 func validate(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("validate", stderr)
+	fs := newFlagSet("validate")
 	envoy := fs.Bool("envoy", false, "the file is an envoyproxy/ratelimit configuration file")
-	if err := fs.Parse(args); err != nil || fs.NArg() != 1 {
+	if code, ok := parseCommand(fs, args, nil, "weir validate [--envoy] FILE|DIR", stdout, stderr); !ok {
+		return code
+	}
+	if fs.NArg() != 1 {
 		fmt.Fprintln(stderr, "usage: weir validate [--envoy] FILE|DIR")
 		return 2
 	}

@@ -245,11 +245,10 @@ type parsedServe struct {
 func parseServe(t *testing.T, args []string, env map[string]string) parsedServe {
 	t.Helper()
 	p := parsedServe{cfg: node.DefaultConfig(), logFormat: "text", given: map[string]string{}}
-	var errs bytes.Buffer
-	fs := newFlagSet("serve", &errs)
+	fs := newFlagSet("serve")
 	serveFlags(fs, &p.cfg, &p.cf, &p.logFormat)
 	if err := parseWithEnv(fs, args, func(k string) string { return env[k] }); err != nil {
-		t.Fatalf("weir serve rejects the StatefulSet's args %q: %v\n%s", args, err, errs.String())
+		t.Fatalf("weir serve rejects the StatefulSet's args %q: %v", args, err)
 	}
 	if fs.NArg() != 0 {
 		t.Errorf("weir serve would ignore positional args %q", fs.Args())

@@ -39,7 +39,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	cmd, rest := args[0], args[1:]
 	switch cmd {
 	case "serve":
-		return serve(rest, stderr)
+		return serve(rest, stdout, stderr)
 	case "lease":
 		return leaseCmd(rest, stdout, stderr)
 	case "take":
@@ -59,7 +59,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "version", "--version", "-v":
 		fmt.Fprintln(stdout, versionString())
 		return 0
-	case "help", "--help", "-h":
+	case "help", "--help", "-help", "-h":
 		usage(stdout)
 		return 0
 	default:
@@ -98,13 +98,6 @@ func versionNumber() string {
 		return bi.Main.Version
 	}
 	return "(devel)"
-}
-
-// newFlagSet returns a flag set that reports errors instead of exiting.
-func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	return fs
 }
 
 // envName is the environment variable of a flag: http-addr → WEIR_HTTP_ADDR.

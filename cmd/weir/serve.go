@@ -110,16 +110,16 @@ func serveFlags(fs *flag.FlagSet, cfg *node.Config, cf *clusterFlags, logFormat 
 }
 
 // serve runs a node until SIGTERM or SIGINT, reloading limits on SIGHUP.
-func serve(args []string, stderr io.Writer) int {
+func serve(args []string, stdout, stderr io.Writer) int {
 	cfg := node.DefaultConfig()
 	cfg.NodeName = ""
 	cfg.RESP.Version = versionNumber() // what HELLO and INFO report
 	logFormat := "text"
 	var cf clusterFlags
-	fs := newFlagSet("serve", stderr)
+	fs := newFlagSet("serve")
 	serveFlags(fs, &cfg, &cf, &logFormat)
-	if err := parseWithEnv(fs, args, os.Getenv); err != nil {
-		return 2
+	if code, ok := parseCommand(fs, args, os.Getenv, "weir serve [flags]", stdout, stderr); !ok {
+		return code
 	}
 	if err := cf.apply(&cfg); err != nil {
 		fmt.Fprintf(stderr, "weir serve: %v\n", err)

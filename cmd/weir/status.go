@@ -15,14 +15,14 @@ import (
 // status prints a node's view of the cluster: members, states, limits
 // versions, the ring epoch and, with --limit and --key, the key's owner.
 func status(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("status", stderr)
+	fs := newFlagSet("status")
 	addr := fs.String("addr", "http://127.0.0.1:8080", "node HTTP address")
 	limit := fs.String("limit", "", "with --key: name the owner of this limit's bucket")
 	key := fs.String("key", "", "with --limit: name the owner of this key's bucket")
 	asJSON := fs.Bool("json", false, "print the raw JSON answer")
 	conn := addConnFlags(fs)
-	if err := parseWithEnv(fs, args, os.Getenv); err != nil {
-		return 2
+	if code, ok := parseCommand(fs, args, os.Getenv, "weir status [flags]", stdout, stderr); !ok {
+		return code
 	}
 	u := strings.TrimRight(*addr, "/") + "/v1/cluster"
 	if *limit != "" || *key != "" {
@@ -76,12 +76,12 @@ func status(args []string, stdout, stderr io.Writer) int {
 // healthcheck exits 0 when the node answers /readyz with 200, 1 otherwise.
 // It is the container health check: a scratch image has no curl.
 func healthcheck(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("healthcheck", stderr)
+	fs := newFlagSet("healthcheck")
 	addr := fs.String("addr", "http://127.0.0.1:8080", "node HTTP address")
 	path := fs.String("path", "/readyz", "path to ask: /readyz (joined, has a ring) or /healthz (process up)")
 	conn := addConnFlags(fs)
-	if err := parseWithEnv(fs, args, os.Getenv); err != nil {
-		return 2
+	if code, ok := parseCommand(fs, args, os.Getenv, "weir healthcheck [flags]", stdout, stderr); !ok {
+		return code
 	}
 	_, code, err := get(conn, strings.TrimRight(*addr, "/")+*path, 2*time.Second)
 	if err != nil || code != http.StatusOK {
@@ -109,11 +109,11 @@ func get(conn *connFlags, u string, timeout time.Duration) ([]byte, int, error) 
 // forget removes a failed member from a node's known members, so it no
 // longer counts in the majority rule or divides local ceilings.
 func forget(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("forget", stderr)
+	fs := newFlagSet("forget")
 	addr := fs.String("addr", "http://127.0.0.1:8080", "node HTTP address")
 	conn := addConnFlags(fs)
-	if err := parseWithEnv(fs, args, os.Getenv); err != nil {
-		return 2
+	if code, ok := parseCommand(fs, args, os.Getenv, "weir forget [flags] NAME", stdout, stderr); !ok {
+		return code
 	}
 	if fs.NArg() != 1 {
 		fmt.Fprintln(stderr, "usage: weir forget [--addr URL] NAME")
