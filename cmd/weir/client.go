@@ -19,7 +19,6 @@ import (
 // 0 allowed, 1 denied, 2 error.
 func take(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("take")
-	addr := fs.String("addr", "http://127.0.0.1:8080", "node HTTP address")
 	timeout := fs.Duration("timeout", 5*time.Second, "request timeout")
 	conn := addConnFlags(fs)
 	if code, ok := parseCommand(fs, args, os.Getenv, "weir take [flags] LIMIT KEY [COST]", stdout, stderr); !ok {
@@ -45,7 +44,7 @@ func take(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "weir take: %v\n", err)
 		return 2
 	}
-	resp, err := client.Post(strings.TrimRight(*addr, "/")+"/v1/take", "application/json", bytes.NewReader(body))
+	resp, err := client.Post(conn.base()+"/v1/take", "application/json", bytes.NewReader(body))
 	if err != nil {
 		fmt.Fprintf(stderr, "weir take: %v\n", err)
 		return 2

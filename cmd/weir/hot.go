@@ -17,7 +17,6 @@ import (
 // member's sketch by the node asked (GET /v1/cluster/hot).
 func hot(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("hot")
-	addr := fs.String("addr", "http://127.0.0.1:8080", "node HTTP address")
 	limit := fs.String("limit", "", "only this limit (default: every limit)")
 	n := fs.Int("n", 10, "keys per limit (1-100)")
 	asJSON := fs.Bool("json", false, "print the raw JSON answer")
@@ -33,7 +32,7 @@ func hot(args []string, stdout, stderr io.Writer) int {
 	if *limit != "" {
 		q.Set("limit", *limit)
 	}
-	body, code, err := get(conn, strings.TrimRight(*addr, "/")+"/v1/cluster/hot?"+q.Encode(), 5*time.Second)
+	body, code, err := get(conn, conn.base()+"/v1/cluster/hot?"+q.Encode(), 5*time.Second)
 	if err != nil {
 		fmt.Fprintf(stderr, "weir hot: %v\n", err)
 		return 2

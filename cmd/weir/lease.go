@@ -25,7 +25,6 @@ func leaseCmd(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	fs := newFlagSet("lease " + args[0])
-	addr := fs.String("addr", "http://127.0.0.1:8080", "node HTTP address")
 	ttl := fs.Duration("ttl", 0, "lease lifetime (0: the limit's lease_ttl)")
 	wait := fs.Duration("wait", 0, "acquire: how long to queue for a permit")
 	holder := fs.String("holder", "", "acquire: who holds the lease, for logs")
@@ -33,7 +32,7 @@ func leaseCmd(args []string, stdout, stderr io.Writer) int {
 	if code, ok := parseCommand(fs, args[1:], os.Getenv, "weir lease acquire [flags] LIMIT KEY | renew [flags] ID | release [flags] ID", stdout, stderr); !ok {
 		return code
 	}
-	base := strings.TrimRight(*addr, "/")
+	base := conn.base()
 	rest := fs.Args()
 	var method, u string
 	var body any

@@ -280,3 +280,25 @@ func TestHelpAndMistypedFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestAddrWithoutScheme: --addr takes host:port and :port as well as a
+// URL; anything else is refused at once with the forms it takes.
+func TestAddrWithoutScheme(t *testing.T) {
+	base := startNode(t)
+	hostport := strings.TrimPrefix(base, "http://")
+	_, port, _ := strings.Cut(hostport, ":")
+	for _, addr := range []string{hostport, ":" + port, hostport + "/", base} {
+		if code, stdout, stderr := runCmd("take", "--addr", addr, "export", "tenant:addr"); code != 0 {
+			t.Errorf("take --addr %s: exit %d, stdout %q, stderr %q; want 0", addr, code, stdout, stderr)
+		}
+		if code, _, stderr := runCmd("status", "--addr", addr); code != 0 {
+			t.Errorf("status --addr %s: exit %d, stderr %q", addr, code, stderr)
+		}
+	}
+	for _, addr := range []string{"ftp://" + hostport, "http://", "http://" + hostport + "/v1", "a b:1", "http://u:p@" + hostport} {
+		code, _, stderr := runCmd("take", "--addr", addr, "export", "k")
+		if code != 2 || !strings.Contains(stderr, "want host:port, :port or http(s)://host:port") {
+			t.Errorf("take --addr %q: exit %d, stderr %q; want 2 and the forms --addr takes", addr, code, stderr)
+		}
+	}
+}

@@ -16,7 +16,6 @@ import (
 // versions, the ring epoch and, with --limit and --key, the key's owner.
 func status(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("status")
-	addr := fs.String("addr", "http://127.0.0.1:8080", "node HTTP address")
 	limit := fs.String("limit", "", "with --key: name the owner of this limit's bucket")
 	key := fs.String("key", "", "with --limit: name the owner of this key's bucket")
 	asJSON := fs.Bool("json", false, "print the raw JSON answer")
@@ -24,7 +23,7 @@ func status(args []string, stdout, stderr io.Writer) int {
 	if code, ok := parseCommand(fs, args, os.Getenv, "weir status [flags]", stdout, stderr); !ok {
 		return code
 	}
-	u := strings.TrimRight(*addr, "/") + "/v1/cluster"
+	u := conn.base() + "/v1/cluster"
 	if *limit != "" || *key != "" {
 		u += "?" + url.Values{"limit": {*limit}, "key": {*key}}.Encode()
 	}
@@ -77,13 +76,12 @@ func status(args []string, stdout, stderr io.Writer) int {
 // It is the container health check: a scratch image has no curl.
 func healthcheck(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("healthcheck")
-	addr := fs.String("addr", "http://127.0.0.1:8080", "node HTTP address")
 	path := fs.String("path", "/readyz", "path to ask: /readyz (joined, has a ring) or /healthz (process up)")
 	conn := addConnFlags(fs)
 	if code, ok := parseCommand(fs, args, os.Getenv, "weir healthcheck [flags]", stdout, stderr); !ok {
 		return code
 	}
-	_, code, err := get(conn, strings.TrimRight(*addr, "/")+*path, 2*time.Second)
+	_, code, err := get(conn, conn.base()+*path, 2*time.Second)
 	if err != nil || code != http.StatusOK {
 		fmt.Fprintf(stderr, "weir healthcheck: not ready (status %d, err %v)\n", code, err)
 		return 1
@@ -110,7 +108,6 @@ func get(conn *connFlags, u string, timeout time.Duration) ([]byte, int, error) 
 // longer counts in the majority rule or divides local ceilings.
 func forget(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("forget")
-	addr := fs.String("addr", "http://127.0.0.1:8080", "node HTTP address")
 	conn := addConnFlags(fs)
 	if code, ok := parseCommand(fs, args, os.Getenv, "weir forget [flags] NAME", stdout, stderr); !ok {
 		return code
@@ -119,7 +116,7 @@ func forget(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: weir forget [--addr URL] NAME")
 		return 2
 	}
-	req, err := http.NewRequest(http.MethodDelete, strings.TrimRight(*addr, "/")+"/v1/cluster/members/"+url.PathEscape(fs.Arg(0)), nil)
+	req, err := http.NewRequest(http.MethodDelete, conn.base()+"/v1/cluster/members/"+url.PathEscape(fs.Arg(0)), nil)
 	if err != nil {
 		fmt.Fprintf(stderr, "weir forget: %v\n", err)
 		return 2
