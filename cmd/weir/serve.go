@@ -150,6 +150,10 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if err := n.Start(ctx); err != nil {
+		if hint := startHint(err, cfg); hint != "" {
+			log.Error("start failed: "+hint, "err", err)
+			return 1
+		}
 		log.Error("start failed", "err", err)
 		return 1
 	}
