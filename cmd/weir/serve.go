@@ -132,7 +132,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	if logFormat == "json" {
 		h = slog.NewJSONHandler(stderr, nil)
 	}
-	log := slog.New(h).With("node", cfg.NodeName)
+	log := slog.New(newDedupHandler(h)).With("node", cfg.NodeName)
 
 	deps := node.Deps{Logger: log}
 	if off := cf.clockOffset; off != 0 {
