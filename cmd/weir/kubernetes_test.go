@@ -278,8 +278,16 @@ func port(t *testing.T, addr string) int32 {
 
 func TestKubernetesManifestsAgreeWithTheBinary(t *testing.T) {
 	m := loadManifests(t)
+	checkAgreesWithBinary(t, m, m.namespace.Name)
+}
+
+// checkAgreesWithBinary checks the objects of m, deployed in namespace ns,
+// against what `weir serve` accepts and does: flags, ports, Services,
+// join name, mounts, grace period, security and probes. The manifests of
+// deploy/kubernetes and the Helm chart's output both go through it.
+func checkAgreesWithBinary(t *testing.T, m *manifests, ns string) {
+	t.Helper()
 	c := m.container(t)
-	ns := m.namespace.Name
 
 	// Flags: every one is a flag of weir serve and the set parses into a
 	// valid config. WEIR_ environment variables would be flags too.
@@ -337,9 +345,9 @@ func TestKubernetesManifestsAgreeWithTheBinary(t *testing.T) {
 			}
 		}
 	}
-	client := m.services["weir"]
+	client := m.services[m.sts.Name]
 	if client == nil || client.Spec.ClusterIP == corev1.ClusterIPNone {
-		t.Error("no client Service named weir with a cluster IP")
+		t.Errorf("no client Service named %s (as the StatefulSet) with a cluster IP", m.sts.Name)
 	}
 
 	// Join: the seed is the headless Service's DNS name on the gossip port.
