@@ -186,6 +186,12 @@ func (p *Policy) Current(t *Token) *Token {
 	return p.byHash[t.Hash]
 }
 
+// Lookup returns the token whose SHA-256 is hash, or nil: a credential
+// derived from a token (the status page's session cookie carries its
+// hash) is checked against the file in force, so a token removed from the
+// file stops working there too.
+func (p *Policy) Lookup(hash [32]byte) *Token { return p.byHash[hash] }
+
 // Authorize is Authenticate followed by Token.Authorize.
 func (p *Policy) Authorize(credential string, scope Scope, limit, key string) Answer {
 	a := p.Authenticate(credential)

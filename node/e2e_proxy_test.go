@@ -238,7 +238,7 @@ func TestProxyNginx(t *testing.T) {
 	site := renderShipped(t, "nginx/weir.conf", [][2]string{
 		{"server 127.0.0.1:8080;", "server " + tn.n.HTTPAddr() + ";"},
 		{"server 127.0.0.1:3000;", "server " + up.addr() + ";"},
-		{"listen 80;", "listen " + listen + ";"},
+		{"listen 80 default_server;", "listen " + listen + " default_server;"},
 	})
 	if err := os.WriteFile(filepath.Join(dir, "weir.conf"), []byte(site), 0o600); err != nil {
 		t.Fatal(err)

@@ -54,6 +54,24 @@ func (c Config) Credential(cred string) (*auth.Token, error) {
 	return a.Token, nil
 }
 
+// TokenByHash authenticates a credential that carries a token's SHA-256
+// instead of the token (a session the caller opened with the token, whose
+// integrity the front end checked) against the policy in force, as
+// Credential does: the token, nil without a policy, or a
+// CodeUnauthenticated *api.Error when no token has that hash any more.
+func (c Config) TokenByHash(hash [32]byte) (*auth.Token, error) {
+	p := c.policy()
+	if p == nil {
+		return nil, nil
+	}
+	if t := p.Lookup(hash); t != nil {
+		return t, nil
+	}
+	a := auth.Answer{Outcome: auth.Unauthenticated, Reason: auth.ReasonUnknown}
+	c.failed(a.Reason)
+	return nil, refusal(a, auth.ScopeRead, "")
+}
+
 // Authorize checks t, a caller's token that Credential returned, for scope
 // on (limit, key) (see auth.Token.Authorize), as the policy in force now
 // defines it: t is re-resolved by its hash (auth.Policy.Current) on every

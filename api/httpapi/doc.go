@@ -109,4 +109,11 @@
 // Decider and Operator (package api/authz) check its scope, limits and key
 // prefix before the node sees the call: a refusal is 403 forbidden and
 // spends nothing.
+//
+// The status page's files under /ui/ load without a token (they hold no
+// data). Its reads, GET /v1/cluster/stats and /v1/cluster/hot, may carry
+// the session cookie weir_ui instead of a token: POST /ui/session with
+// {"token":"..."} (application/json) exchanges a token with the read scope
+// for it (204), HttpOnly, SameSite=Strict, Secure over TLS, for 12 h;
+// DELETE /ui/session clears it. ui_session.go says what the cookie holds.
 package httpapi

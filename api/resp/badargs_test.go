@@ -50,6 +50,14 @@ func TestBadArgumentsSpendNothing(t *testing.T) {
 		{[]any{"CL.THROTTLE", "k", "15", "30", "60", "17"}, `ERR checks[0]: cost 17 exceeds capacity 16 of limit "cl.throttle"`},
 		{[]any{"CL.THROTTLE", "k", "2000000000000000", "30", "60"}, `ERR checks[0]: inline limit: limit "cl.throttle": "burst" must be at most 1000000000000000, got 2000000000000001`},
 		{[]any{"CL.THROTTLE", "", "15", "30", "60"}, "ERR checks[0].key is empty"},
+		// The remaining differences from redis-cell (api/resp/doc.go): negative
+		// values and parameters past the limits file's bounds are errors.
+		{[]any{"CL.THROTTLE", "k", "15", "-30", "60"}, `ERR checks[0]: inline limit: limit "cl.throttle": rate "-30/60s": count "-30" must be a positive whole number`},
+		{[]any{"CL.THROTTLE", "k", "15", "-30", "-60"}, `ERR checks[0]: inline limit: limit "cl.throttle": rate "-30/-60s": count "-30" must be a positive whole number`},
+		{[]any{"CL.THROTTLE", "k", "15", "30", "-60"}, `ERR checks[0]: inline limit: limit "cl.throttle": rate "30/-60s": period must be between 1ms and 366d`},
+		{[]any{"CL.THROTTLE", "k", "15", "30", "60", "-1"}, "ERR quantity must be a positive integer: a negative quantity would give tokens back"},
+		{[]any{"CL.THROTTLE", "k", "15", "30", "31622401"}, `ERR checks[0]: inline limit: limit "cl.throttle": rate "30/31622401s": period must be between 1ms and 366d`},
+		{[]any{"CL.THROTTLE", "k", "15", "1000000000000001", "60"}, `ERR checks[0]: inline limit: limit "cl.throttle": rate "1000000000000001/60s": count must be at most 1000000000000000`},
 		{[]any{"WEIR.ACQUIRE", "export-db"}, "ERR wrong number of arguments for 'weir.acquire' command"},
 		{[]any{"WEIR.ACQUIRE", "export-db", "k", "TTL"}, "ERR TTL needs a value"},
 		{[]any{"WEIR.ACQUIRE", "export-db", "k", "TTL", "-5"}, "ERR ttl_ms must not be negative"},

@@ -20,6 +20,7 @@ type session struct {
 	authed    bool
 	principal any // what Config.Authenticate returned
 	quit      bool
+	tx        transaction // MULTI state
 }
 
 // handler runs one command whose name, argument count and sizes were
@@ -38,6 +39,8 @@ type command struct {
 	group   string // for COMMAND DOCS
 	summary string
 	preAuth bool // may run before AUTH
+	now     bool // runs at once inside MULTI instead of being queued
+	noMulti bool // refused inside MULTI (it changes who the connection is)
 	run     handler
 }
 
@@ -73,11 +76,11 @@ func (s *Server) commands() map[string]*command {
 		{name: "echo", arity: 2, flags: []string{"fast"}, group: "connection", summary: "Returns the message", run: s.echo},
 		{
 			name: "hello", arity: -1, flags: []string{"noscript", "loading", "stale", "fast", "no_auth"}, group: "connection",
-			summary: "Negotiates the protocol (2 or 3), optionally authenticates and names the connection", preAuth: true, run: s.hello,
+			summary: "Negotiates the protocol (2 or 3), optionally authenticates and names the connection", preAuth: true, noMulti: true, run: s.hello,
 		},
 		{
 			name: "auth", arity: -2, flags: []string{"noscript", "loading", "stale", "fast", "no_auth"}, group: "connection",
-			summary: "Authenticates the connection", preAuth: true, run: s.auth,
+			summary: "Authenticates the connection", preAuth: true, noMulti: true, run: s.auth,
 		},
 		{
 			name: "client", arity: -2, flags: []string{"noscript", "loading", "stale"}, group: "connection",
@@ -89,13 +92,15 @@ func (s *Server) commands() map[string]*command {
 		},
 		{
 			name: "quit", arity: -1, flags: []string{"noscript", "loading", "stale", "fast", "no_auth"}, group: "connection",
-			summary: "Closes the connection", preAuth: true, run: s.quit,
+			summary: "Closes the connection", preAuth: true, now: true, run: s.quit,
 		},
 		{
 			name: "command", arity: -1, flags: []string{"loading", "stale"}, group: "server",
 			summary: "COMMAND, COMMAND COUNT, INFO, DOCS, LIST", run: s.command,
 		},
+		s.infoCommand(),
 	}
+	list = append(list, s.txCommands()...)
 	m := make(map[string]*command, len(list))
 	for _, c := range list {
 		m[c.name] = c
@@ -108,7 +113,9 @@ const maxNameBytes = 32
 
 // dispatch runs one command and writes its one reply. Malformed commands
 // (too many or too long arguments, an unknown name, a wrong count) get an
-// error reply and run nothing. A panic becomes -ERR internal error.
+// error reply and run nothing; inside MULTI they also make EXEC abort, and
+// the other commands are queued (see multi.go). A panic becomes -ERR
+// internal error.
 func (s *Server) dispatch(ctx context.Context, st *session, args [][]byte, w *redcon.Writer) {
 	defer func() {
 		if v := recover(); v != nil {
@@ -116,38 +123,53 @@ func (s *Server) dispatch(ctx context.Context, st *session, args [][]byte, w *re
 			w.WriteError("ERR internal error")
 		}
 	}()
-	if len(args) == 0 {
-		w.WriteError("ERR empty command")
+	s.stats.commands.Add(1)
+	cmd, refusal := s.resolve(st, args)
+	if refusal != "" {
+		st.tx.refuse()
+		w.WriteError(refusal)
 		return
 	}
-	if len(args) > s.cfg.MaxArgs {
-		w.WriteError("ERR command has " + strconv.Itoa(len(args)) + " arguments, over the " + strconv.Itoa(s.cfg.MaxArgs) + " maximum")
-		return
-	}
-	for i, a := range args {
-		if len(a) > s.cfg.MaxBulkBytes {
-			w.WriteError("ERR argument " + strconv.Itoa(i) + " is " + strconv.Itoa(len(a)) + " bytes, over the " +
-				strconv.Itoa(s.cfg.MaxBulkBytes) + "-byte maximum")
-			return
-		}
-	}
-	cmd := s.lookup(args[0])
-	if cmd == nil {
-		w.WriteError("ERR unknown command '" + printable(args[0]) + "'")
-		return
-	}
-	if !st.authed && !cmd.preAuth {
-		w.WriteError("NOAUTH Authentication required.")
-		return
-	}
-	if cmd.arity > 0 && len(args) != cmd.arity || cmd.arity < 0 && len(args) < -cmd.arity {
-		w.WriteError("ERR wrong number of arguments for '" + cmd.name + "' command")
+	if st.tx.open && !cmd.now {
+		s.enqueue(st, cmd, args, w)
 		return
 	}
 	if st.principal != nil && s.cfg.Context != nil {
 		ctx = s.cfg.Context(ctx, st.principal)
 	}
 	cmd.run(ctx, st, args, w)
+}
+
+// resolve finds the command args name and checks what can be checked
+// before running it: sizes, name, authentication, argument count, and
+// whether it may be queued. A refusal is the error reply, without "-".
+func (s *Server) resolve(st *session, args [][]byte) (*command, string) {
+	if len(args) == 0 {
+		return nil, "ERR empty command"
+	}
+	if len(args) > s.cfg.MaxArgs {
+		return nil, "ERR command has " + strconv.Itoa(len(args)) + " arguments, over the " + strconv.Itoa(s.cfg.MaxArgs) + " maximum"
+	}
+	for i, a := range args {
+		if len(a) > s.cfg.MaxBulkBytes {
+			return nil, "ERR argument " + strconv.Itoa(i) + " is " + strconv.Itoa(len(a)) + " bytes, over the " +
+				strconv.Itoa(s.cfg.MaxBulkBytes) + "-byte maximum"
+		}
+	}
+	cmd := s.lookup(args[0])
+	if cmd == nil {
+		return nil, "ERR unknown command '" + printable(args[0]) + "'"
+	}
+	if !st.authed && !cmd.preAuth {
+		return nil, "NOAUTH Authentication required."
+	}
+	if cmd.arity > 0 && len(args) != cmd.arity || cmd.arity < 0 && len(args) < -cmd.arity {
+		return nil, "ERR wrong number of arguments for '" + cmd.name + "' command"
+	}
+	if st.tx.open && cmd.noMulti {
+		return nil, "ERR Command not allowed inside a transaction"
+	}
+	return cmd, ""
 }
 
 // lower appends the ASCII lower case of b to dst; ok is false when b is

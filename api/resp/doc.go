@@ -47,7 +47,33 @@
 //	    As Redis 7 answers them, enough for go-redis, redis-py and
 //	    redis-cli to connect (go-redis sends HELLO 3 and CLIENT SETINFO on
 //	    every new connection). HELLO 3 switches the connection to RESP3;
-//	    the Weir replies are the same in both.
+//	    the Weir replies are the same in both. HELLO's version is Weir's
+//	    (Config.Version; weir serve sets its build's version).
+//
+//	INFO [section ...]
+//	    Redis's sections and the fields clients and dashboards read:
+//	    redis_version (7.2.0, the Redis whose replies these follow),
+//	    weir_version, redis_mode standalone, process_id, tcp_port,
+//	    uptime_in_seconds; connected_clients; used_memory and
+//	    used_memory_rss (the Go runtime's heap in use and memory held);
+//	    loading 0; total_connections_received, total_commands_processed,
+//	    instantaneous_ops_per_sec (over the time since the previous INFO);
+//	    role master; used_cpu_sys/user; cluster_enabled 0 (every node
+//	    answers every key, so a cluster client must not redirect); and an
+//	    empty Keyspace, since buckets are not keys.
+//
+//	MULTI, EXEC, DISCARD, UNWATCH
+//	    redis-py's default pipeline() and go-redis's TxPipelined send
+//	    MULTI ... EXEC. Commands after MULTI are answered +QUEUED and run
+//	    at EXEC, in order, their answers in one array. The batch is not
+//	    atomic: each command decides as if sent alone, commands of other
+//	    connections may run between them, and a denial or an error does
+//	    not undo the commands before it (WEIR.MTAKE is the all-or-nothing
+//	    take). A command refused while queuing (unknown, wrong argument
+//	    count, AUTH or HELLO, or past the queue's bounds: MaxPipeline
+//	    commands, MaxRequestBytes of arguments) makes EXEC answer
+//	    -EXECABORT and run nothing, as in Redis. WATCH is -ERR: there are
+//	    no keys to watch. QUIT inside MULTI closes the connection.
 //
 // # redis-cell compatibility
 //
@@ -56,12 +82,27 @@
 // rounded as redis-cell rounds them (whole seconds, plus one when the rest
 // holds a whole millisecond). The tests replay redis-cell's README
 // example and its own decision table (it_rate_limits) through go-redis.
-// Three differences, each documented in the tests:
+// The differences that remain, each pinned by a test:
 //
 //   - quantity 0 (redis-cell's peek) is -ERR: Weir has no take that spends
 //     nothing;
 //   - a quantity above max_burst+1 is -ERR (redis-cell answers limited
 //     with retry_after -1);
+//   - negative values are -ERR: a negative quantity (redis-cell gives
+//     tokens back), max_burst (redis-cell limits every call), count or
+//     period (redis-cell computes a negative emission interval);
+//   - the limits file's bounds apply: count at most 10^15, max_burst+1 at
+//     most 10^15, period 1 s to 366 days (redis-cell takes any int64),
+//     key at most 512 bytes; errors say so in Weir's words (redis-cell:
+//     "Couldn't parse as integer", "Zero rates are not supported");
+//   - there is no keyspace: a bucket is not a Redis key with a TTL, so
+//     GET, DEL, TTL and SCAN do not see it, and it is neither persisted
+//     nor, as an inline bucket, handed over or replicated when the ring
+//     changes (a new owner starts it full);
+//   - every CL.THROTTLE bucket belongs to the limit named
+//     Config.ThrottleLimit ("cl.throttle"): the limits file must not
+//     define it and must set inline_limits: true, and a token confined to
+//     a list of limits needs "cl.throttle" in it (else -NOPERM);
 //   - when a key's parameters shrink, Weir clamps its debt to the new
 //     capacity (the limits file's rule for a changed limit), where
 //     redis-cell keeps the whole arrival time, so the next retry and reset

@@ -63,7 +63,7 @@ func skipValue(b []byte) int {
 	switch b[0] {
 	case '+', '-', ':', '_':
 		return n
-	case '$':
+	case '$', '=':
 		size, err := strconv.Atoi(line)
 		if err != nil {
 			return -1
@@ -114,6 +114,8 @@ func FuzzDispatch(f *testing.F) {
 		"*1\r\n$-5\r\n",
 		"*1\r\n$9223372036854775807\r\n", // panicked in redcon's reader
 		"*4611686018427387904\r\n",       // spun in redcon's reader
+		"MULTI\r\nWEIR.TAKE export k\r\nNOPE\r\nEXEC\r\nMULTI\r\nPING\r\nEXEC\r\nDISCARD\r\n",
+		"HELLO 3\r\nINFO\r\nINFO server stats\r\nWATCH k\r\nUNWATCH\r\n",
 	} {
 		f.Add([]byte(seed))
 	}

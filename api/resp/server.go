@@ -28,6 +28,7 @@ type Server struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	ids    atomic.Int64 // connection ids, for HELLO and CLIENT ID
+	stats  stats        // what INFO reports (info.go)
 	// cmds is the command table by lower-case name and order the same
 	// commands sorted by name; both are built by New and never modified.
 	cmds  map[string]*command
@@ -52,6 +53,7 @@ func New(d api.Decider, cfg Config, logger *slog.Logger) *Server {
 		d: d, cfg: cfg.withDefaults(), log: logger, ctx: ctx, cancel: cancel,
 		lns: map[net.Listener]struct{}{}, conns: map[*conn]struct{}{},
 	}
+	s.stats.start(time.Now())
 	s.cmds = s.commands()
 	for _, c := range s.cmds {
 		s.order = append(s.order, c)

@@ -53,8 +53,12 @@ func (s *Server) throttle(ctx context.Context, _ *session, args [][]byte, w *red
 		w.WriteError("ERR max_burst must be >= 0")
 		return
 	}
-	if quantity < 1 {
+	switch {
+	case quantity == 0:
 		w.WriteError("ERR quantity must be a positive integer: Weir has no take that spends nothing")
+		return
+	case quantity < 0:
+		w.WriteError("ERR quantity must be a positive integer: a negative quantity would give tokens back")
 		return
 	}
 	burst := maxBurst

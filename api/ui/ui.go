@@ -2,7 +2,9 @@
 // HTML, CSS and JavaScript embedded in the binary, with no build step and
 // no external assets. The page reads the node's JSON endpoints
 // (/v1/cluster/stats and /v1/cluster/hot) and refreshes itself; it holds no
-// state on the server.
+// state on the server. Behind a tokens file the page asks for a read token
+// and exchanges it for a session cookie at /ui/session, which
+// httpapi.RequireTokens serves.
 package ui
 
 import (

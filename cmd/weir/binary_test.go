@@ -45,12 +45,16 @@ func goTool(t *testing.T) string {
 	return p
 }
 
+// binVersion is the version the binary tests stamp into weir.
+const binVersion = "v0.0.0-bintest"
+
 // TestBinaryServeAndSIGTERM builds weir, serves with the embedded limits,
 // checks the first log line names them, takes from one bucket over HTTP
-// and then over RESP, and stops it with SIGTERM.
+// and then over RESP, checks HELLO reports the build's version, and stops
+// it with SIGTERM.
 func TestBinaryServeAndSIGTERM(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "weir")
-	build := exec.Command(goTool(t), "build", "-o", bin, ".")
+	build := exec.Command(goTool(t), "build", "-ldflags", "-X main.version="+binVersion, "-o", bin, ".")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
@@ -161,7 +165,21 @@ func TestBinaryServeAndSIGTERM(t *testing.T) {
 		got += line
 	}
 	elapsed := time.Since(sent)
+	if _, err := rc.Write([]byte("HELLO 2\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	var hello string
+	for !strings.HasSuffix(hello, "$7\r\nmodules\r\n*0\r\n") {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("HELLO 2: %v (got %q)", err, hello)
+		}
+		hello += line
+	}
 	_ = rc.Close()
+	if want := fmt.Sprintf("$7\r\nversion\r\n$%d\r\n%s\r\n", len(binVersion), binVersion); !strings.Contains(hello, want) {
+		t.Errorf("HELLO 2 = %q, want the version %s", hello, binVersion)
+	}
 	second, ok := parseTakeReply(got)
 	if !ok {
 		t.Fatalf("WEIR.TAKE on the binary = %q, want an array of 4 integers", got)

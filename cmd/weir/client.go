@@ -18,12 +18,11 @@ import (
 // take asks a node for one decision and prints its JSON answer. Exit code:
 // 0 allowed, 1 denied, 2 error.
 func take(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("take", stderr)
-	addr := fs.String("addr", "http://127.0.0.1:8080", "node HTTP address")
+	fs := newFlagSet("take")
 	timeout := fs.Duration("timeout", 5*time.Second, "request timeout")
 	conn := addConnFlags(fs)
-	if err := parseWithEnv(fs, args, os.Getenv); err != nil {
-		return 2
+	if code, ok := parseCommand(fs, args, os.Getenv, "weir take [flags] LIMIT KEY [COST]", stdout, stderr); !ok {
+		return code
 	}
 	rest := fs.Args()
 	if len(rest) < 2 || len(rest) > 3 {
@@ -45,7 +44,7 @@ func take(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "weir take: %v\n", err)
 		return 2
 	}
-	resp, err := client.Post(strings.TrimRight(*addr, "/")+"/v1/take", "application/json", bytes.NewReader(body))
+	resp, err := client.Post(conn.base()+"/v1/take", "application/json", bytes.NewReader(body))
 	if err != nil {
 		fmt.Fprintf(stderr, "weir take: %v\n", err)
 		return 2
@@ -77,9 +76,12 @@ func take(args []string, stdout, stderr io.Writer) int {
 // directory (--envoy-config-dir's; a single such file with --envoy): exit 0
 // and a summary when it is valid, exit 1 with line-numbered errors when not.
 func validate(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("validate", stderr)
+	fs := newFlagSet("validate")
 	envoy := fs.Bool("envoy", false, "the file is an envoyproxy/ratelimit configuration file")
-	if err := fs.Parse(args); err != nil || fs.NArg() != 1 {
+	if code, ok := parseCommand(fs, args, nil, "weir validate [--envoy] FILE|DIR", stdout, stderr); !ok {
+		return code
+	}
+	if fs.NArg() != 1 {
 		fmt.Fprintln(stderr, "usage: weir validate [--envoy] FILE|DIR")
 		return 2
 	}

@@ -16,14 +16,13 @@ import (
 // hot prints the heaviest keys across the cluster, merged from every
 // member's sketch by the node asked (GET /v1/cluster/hot).
 func hot(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("hot", stderr)
-	addr := fs.String("addr", "http://127.0.0.1:8080", "node HTTP address")
+	fs := newFlagSet("hot")
 	limit := fs.String("limit", "", "only this limit (default: every limit)")
 	n := fs.Int("n", 10, "keys per limit (1-100)")
 	asJSON := fs.Bool("json", false, "print the raw JSON answer")
 	conn := addConnFlags(fs)
-	if err := parseWithEnv(fs, args, os.Getenv); err != nil {
-		return 2
+	if code, ok := parseCommand(fs, args, os.Getenv, "weir hot [flags]", stdout, stderr); !ok {
+		return code
 	}
 	if fs.NArg() != 0 {
 		fmt.Fprintln(stderr, "usage: weir hot [--addr URL] [--limit L] [--n N] [--json]")
@@ -33,7 +32,7 @@ func hot(args []string, stdout, stderr io.Writer) int {
 	if *limit != "" {
 		q.Set("limit", *limit)
 	}
-	body, code, err := get(conn, strings.TrimRight(*addr, "/")+"/v1/cluster/hot?"+q.Encode(), 5*time.Second)
+	body, code, err := get(conn, conn.base()+"/v1/cluster/hot?"+q.Encode(), 5*time.Second)
 	if err != nil {
 		fmt.Fprintf(stderr, "weir hot: %v\n", err)
 		return 2

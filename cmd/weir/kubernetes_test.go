@@ -245,11 +245,10 @@ type parsedServe struct {
 func parseServe(t *testing.T, args []string, env map[string]string) parsedServe {
 	t.Helper()
 	p := parsedServe{cfg: node.DefaultConfig(), logFormat: "text", given: map[string]string{}}
-	var errs bytes.Buffer
-	fs := newFlagSet("serve", &errs)
+	fs := newFlagSet("serve")
 	serveFlags(fs, &p.cfg, &p.cf, &p.logFormat)
 	if err := parseWithEnv(fs, args, func(k string) string { return env[k] }); err != nil {
-		t.Fatalf("weir serve rejects the StatefulSet's args %q: %v\n%s", args, err, errs.String())
+		t.Fatalf("weir serve rejects the StatefulSet's args %q: %v", args, err)
 	}
 	if fs.NArg() != 0 {
 		t.Errorf("weir serve would ignore positional args %q", fs.Args())
@@ -279,8 +278,16 @@ func port(t *testing.T, addr string) int32 {
 
 func TestKubernetesManifestsAgreeWithTheBinary(t *testing.T) {
 	m := loadManifests(t)
+	checkAgreesWithBinary(t, m, m.namespace.Name)
+}
+
+// checkAgreesWithBinary checks the objects of m, deployed in namespace ns,
+// against what `weir serve` accepts and does: flags, ports, Services,
+// join name, mounts, grace period, security and probes. The manifests of
+// deploy/kubernetes and the Helm chart's output both go through it.
+func checkAgreesWithBinary(t *testing.T, m *manifests, ns string) {
+	t.Helper()
 	c := m.container(t)
-	ns := m.namespace.Name
 
 	// Flags: every one is a flag of weir serve and the set parses into a
 	// valid config. WEIR_ environment variables would be flags too.
@@ -338,9 +345,9 @@ func TestKubernetesManifestsAgreeWithTheBinary(t *testing.T) {
 			}
 		}
 	}
-	client := m.services["weir"]
+	client := m.services[m.sts.Name]
 	if client == nil || client.Spec.ClusterIP == corev1.ClusterIPNone {
-		t.Error("no client Service named weir with a cluster IP")
+		t.Errorf("no client Service named %s (as the StatefulSet) with a cluster IP", m.sts.Name)
 	}
 
 	// Join: the seed is the headless Service's DNS name on the gossip port.

@@ -15,20 +15,24 @@ import (
 // leaseCmd acquires, renews or releases a concurrency permit over HTTP and
 // prints the node's JSON answer. Exit: 0 done, 1 refused or not found, 2 error.
 func leaseCmd(args []string, stdout, stderr io.Writer) int {
+	const usage = "usage: weir lease acquire [--ttl D] [--wait D] LIMIT KEY | renew [--ttl D] ID | release ID (weir lease acquire --help for the flags)"
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: weir lease acquire [--ttl D] [--wait D] LIMIT KEY | renew [--ttl D] ID | release ID")
+		fmt.Fprintln(stderr, usage)
 		return 2
 	}
-	fs := newFlagSet("lease "+args[0], stderr)
-	addr := fs.String("addr", "http://127.0.0.1:8080", "node HTTP address")
+	if isHelp(args[0]) {
+		fmt.Fprintln(stdout, usage)
+		return 0
+	}
+	fs := newFlagSet("lease " + args[0])
 	ttl := fs.Duration("ttl", 0, "lease lifetime (0: the limit's lease_ttl)")
 	wait := fs.Duration("wait", 0, "acquire: how long to queue for a permit")
 	holder := fs.String("holder", "", "acquire: who holds the lease, for logs")
 	conn := addConnFlags(fs)
-	if err := parseWithEnv(fs, args[1:], os.Getenv); err != nil {
-		return 2
+	if code, ok := parseCommand(fs, args[1:], os.Getenv, "weir lease acquire [flags] LIMIT KEY | renew [flags] ID | release [flags] ID", stdout, stderr); !ok {
+		return code
 	}
-	base := strings.TrimRight(*addr, "/")
+	base := conn.base()
 	rest := fs.Args()
 	var method, u string
 	var body any

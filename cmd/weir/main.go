@@ -39,7 +39,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	cmd, rest := args[0], args[1:]
 	switch cmd {
 	case "serve":
-		return serve(rest, stderr)
+		return serve(rest, stdout, stderr)
 	case "lease":
 		return leaseCmd(rest, stdout, stderr)
 	case "take":
@@ -59,7 +59,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "version", "--version", "-v":
 		fmt.Fprintln(stdout, versionString())
 		return 0
-	case "help", "--help", "-h":
+	case "help", "--help", "-help", "-h":
 		usage(stdout)
 		return 0
 	default:
@@ -86,21 +86,18 @@ commands:
 `)
 }
 
-func versionString() string {
+func versionString() string { return "weir " + versionNumber() }
+
+// versionNumber is this build's version: main.version when set at build
+// time, else the module version Go recorded, else "(devel)".
+func versionNumber() string {
 	if version != "" {
-		return "weir " + version
+		return version
 	}
 	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return "weir " + bi.Main.Version
+		return bi.Main.Version
 	}
-	return "weir (devel)"
-}
-
-// newFlagSet returns a flag set that reports errors instead of exiting.
-func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	return fs
+	return "(devel)"
 }
 
 // envName is the environment variable of a flag: http-addr → WEIR_HTTP_ADDR.

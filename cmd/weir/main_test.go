@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -26,7 +25,7 @@ func env(m map[string]string) func(string) string {
 }
 
 func testFlags() (*flag.FlagSet, *string, *int, *bool) {
-	fs := newFlagSet("test", io.Discard)
+	fs := newFlagSet("test")
 	addr := fs.String("http-addr", ":8080", "")
 	n := fs.Int("max-buckets", 10, "")
 	legacy := fs.Bool("legacy-headers", true, "")
@@ -235,6 +234,71 @@ func TestTakeExitCodes(t *testing.T) {
 	} {
 		if code, stdout, stderr := runCmd(args...); code != 2 {
 			t.Errorf("%q: exit %d, stdout %q, stderr %q; want 2", args, code, stdout, stderr)
+		}
+	}
+}
+
+// TestHelpAndMistypedFlags: --help is a request, answered on stdout with
+// exit 0; a mistyped flag is a short error naming the flag meant, not the
+// whole flag list.
+func TestHelpAndMistypedFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"serve", "--help"},
+		{"serve", "-h"},
+		{"take", "--help"},
+		{"status", "--help"},
+		{"hot", "-help"},
+		{"lease", "--help"},
+		{"lease", "acquire", "--help"},
+		{"token", "--help"},
+		{"validate", "--help"},
+		{"forget", "--help"},
+		{"healthcheck", "--help"},
+	} {
+		code, stdout, stderr := runCmd(args...)
+		if code != 0 || !strings.Contains(stdout, "usage: weir "+args[0]) || stderr != "" {
+			t.Errorf("%q: exit %d, stdout %.60q, stderr %q; want 0 and the usage on stdout", args, code, stdout, stderr)
+		}
+	}
+	if _, stdout, _ := runCmd("serve", "--help"); !strings.Contains(stdout, "-gossip-addr") || !strings.Contains(stdout, "WEIR_") {
+		t.Errorf("serve --help does not list the flags and their variables: %q", stdout)
+	}
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"serve", "--gosip-addr", ":7946"}, "weir serve: unknown flag --gosip-addr (did you mean --gossip-addr?)"},
+		{[]string{"serve", "--limit", "x.yaml"}, "weir serve: unknown flag --limit (did you mean --limits?)"},
+		{[]string{"take", "--adr", "x", "export", "k"}, "weir take: unknown flag --adr (did you mean --addr?)"},
+		{[]string{"serve", "--zzzz"}, "weir serve: unknown flag --zzzz"},
+		{[]string{"hot", "--n", "many"}, `weir hot: invalid value "many" for flag -n: parse error`},
+	} {
+		code, stdout, stderr := runCmd(tt.args...)
+		lines := strings.Split(strings.TrimSpace(stderr), "\n")
+		if code != 2 || stdout != "" || len(lines) != 2 || lines[0] != tt.want || !strings.HasPrefix(lines[1], "run 'weir ") {
+			t.Errorf("%q: exit %d, stderr %q; want 2 and %q with a pointer to --help", tt.args, code, stderr, tt.want)
+		}
+	}
+}
+
+// TestAddrWithoutScheme: --addr takes host:port and :port as well as a
+// URL; anything else is refused at once with the forms it takes.
+func TestAddrWithoutScheme(t *testing.T) {
+	base := startNode(t)
+	hostport := strings.TrimPrefix(base, "http://")
+	_, port, _ := strings.Cut(hostport, ":")
+	for _, addr := range []string{hostport, ":" + port, hostport + "/", base} {
+		if code, stdout, stderr := runCmd("take", "--addr", addr, "export", "tenant:addr"); code != 0 {
+			t.Errorf("take --addr %s: exit %d, stdout %q, stderr %q; want 0", addr, code, stdout, stderr)
+		}
+		if code, _, stderr := runCmd("status", "--addr", addr); code != 0 {
+			t.Errorf("status --addr %s: exit %d, stderr %q", addr, code, stderr)
+		}
+	}
+	for _, addr := range []string{"ftp://" + hostport, "http://", "http://" + hostport + "/v1", "a b:1", "http://u:p@" + hostport} {
+		code, _, stderr := runCmd("take", "--addr", addr, "export", "k")
+		if code != 2 || !strings.Contains(stderr, "want host:port, :port or http(s)://host:port") {
+			t.Errorf("take --addr %q: exit %d, stderr %q; want 2 and the forms --addr takes", addr, code, stderr)
 		}
 	}
 }

@@ -110,15 +110,16 @@ func serveFlags(fs *flag.FlagSet, cfg *node.Config, cf *clusterFlags, logFormat 
 }
 
 // serve runs a node until SIGTERM or SIGINT, reloading limits on SIGHUP.
-func serve(args []string, stderr io.Writer) int {
+func serve(args []string, stdout, stderr io.Writer) int {
 	cfg := node.DefaultConfig()
 	cfg.NodeName = ""
+	cfg.RESP.Version = versionNumber() // what HELLO and INFO report
 	logFormat := "text"
 	var cf clusterFlags
-	fs := newFlagSet("serve", stderr)
+	fs := newFlagSet("serve")
 	serveFlags(fs, &cfg, &cf, &logFormat)
-	if err := parseWithEnv(fs, args, os.Getenv); err != nil {
-		return 2
+	if code, ok := parseCommand(fs, args, os.Getenv, "weir serve [flags]", stdout, stderr); !ok {
+		return code
 	}
 	if err := cf.apply(&cfg); err != nil {
 		fmt.Fprintf(stderr, "weir serve: %v\n", err)
@@ -134,7 +135,7 @@ func serve(args []string, stderr io.Writer) int {
 	if logFormat == "json" {
 		h = slog.NewJSONHandler(stderr, nil)
 	}
-	log := slog.New(h).With("node", cfg.NodeName)
+	log := slog.New(newDedupHandler(h)).With("node", cfg.NodeName)
 
 	for _, what := range confined {
 		log.Warn("protected mode: " + what)
@@ -155,6 +156,10 @@ func serve(args []string, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if err := n.Start(ctx); err != nil {
+		if hint := startHint(err, cfg); hint != "" {
+			log.Error("start failed: "+hint, "err", err)
+			return 1
+		}
 		log.Error("start failed", "err", err)
 		return 1
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"io"
 	"strings"
 	"testing"
 
@@ -28,7 +27,7 @@ func FuzzServeFlags(f *testing.F) {
 		cfg := node.DefaultConfig()
 		logFormat := "text"
 		var cf clusterFlags
-		fs := newFlagSet("serve", io.Discard)
+		fs := newFlagSet("serve")
 		serveFlags(fs, &cfg, &cf, &logFormat)
 		if parseWithEnv(fs, strings.Fields(line), func(string) string { return "" }) != nil {
 			return

@@ -2,7 +2,6 @@ package main
 
 import (
 	"flag"
-	"io"
 	"testing"
 
 	"github.com/weir-rl/weir/node"
@@ -36,7 +35,7 @@ func TestProtectedMode(t *testing.T) {
 			cfg := node.DefaultConfig()
 			logFormat := "text"
 			var cf clusterFlags
-			fs := newFlagSet("serve", io.Discard)
+			fs := newFlagSet("serve")
 			serveFlags(fs, &cfg, &cf, &logFormat)
 			if err := parseWithEnv(fs, tt.args, func(k string) string { return tt.env[k] }); err != nil {
 				t.Fatal(err)

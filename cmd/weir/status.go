@@ -15,16 +15,15 @@ import (
 // status prints a node's view of the cluster: members, states, limits
 // versions, the ring epoch and, with --limit and --key, the key's owner.
 func status(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("status", stderr)
-	addr := fs.String("addr", "http://127.0.0.1:8080", "node HTTP address")
+	fs := newFlagSet("status")
 	limit := fs.String("limit", "", "with --key: name the owner of this limit's bucket")
 	key := fs.String("key", "", "with --limit: name the owner of this key's bucket")
 	asJSON := fs.Bool("json", false, "print the raw JSON answer")
 	conn := addConnFlags(fs)
-	if err := parseWithEnv(fs, args, os.Getenv); err != nil {
-		return 2
+	if code, ok := parseCommand(fs, args, os.Getenv, "weir status [flags]", stdout, stderr); !ok {
+		return code
 	}
-	u := strings.TrimRight(*addr, "/") + "/v1/cluster"
+	u := conn.base() + "/v1/cluster"
 	if *limit != "" || *key != "" {
 		u += "?" + url.Values{"limit": {*limit}, "key": {*key}}.Encode()
 	}
@@ -76,14 +75,13 @@ func status(args []string, stdout, stderr io.Writer) int {
 // healthcheck exits 0 when the node answers /readyz with 200, 1 otherwise.
 // It is the container health check: a scratch image has no curl.
 func healthcheck(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("healthcheck", stderr)
-	addr := fs.String("addr", "http://127.0.0.1:8080", "node HTTP address")
+	fs := newFlagSet("healthcheck")
 	path := fs.String("path", "/readyz", "path to ask: /readyz (joined, has a ring) or /healthz (process up)")
 	conn := addConnFlags(fs)
-	if err := parseWithEnv(fs, args, os.Getenv); err != nil {
-		return 2
+	if code, ok := parseCommand(fs, args, os.Getenv, "weir healthcheck [flags]", stdout, stderr); !ok {
+		return code
 	}
-	_, code, err := get(conn, strings.TrimRight(*addr, "/")+*path, 2*time.Second)
+	_, code, err := get(conn, conn.base()+*path, 2*time.Second)
 	if err != nil || code != http.StatusOK {
 		fmt.Fprintf(stderr, "weir healthcheck: not ready (status %d, err %v)\n", code, err)
 		return 1
@@ -109,17 +107,16 @@ func get(conn *connFlags, u string, timeout time.Duration) ([]byte, int, error) 
 // forget removes a failed member from a node's known members, so it no
 // longer counts in the majority rule or divides local ceilings.
 func forget(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("forget", stderr)
-	addr := fs.String("addr", "http://127.0.0.1:8080", "node HTTP address")
+	fs := newFlagSet("forget")
 	conn := addConnFlags(fs)
-	if err := parseWithEnv(fs, args, os.Getenv); err != nil {
-		return 2
+	if code, ok := parseCommand(fs, args, os.Getenv, "weir forget [flags] NAME", stdout, stderr); !ok {
+		return code
 	}
 	if fs.NArg() != 1 {
 		fmt.Fprintln(stderr, "usage: weir forget [--addr URL] NAME")
 		return 2
 	}
-	req, err := http.NewRequest(http.MethodDelete, strings.TrimRight(*addr, "/")+"/v1/cluster/members/"+url.PathEscape(fs.Arg(0)), nil)
+	req, err := http.NewRequest(http.MethodDelete, conn.base()+"/v1/cluster/members/"+url.PathEscape(fs.Arg(0)), nil)
 	if err != nil {
 		fmt.Fprintf(stderr, "weir forget: %v\n", err)
 		return 2

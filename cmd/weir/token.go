@@ -21,6 +21,9 @@ func tokenCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	switch {
+	case isHelp(args[0]):
+		fmt.Fprintln(stdout, usage)
+		return 0
 	case args[0] == "new" && len(args) == 1:
 		tok := auth.NewToken()
 		fmt.Fprintf(stdout, "token:  %s\nsha256: %s\n", tok, auth.HashToken(tok))

@@ -11,16 +11,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/cdp"
-	cdplog "github.com/chromedp/cdproto/log"
-	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 )
 
 // TestStatusPageInChromium opens /ui of one node of a 3-node cluster under
 // load in Debian's headless Chromium: the page must show three members, a
-// non-zero decision rate and the heaviest key, log no console error and
-// throw no exception. A screenshot goes to the test's artifact directory
+// non-zero decision rate, the heaviest key, the limits file version, and
+// the charts of the last minutes drawn in total and per member, log no
+// console error and throw no exception. A screenshot goes to the test's artifact directory
 // (kept with go test -artifacts -outputdir DIR).
 func TestStatusPageInChromium(t *testing.T) {
 	chromium := needTool(t, "chromium")
@@ -44,58 +42,8 @@ func TestStatusPageInChromium(t *testing.T) {
 	defer wg.Wait()
 	defer stop()
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromium),
-		chromedp.NoSandbox, // CI runs as root
-		chromedp.DisableGPU,
-		chromedp.WindowSize(1280, 900),
-		chromedp.UserDataDir(t.TempDir()),
-	)
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(actx)
-	defer cancelBrowser()
-	tctx, cancelTimeout := context.WithTimeout(bctx, 45*time.Second)
-	defer cancelTimeout()
-
-	var mu sync.Mutex
-	var problems []string
-	listen := func(ev any) {
-		mu.Lock()
-		defer mu.Unlock()
-		switch e := ev.(type) {
-		case *runtime.EventConsoleAPICalled:
-			if e.Type == runtime.ConsoleAPICalledTypeError || e.Type == runtime.ConsoleAPICalledTypeAssert {
-				var args []string
-				for _, a := range e.Args {
-					args = append(args, string(a.Value)+a.Description)
-				}
-				problems = append(problems, "console."+string(e.Type)+": "+strings.Join(args, " "))
-			}
-		case *runtime.EventExceptionThrown:
-			d := e.ExceptionDetails
-			desc := ""
-			if d.Exception != nil {
-				desc = d.Exception.Description
-			}
-			problems = append(problems, fmt.Sprintf("exception at %s:%d: %s %s", d.URL, d.LineNumber, d.Text, desc))
-		case *cdplog.EventEntryAdded:
-			if e.Entry.Level == cdplog.EntryLevelError {
-				problems = append(problems, "log: "+e.Entry.Text+" "+e.Entry.URL)
-			}
-		}
-	}
-	if err := chromedp.Do(tctx); err != nil { // starts the browser and its tab
-		t.Fatalf("chromium: %v", err)
-	}
-	if err := chromedp.Listen(tctx, listen); err != nil {
-		t.Fatal(err)
-	}
-	for _, enable := range []cdp.Command[cdp.Empty, cdp.Empty]{cdplog.Enable, runtime.Enable} {
-		if _, err := chromedp.Call(tctx, enable, cdp.Empty{}); err != nil {
-			t.Fatalf("%s: %v", enable.Method, err)
-		}
-	}
+	b := newBrowser(t, chromium, 45*time.Second)
+	tctx := b.ctx
 
 	// The page refreshes every 2 s. Under load a refresh can find a member
 	// suspect, or its counters a moment late (shown "unreachable"), and the
@@ -107,11 +55,12 @@ func TestStatusPageInChromium(t *testing.T) {
 		t.Fatalf("navigate: %v", err)
 	}
 	page, err := chromedp.Run(tctx, chromedp.Poll[statusPage](
-		`((p) => p.members.length === 3 && p.members.every(m => m.endsWith(" alive")) && p.rate > 0 && p.hotKey !== "" && p.errHidden ? p : false)(`+statusPageJS+`)`,
+		`((p) => p.members.length === 3 && p.members.every(m => m.endsWith(" alive")) && p.rate > 0 && p.hotKey !== "" && p.errHidden &&
+		  p.chartPoints >= 3 && p.chartLast > 0 && p.nodeCharts === 3 ? p : false)(`+statusPageJS+`)`,
 		chromedp.WithPollingTimeout(30*time.Second), chromedp.WithPollingInterval(200*time.Millisecond)))
 	if err != nil {
 		last, _ := chromedp.Run(tctx, chromedp.Evaluate[statusPage](statusPageJS))
-		t.Fatalf("the page never showed three live members, a decision rate, a hot key and no error: %v; last shown: %+v", err, last)
+		t.Fatalf("the page never showed three live members, a decision rate, a hot key, the charts and no error: %v; last shown: %+v", err, last)
 	}
 	shot, err := chromedp.Run(tctx, chromedp.FullScreenshot(100))
 	if err != nil {
@@ -121,17 +70,18 @@ func TestStatusPageInChromium(t *testing.T) {
 	if got, _ := json.Marshal(page.Members); string(got) != mustJSON(want) {
 		t.Errorf("members shown %v, want %v", page.Members, want)
 	}
-	t.Logf("decision rate shown: %s/s, heaviest key %s", page.RateText, page.HotKey)
+	// The card says which file version is in force, not a count that could
+	// be read as the number of members.
+	if page.Versions != "v7" {
+		t.Errorf("limits file version card %q, want v7", page.Versions)
+	}
+	t.Logf("decision rate shown: %s/s, heaviest key %s; total chart %d points, last %.1f/s", page.RateText, page.HotKey, page.ChartPoints, page.ChartLast)
 	path := filepath.Join(t.ArtifactDir(), "status.png")
 	if err := os.WriteFile(path, shot, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("screenshot: %s", path)
-	mu.Lock()
-	defer mu.Unlock()
-	for _, p := range problems {
-		t.Errorf("browser: %s", p)
-	}
+	b.check(t, nil)
 }
 
 // statusPage is what the status page shows, as statusPageJS reads it.
@@ -142,6 +92,15 @@ type statusPage struct {
 	HotKey    string   `json:"hotKey"` // the first hot key; empty when none
 	ErrHidden bool     `json:"errHidden"`
 	ErrText   string   `json:"errText"`
+	// Versions is the limits file version card's text.
+	Versions string `json:"versions"`
+	// ChartPoints is the fewest points of the total chart's three lines,
+	// ChartLast its decisions line's latest value.
+	ChartPoints int     `json:"chartPoints"`
+	ChartLast   float64 `json:"chartLast"`
+	// NodeCharts counts the member rows whose chart has every line drawn
+	// with two points or more.
+	NodeCharts int `json:"nodeCharts"`
 }
 
 // statusPageJS evaluates to a statusPage of the page as it is now.
@@ -156,6 +115,13 @@ const statusPageJS = `(() => {
     hotKey: hot ? hot.textContent : "",
     errHidden: err.hidden,
     errText: err.textContent,
+    versions: document.getElementById('versions').textContent,
+    chartPoints: ((ls) => ls.length === 3 ? Math.min(...ls.map(l => Number(l.dataset.n))) : 0)([...document.querySelectorAll('#chart-total polyline')]),
+    chartLast: Number(document.querySelector('#chart-total polyline.series-decisions')?.dataset.last) || 0,
+    nodeCharts: [...document.querySelectorAll('#members tbody tr')].filter(r => {
+      const ls = [...r.querySelectorAll('svg.spark polyline')];
+      return ls.length === 3 && ls.every(l => Number(l.dataset.n) >= 2);
+    }).length,
   };
 })()`
 

@@ -1,12 +1,20 @@
 // Weir status page: polls /v1/cluster/stats and /v1/cluster/hot and renders
-// them. Rates are computed here from the change of each member's counters
+// them. Behind a tokens file it asks for a read token once and exchanges it
+// for an HttpOnly session cookie at /ui/session. Rates are computed here from the change of each member's counters
 // between two polls. Every value is written with textContent, never as
 // HTML, since keys come from callers.
 "use strict";
 
 const REFRESH_MS = 2000;
 const HOT_N = 10;
+const HISTORY_MS = 5 * 60 * 1000; // what the charts show
+const SERIES = ["decisions", "denied", "fallback"];
+const SVG = "http://www.w3.org/2000/svg";
 let prev = null; // {t: ms, members: {name: MemberStats}}
+// history holds one sample per refresh that had rates, oldest first, for
+// the last HISTORY_MS: {t: ms, total: {series: rate}, nodes: {name: {series: rate}}}.
+// The server keeps none: the charts start when the page opens.
+let history = [];
 
 function el(tag, text, cls) {
   const e = document.createElement(tag);
@@ -26,10 +34,47 @@ function setValue(id, v) {
   e.dataset.value = v === null ? "" : String(v);
 }
 
+// NeedsLogin marks a refresh that found the node asking for a token: the
+// page then shows the sign-in form instead of an error.
+class NeedsLogin extends Error {}
+
 async function getJSON(path) {
-  const r = await fetch(path, { cache: "no-store" });
+  const r = await fetch(path, { cache: "no-store", credentials: "same-origin" });
+  if (r.status === 401) throw new NeedsLogin(path);
   if (!r.ok) throw new Error(path + ": HTTP " + r.status);
   return r.json();
+}
+
+// signIn exchanges a read token for the session cookie (POST /ui/session)
+// and refreshes; the token is not kept.
+async function signIn(ev) {
+  ev.preventDefault();
+  const input = document.getElementById("login-token");
+  const msg = document.getElementById("login-error");
+  msg.hidden = true;
+  let r;
+  try {
+    r = await fetch("/ui/session", {
+      method: "POST", credentials: "same-origin", cache: "no-store",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ token: input.value.trim() }),
+    });
+  } catch (e) {
+    msg.hidden = false;
+    msg.textContent = "sign-in failed: " + e.message;
+    return;
+  }
+  input.value = "";
+  if (r.status !== 204) {
+    let detail = "HTTP " + r.status;
+    try { detail = (await r.json()).detail || detail; } catch (e) { /* not JSON */ }
+    msg.hidden = false;
+    msg.textContent = "sign-in refused: " + detail;
+    return;
+  }
+  document.getElementById("login").hidden = true;
+  clearTimeout(timer);
+  refresh();
 }
 
 function rate(now, m, field) {
@@ -45,14 +90,76 @@ function rate(now, m, field) {
   return Math.max(d, 0) / dt; // a restarted member's counters start again from 0
 }
 
+// chartSpan is the time the charts cover, ending now: the time since the
+// first sample, at least 30 s, at most HISTORY_MS.
+function chartSpan(now) {
+  return history.length ? Math.min(HISTORY_MS, Math.max(30000, now - history[0].t)) : 30000;
+}
+
+// chart draws series (name -> [[t, v]...]) into svg, scaled to max over
+// the chartSpan before now. Each line carries data-n (its points) and
+// data-last (its latest value).
+function chart(svg, series, now, max) {
+  svg.replaceChildren();
+  const w = svg.viewBox.baseVal.width, h = svg.viewBox.baseVal.height, span = chartSpan(now);
+  for (const name of SERIES) {
+    const pts = series[name] || [];
+    const line = document.createElementNS(SVG, "polyline");
+    line.setAttribute("class", "line series-" + name);
+    line.setAttribute("points", pts.map(([t, v]) =>
+      (w * (1 - (now - t) / span)).toFixed(1) + "," + (h - 2 - (h - 4) * v / max).toFixed(1)).join(" "));
+    line.dataset.n = String(pts.length);
+    line.dataset.last = pts.length ? String(pts[pts.length - 1][1]) : "";
+    svg.append(line);
+  }
+}
+
+// seriesOf picks, from history, each series of the sample part get returns.
+function seriesOf(get) {
+  const out = {};
+  let max = 0;
+  for (const name of SERIES) {
+    out[name] = [];
+    for (const h of history) {
+      const part = get(h);
+      if (part && part[name] !== null && part[name] !== undefined) {
+        out[name].push([h.t, part[name]]);
+        max = Math.max(max, part[name]);
+      }
+    }
+  }
+  return { series: out, max: Math.max(max, 1) };
+}
+
+function renderCharts(now) {
+  const total = seriesOf(h => h.total);
+  chart(document.getElementById("chart-total"), total.series, now, total.max);
+  document.getElementById("chart-max").textContent = "top of the chart: " + fmtRate(total.max) + "/s";
+  const secs = Math.round(chartSpan(now) / 1000);
+  document.getElementById("chart-span").textContent = "(per second, all members: the last " +
+    (secs < 120 ? secs + " s" : Math.round(secs / 60) + " min") + " this page has seen, up to 5 min)";
+  for (const tr of document.querySelectorAll("#members tbody tr")) {
+    const node = seriesOf(h => h.nodes[tr.dataset.member]);
+    const svg = document.createElementNS(SVG, "svg");
+    svg.setAttribute("viewBox", "0 0 120 28");
+    svg.setAttribute("preserveAspectRatio", "none");
+    svg.setAttribute("class", "spark");
+    chart(svg, node.series, now, node.max);
+    const td = el("td");
+    td.append(svg);
+    tr.append(td);
+  }
+}
+
 function renderStats(s, now) {
   document.getElementById("node").textContent = "node " + s.node;
   document.getElementById("epoch").textContent = "ring epoch " + s.epoch;
   document.getElementById("member-count").textContent = String(s.members.length);
   const versions = new Set(s.members.filter(m => m.reachable).map(m => m.limits_version));
   const ve = document.getElementById("versions");
-  ve.textContent = [...versions].join(", ") || "–";
+  ve.textContent = [...versions].map(v => "v" + v).join(" ≠ ") || "–";
   ve.className = "value" + (versions.size > 1 ? " mismatch" : "");
+  const sample = { t: now, total: {}, nodes: {} };
 
   const tbody = document.querySelector("#members tbody");
   tbody.replaceChildren();
@@ -69,10 +176,12 @@ function renderStats(s, now) {
     bar.append(fill);
     share.append(bar, document.createTextNode((100 * m.ring_share).toFixed(1) + " %"));
     tr.append(share);
-    tr.append(el("td", m.reachable ? m.limits_version : "?", versions.size > 1 ? "mismatch" : ""));
-    for (const f of ["decisions", "denied", "fallback"]) {
+    tr.append(el("td", m.reachable ? "v" + m.limits_version : "?", versions.size > 1 ? "mismatch" : ""));
+    sample.nodes[m.name] = {};
+    for (const f of SERIES) {
       const r = rate(now, m, f);
       if (r !== null) total[f] = (total[f] || 0) + r;
+      sample.nodes[m.name][f] = r;
       tr.append(el("td", fmtRate(r), "num"));
     }
     tr.append(el("td", m.reachable ? m.buckets : "?", "num"));
@@ -82,6 +191,10 @@ function renderStats(s, now) {
   setValue("decision-rate", total.decisions);
   setValue("denial-rate", total.denied);
   setValue("fallback-rate", total.fallback);
+  sample.total = total;
+  if (prev) history.push(sample); // the first poll has no rates
+  history = history.filter(h => now - h.t <= HISTORY_MS);
+  renderCharts(now);
   const members = {};
   for (const m of s.members) members[m.name] = m;
   prev = { t: now, members };
@@ -112,6 +225,8 @@ function renderHot(h) {
   miss.textContent = h.missing.length ? "not included (unreachable): " + h.missing.join(", ") : "";
 }
 
+let timer = null;
+
 async function refresh() {
   const err = document.getElementById("error");
   try {
@@ -121,11 +236,18 @@ async function refresh() {
     err.hidden = true;
     document.getElementById("updated").textContent = "updated " + new Date().toLocaleTimeString();
   } catch (e) {
+    if (e instanceof NeedsLogin) {
+      // Signed out (or the session ended): ask for a token, poll no more.
+      document.getElementById("login").hidden = false;
+      document.getElementById("node").textContent = "sign-in needed";
+      err.hidden = true;
+      return;
+    }
     err.hidden = false;
     err.textContent = "refresh failed: " + e.message;
-  } finally {
-    setTimeout(refresh, REFRESH_MS);
   }
+  timer = setTimeout(refresh, REFRESH_MS);
 }
 
+document.getElementById("login-form").addEventListener("submit", signIn);
 refresh();
