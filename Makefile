@@ -6,13 +6,55 @@ LINT_VER  := v2.15.0
 PKGS      := ./...
 export CGO_ENABLED ?= 1
 
+# The stamp `weir version` prints (cmd/weir/version.go). Each can be set on
+# the command line (make release VERSION=v0.2.0); GOFLAGS=-buildvcs=false
+# and builds outside a git checkout leave Go's own VCS stamp empty, so the
+# Makefile's builds always set these.
+VERSION    := $(shell git describe --tags --always --dirty 2>/dev/null || echo unknown)
+COMMIT     := $(shell git rev-parse HEAD 2>/dev/null)
+BUILD_TIME := $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+STAMP      := -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.buildTime=$(BUILD_TIME)
+
 .PHONY: hostile fuzz-long
+.PHONY: release image version
 .PHONY: all build test check fmt fmt-check vet lint tidy-check proto proto-check bench bench-repl bench-micro bench-load bench-cluster compose-test jepsen-quick jepsen jepsen-compose run clean
 
 all: build
 
-build: ## build the weir binary into bin/
-	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/weir ./cmd/weir
+build: ## build the weir binary into bin/ (static, stamped with VERSION, COMMIT, BUILD_TIME)
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(STAMP)' -o $(BIN)/weir ./cmd/weir
+
+# make release: static binaries (CGO_ENABLED=0; on macOS Go links only the
+# system's libSystem, as every darwin binary must) for RELEASE_PLATFORMS,
+# named weir-VERSION-OS-ARCH, and their SHA-256 sums in SHA256SUMS, into
+# RELEASE_DIR/VERSION. A tree with uncommitted changes is refused unless
+# ALLOW_DIRTY=1: a named release is a commit.
+RELEASE_PLATFORMS ?= linux/amd64 linux/arm64 darwin/arm64
+RELEASE_DIR       ?= $(CURDIR)/dist
+ALLOW_DIRTY       ?=
+release: ## static binaries for linux/amd64, linux/arm64, darwin/arm64 + SHA256SUMS under dist/VERSION/
+	@case "$(VERSION)" in *-dirty) if [ -z "$(ALLOW_DIRTY)" ]; then \
+		echo "release: the tree has uncommitted changes ($(VERSION)); commit, or ALLOW_DIRTY=1"; exit 1; fi;; esac
+	@out=$(RELEASE_DIR)/$(VERSION); rm -rf $$out; mkdir -p $$out; set -e; \
+	for p in $(RELEASE_PLATFORMS); do os=$${p%/*}; arch=$${p#*/}; \
+		echo "release: weir-$(VERSION)-$$os-$$arch"; \
+		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags '-s -w $(STAMP)' \
+			-o $$out/weir-$(VERSION)-$$os-$$arch ./cmd/weir; \
+	done; \
+	cd $$out; if command -v sha256sum >/dev/null; then sha256sum weir-*; else shasum -a 256 weir-*; fi > SHA256SUMS; \
+	cat SHA256SUMS; echo "release: $$out"
+
+# make image: the container image (deploy/Dockerfile, FROM scratch) around
+# the stamped static binary, labelled with the same version and commit.
+IMAGE ?= weir:$(VERSION)
+image: build ## the deploy/ container image, tagged IMAGE (default weir:VERSION)
+	@ctx=$$(mktemp -d) && cp $(BIN)/weir deploy/limits.yaml $$ctx/ && \
+	docker build -q -f deploy/Dockerfile --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) \
+		-t $(IMAGE) $$ctx >/dev/null; rc=$$?; rm -rf $$ctx; \
+	if [ $$rc = 0 ]; then echo "image: $(IMAGE)"; fi; exit $$rc
+
+version: ## print the version the build and release targets stamp
+	@echo $(VERSION)
 
 run: ## start one node on the embedded default limits
 	$(GO) run ./cmd/weir serve
@@ -134,9 +176,8 @@ jepsen: build ## the full fault matrix (root): 3 and 5 nodes x every nemesis, an
 # container and network of the project weir-jepsen, after each scenario.
 JEPSEN_IMAGE  ?= weir:jepsen
 JEPSEN_COMPOSE_FAULTS ?= kill,pause,isolate,long-partition,split,ring,loss,leave,skew,broken
-jepsen-compose: build ## the fault matrix against the deploy/ docker compose cluster (root, docker, nsenter)
-	@ctx=$$(mktemp -d) && cp $(BIN)/weir deploy/limits.yaml $$ctx/ && \
-	docker build -q -f deploy/Dockerfile -t $(JEPSEN_IMAGE) $$ctx >/dev/null; rc=$$?; rm -rf $$ctx; exit $$rc
+jepsen-compose: ## the fault matrix against the deploy/ docker compose cluster (root, docker, nsenter)
+	$(MAKE) --no-print-directory image IMAGE=$(JEPSEN_IMAGE)
 	$(GO) build -o $(BIN)/jepsen ./jepsen/cmd/jepsen
 	$(BIN)/jepsen -compose deploy/docker-compose.yml -image $(JEPSEN_IMAGE) -faults $(JEPSEN_COMPOSE_FAULTS) -seed $(JEPSEN_SEED)
 
@@ -154,4 +195,4 @@ fuzz-long: ## every fuzz target for FUZZTIME (default 10m) each
 	GO=$(GO) scripts/fuzz-long.sh
 
 clean:
-	rm -rf bin
+	rm -rf bin dist

@@ -185,6 +185,17 @@ type RingMember struct {
 	State    string // alive | suspect | dead | left
 }
 
+// Readiness is whether a node takes traffic, and why not when it does not.
+// /readyz answers 200 when Ready and 503 with Reason otherwise.
+type Readiness struct {
+	// Ready is true once the node has started, has joined its cluster (when
+	// started with seeds) and is not shutting down.
+	Ready bool
+	// Reason says why the node is not ready, in a sentence for operators
+	// ("" when Ready).
+	Reason string
+}
+
 // Decider is everything the HTTP and gRPC layers need from a node. The node
 // package implements it; api never imports node.
 type Decider interface {
@@ -199,8 +210,9 @@ type Decider interface {
 	Release(ctx context.Context, id string) error
 	// Cluster reports membership; with limit and key set it also names the owner.
 	Cluster(ctx context.Context, limit, key string) (ClusterInfo, error)
-	// Ready reports whether the node has joined and has a ring.
-	Ready() bool
+	// Readiness reports whether the node takes traffic (started, joined
+	// and holding a ring, not shutting down) and, when not, why.
+	Readiness() Readiness
 	// Forget removes a failed member from the known members at once
 	// (`weir forget NAME`), so it no longer counts in the majority rule or
 	// divides local ceilings. It reports whether the member was known; a

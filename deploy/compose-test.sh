@@ -12,12 +12,12 @@
 #      still gets an HTTP 200 decision (fallback or owner) within its deadline,
 #      and the survivors take the key over as owner within a deadline.
 # Prints PASS/FAIL/INFO lines; exits non-zero when any check fails. Always
-# tears the cluster down (`compose down -v`). Needs go, docker, curl, jq.
+# tears the cluster down (`compose down -v`). Needs go, make, docker, curl, jq.
 #
 # Knobs (environment): N (takes in the exactness check, default 300),
 # PARALLEL (requests in flight per node, default 4), WEIR_IMAGE (tag to
 # build, default weir:compose-test), WEIR_KEEP_IMAGE=1 (keep the image),
-# WEIR_BIN (a prebuilt static binary to use instead of `go build`).
+# WEIR_BIN (a prebuilt static binary to use instead of `make build`).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -93,12 +93,23 @@ if [ -n "${WEIR_BIN:-}" ]; then
 	cp "$WEIR_BIN" "$tmp/ctx/weir" || die "copy WEIR_BIN=$WEIR_BIN"
 	info "using prebuilt $WEIR_BIN (must be static: CGO_ENABLED=0)"
 else
-	(cd "$root" && CGO_ENABLED=0 go build -trimpath -o "$tmp/ctx/weir" ./cmd/weir) || die "go build"
+	# The Makefile's build: static and stamped with the version.
+	make -s -C "$root" build BIN="$tmp/ctx" >/dev/null || die "make build"
 fi
 cp "$here/limits.yaml" "$tmp/ctx/limits.yaml"
 "$tmp/ctx/weir" validate "$tmp/ctx/limits.yaml" >/dev/null || die "deploy/limits.yaml does not validate"
-docker build -q -f "$here/Dockerfile" -t "$image" "$tmp/ctx" >/dev/null 2>"$tmp/build.err" ||
+version=$("$tmp/ctx/weir" version)
+vtag=$(echo "$version" | cut -d' ' -f2)
+vcommit=$(echo "$version" | sed -n 's/.*(commit \([0-9a-f]*\).*/\1/p')
+docker build -q -f "$here/Dockerfile" --build-arg VERSION="$vtag" --build-arg COMMIT="${vcommit:-unknown}" -t "$image" "$tmp/ctx" >/dev/null 2>"$tmp/build.err" ||
 	{ cat "$tmp/build.err"; die "docker build"; }
+label=$(docker image inspect -f '{{index .Config.Labels "org.opencontainers.image.version"}}' "$image")
+inside=$(docker run --rm --entrypoint /weir "$image" version)
+if [ "$inside" = "$version" ] && [ "$label" = "$vtag" ]; then
+	pass "image carries the binary's version: $inside"
+else
+	fail "image version: label $label, weir version in the image $inside, want $version"
+fi
 user=$(docker image inspect -f '{{.Config.User}}' "$image")
 hc=$(docker image inspect -f '{{json .Config.Healthcheck.Test}}' "$image")
 size=$(docker image inspect -f '{{.Size}}' "$image")

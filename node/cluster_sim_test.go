@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -35,6 +36,8 @@ type simCluster struct {
 	noReplication bool
 	// replInterval overrides the replication interval when set.
 	replInterval time.Duration
+	// log, when set, is every member's logger.
+	log *slog.Logger
 }
 
 // simLimits: slow refills, so wall-clock time during a test mints nothing
@@ -113,7 +116,7 @@ func (c *simCluster) add(name, host, seed, secretFile string) *Node {
 	if seed != "" {
 		cfg.Ring.Join = []string{seed + ":7946"}
 	}
-	n, err := New(cfg, Deps{ListenPeer: func(string, string) (net.Listener, error) { return c.net.Listen(host, 7947) }})
+	n, err := New(cfg, Deps{Logger: c.log, ListenPeer: func(string, string) (net.Listener, error) { return c.net.Listen(host, 7947) }})
 	if err != nil {
 		c.t.Fatal(err)
 	}

@@ -84,8 +84,8 @@ func TestShutdownAnswersParkedAcquire(t *testing.T) {
 			t.Errorf("%s still accepts connections after Shutdown", addr)
 		}
 	}
-	if tn.n.Ready() {
-		t.Error("Ready() = true after Shutdown")
+	if r := tn.n.Readiness(); r.Ready || r.Reason != "shutting down" {
+		t.Errorf("Readiness() = %+v after Shutdown, want not ready, shutting down", r)
 	}
 	if err := tn.n.Shutdown(context.Background()); err != nil {
 		t.Errorf("second Shutdown = %v, want nil", err)

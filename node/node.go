@@ -266,13 +266,33 @@ func (n *Node) Cluster(_ context.Context, limit, key string) (api.ClusterInfo, e
 	return n.members.Info(limit, key), nil
 }
 
-// Ready implements api.Decider: started, not shutting down, and, for a
-// node started with --join, joined to a seed (docs/architecture.md §6.7).
-func (n *Node) Ready() bool {
+// Reasons a node is not ready, as Readiness names them.
+const (
+	notReadyStarting = "starting: the listeners are not serving yet"
+	notReadyStopping = "shutting down"
+	notReadyUnjoined = "not joined: no member has accepted this node's gossip yet " +
+		"(check --join, and that --cluster-secret-file matches the cluster's)"
+)
+
+// Readiness implements api.Decider: ready once started, not shutting down,
+// and, for a node started with --join, joined to a seed (docs/architecture.md
+// §6.7); otherwise the reason names the first of these that fails.
+func (n *Node) Readiness() api.Readiness {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.started && !n.shutdown && n.members.Ready()
+	switch {
+	case !n.started:
+		return api.Readiness{Reason: notReadyStarting}
+	case n.shutdown:
+		return api.Readiness{Reason: notReadyStopping}
+	case !n.members.Ready():
+		return api.Readiness{Reason: notReadyUnjoined}
+	}
+	return api.Readiness{Ready: true}
 }
+
+// Ready is shorthand for Readiness().Ready.
+func (n *Node) Ready() bool { return n.Readiness().Ready }
 
 // Forget implements api.Decider: it removes a failed member from the known
 // members (`weir forget NAME`). A live member cannot be forgotten.

@@ -123,8 +123,8 @@ func (a authDecider) Cluster(ctx context.Context, limit, key string) (api.Cluste
 	return a.d.Cluster(ctx, limit, key)
 }
 
-// Ready implements api.Decider; readiness is open.
-func (a authDecider) Ready() bool { return a.d.Ready() }
+// Readiness implements api.Decider; readiness is open.
+func (a authDecider) Readiness() api.Readiness { return a.d.Readiness() }
 
 // Forget implements api.Decider.
 func (a authDecider) Forget(ctx context.Context, name string) (bool, error) {

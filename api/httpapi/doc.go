@@ -39,7 +39,7 @@
 //	GET    /v1/cluster/stats      200 ClusterStats (with an Operator)
 //	GET    /ui/                   the status page (package api/ui), text/html
 //	GET    /healthz               200 {"status":"ok"}
-//	GET    /readyz                200 {"status":"ready"} | 503 {"status":"not_ready"}
+//	GET    /readyz                200 {"status":"ready"} | 503 {"status":"not_ready","reason":"..."}
 //	GET    /metrics               the metrics handler given to NewHandler
 //
 // Other methods on these paths are 405 with Allow; other paths are 404, as

@@ -193,6 +193,7 @@ type denialBody struct {
 
 type statusBody struct {
 	Status string `json:"status"`
+	Reason string `json:"reason,omitempty"`
 }
 
 // writeError writes the response for an error from a decoder or a Decider.
@@ -259,8 +260,8 @@ func (h *handler) healthz(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (h *handler) readyz(w http.ResponseWriter, _ *http.Request) {
-	if !h.d.Ready() {
-		api.WriteJSON(w, http.StatusServiceUnavailable, statusBody{Status: "not_ready"})
+	if r := h.d.Readiness(); !r.Ready {
+		api.WriteJSON(w, http.StatusServiceUnavailable, statusBody{Status: "not_ready", Reason: r.Reason})
 		return
 	}
 	api.WriteJSON(w, http.StatusOK, statusBody{Status: "ready"})

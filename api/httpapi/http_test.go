@@ -327,7 +327,7 @@ func TestRoutes(t *testing.T) {
 	wantStatus(t, s.get(t, "/healthz"), 200, `{"status":"ok"}`)
 	wantStatus(t, s.get(t, "/readyz"), 200, `{"status":"ready"}`)
 	f.NotReady = true
-	wantStatus(t, s.get(t, "/readyz"), 503, `{"status":"not_ready"}`)
+	wantStatus(t, s.get(t, "/readyz"), 503, `{"status":"not_ready","reason":"test: not ready"}`)
 	wantStatus(t, s.get(t, "/metrics"), 200, "weir_up 1")
 
 	// Without a metrics handler, /metrics is an ordinary unknown route.

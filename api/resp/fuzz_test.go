@@ -41,7 +41,8 @@ func (fakeDecider) Release(context.Context, string) error { return nil }
 func (fakeDecider) Cluster(context.Context, string, string) (api.ClusterInfo, error) {
 	return api.ClusterInfo{}, nil
 }
-func (fakeDecider) Ready() bool                                  { return true }
+
+func (fakeDecider) Readiness() api.Readiness                     { return api.Readiness{Ready: true} }
 func (fakeDecider) Forget(context.Context, string) (bool, error) { return false, nil }
 func (fakeDecider) Allot(context.Context, api.AllotRequest) (api.AllotResponse, error) {
 	return api.AllotResponse{}, nil

@@ -9,7 +9,7 @@
 //	weir lease acquire|renew|release ...  concurrency permits
 //	weir healthcheck            exit 0 when the node is ready
 //	weir token new|hash|check   caller tokens and the tokens file
-//	weir version                print the version
+//	weir version                print the version, commit and build time
 //
 // Every flag has a WEIR_ environment variable: --http-addr is WEIR_HTTP_ADDR.
 package main
@@ -19,12 +19,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/debug"
 	"strings"
 )
-
-// version is set at build time with -ldflags "-X main.version=...".
-var version = ""
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -57,7 +53,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "token":
 		return tokenCmd(rest, os.Stdin, stdout, stderr)
 	case "version", "--version", "-v":
-		fmt.Fprintln(stdout, versionString())
+		fmt.Fprintln(stdout, currentBuild())
 		return 0
 	case "help", "--help", "-help", "-h":
 		usage(stdout)
@@ -82,22 +78,8 @@ commands:
   healthcheck  exit 0 when the node is ready (container health checks)
   validate   check a limits file or an envoyproxy/ratelimit config dir: weir validate [--envoy] FILE|DIR
   token      caller tokens: weir token new | hash [TOKEN] | check FILE
-  version    print the version
+  version    print the version, commit and build time
 `)
-}
-
-func versionString() string { return "weir " + versionNumber() }
-
-// versionNumber is this build's version: main.version when set at build
-// time, else the module version Go recorded, else "(devel)".
-func versionNumber() string {
-	if version != "" {
-		return version
-	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
-	}
-	return "(devel)"
 }
 
 // envName is the environment variable of a flag: http-addr → WEIR_HTTP_ADDR.

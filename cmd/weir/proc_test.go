@@ -29,8 +29,10 @@ func buildWeir(t *testing.T) string {
 
 // proc is one running `weir serve` started by a test.
 type proc struct {
-	cmd    *exec.Cmd
-	exited chan error
+	cmd  *exec.Cmd
+	done chan struct{} // closed once the process has exited and waitErr is set
+	// waitErr is cmd.Wait's result; read it only after done is closed.
+	waitErr error
 
 	mu  sync.Mutex // guards log
 	log []string
@@ -53,7 +55,7 @@ func startWeir(t *testing.T, bin string, args ...string) *proc {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{cmd: cmd, exited: make(chan error, 1)}
+	p := &proc{cmd: cmd, done: make(chan struct{})}
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
@@ -61,15 +63,16 @@ func startWeir(t *testing.T, bin string, args ...string) *proc {
 			p.log = append(p.log, sc.Text())
 			p.mu.Unlock()
 		}
-		p.exited <- cmd.Wait()
+		p.waitErr = cmd.Wait() // after the pipe is drained, as Wait requires
+		close(p.done)
 	}()
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
-		case <-p.exited:
+		case <-p.done:
 		case <-time.After(15 * time.Second):
 			_ = cmd.Process.Kill()
-			<-p.exited
+			<-p.done
 		}
 		if t.Failed() {
 			t.Logf("log of %v:\n%s", args, strings.Join(p.logLines(), "\n"))

@@ -81,13 +81,41 @@ func healthcheck(args []string, stdout, stderr io.Writer) int {
 	if code, ok := parseCommand(fs, args, os.Getenv, "weir healthcheck [flags]", stdout, stderr); !ok {
 		return code
 	}
-	_, code, err := get(conn, conn.base()+*path, 2*time.Second)
+	body, code, err := get(conn, conn.base()+*path, 2*time.Second)
 	if err != nil || code != http.StatusOK {
-		fmt.Fprintf(stderr, "weir healthcheck: not ready (status %d, err %v)\n", code, err)
+		fmt.Fprintln(stderr, "weir healthcheck: "+notReadyMessage(code, body, err))
 		return 1
 	}
 	fmt.Fprintln(stdout, "ok")
 	return 0
+}
+
+// notReadyMessage says why a health check failed: the request's error, or
+// the reason the node's answer names ({"status","reason"} from /readyz),
+// or, for an answer in another shape, its status and its first line.
+func notReadyMessage(code int, body []byte, err error) string {
+	if err != nil {
+		return "no answer: " + err.Error()
+	}
+	var b struct {
+		Status string `json:"status"`
+		Reason string `json:"reason"`
+	}
+	if json.Unmarshal(body, &b) == nil && b.Status != "" {
+		msg := strings.ReplaceAll(b.Status, "_", " ")
+		if b.Reason != "" {
+			msg += ": " + b.Reason
+		}
+		return fmt.Sprintf("%s (status %d)", msg, code)
+	}
+	line, _, _ := strings.Cut(strings.TrimSpace(string(body)), "\n")
+	if len(line) > 200 {
+		line = line[:200] + "..."
+	}
+	if line == "" {
+		return fmt.Sprintf("not ready (status %d, empty body)", code)
+	}
+	return fmt.Sprintf("not ready (status %d): %s", code, line)
 }
 
 func get(conn *connFlags, u string, timeout time.Duration) ([]byte, int, error) {

@@ -162,8 +162,13 @@ func (f *Decider) Cluster(_ context.Context, limit, key string) (api.ClusterInfo
 	return info, nil
 }
 
-// Ready reports !NotReady.
-func (f *Decider) Ready() bool { return !f.NotReady }
+// Readiness is not ready, with reason "test: not ready", when NotReady is set.
+func (f *Decider) Readiness() api.Readiness {
+	if f.NotReady {
+		return api.Readiness{Reason: "test: not ready"}
+	}
+	return api.Readiness{Ready: true}
+}
 
 // Forget forgets n2, refuses n1 as alive and knows no other member.
 func (f *Decider) Forget(_ context.Context, name string) (bool, error) {

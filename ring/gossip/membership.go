@@ -20,6 +20,13 @@ var (
 	ErrStarted    = errors.New("gossip: already started")
 	ErrNotStarted = errors.New("gossip: not started")
 	ErrClosed     = errors.New("gossip: closed")
+	// ErrLeaveUnacknowledged wraps Leave's error when the leave broadcast
+	// did not finish going out within the timeout: no member took it,
+	// because every other member had left or was leaving too (a whole
+	// cluster stopped at once) or none could be reached. The member has
+	// left all the same; members still running learn it by failure
+	// detection instead of the broadcast.
+	ErrLeaveUnacknowledged = errors.New("gossip: leave not acknowledged by any member")
 )
 
 // maxDebounceFactor bounds how long a stream of events can delay a rebuild:
@@ -148,7 +155,8 @@ func (r *Membership) Start(ctx context.Context) error {
 // Leave broadcasts that this member leaves the cluster and waits up to
 // timeout for the broadcast to go out. Peers forget a member that left at
 // once and stop contacting it. The Membership keeps running until Close, but
-// stops rejoining and gossiping metadata.
+// stops rejoining and gossiping metadata. When the broadcast does not go out
+// in time the error wraps ErrLeaveUnacknowledged.
 func (r *Membership) Leave(timeout time.Duration) error {
 	r.life.Lock()
 	defer r.life.Unlock()
@@ -179,7 +187,8 @@ func (r *Membership) Leave(timeout time.Duration) error {
 	}
 	r.mu.Unlock()
 	if err != nil {
-		return fmt.Errorf("gossip: leave: %w", err)
+		// memberlist's Leave fails only by timing out on the broadcast.
+		return fmt.Errorf("%w: %w", ErrLeaveUnacknowledged, err)
 	}
 	return nil
 }
