@@ -95,8 +95,11 @@ func TestClientAllotmentsAreExact(t *testing.T) {
 	if got := tl.allowed.Load() + left; got != 1000 {
 		t.Fatalf("admitted %d + left in the bucket after Close %d = %d, want the bucket's 1000", tl.allowed.Load(), left, got)
 	}
-	if asks == 0 || allotted < uint64(total)/2 {
-		t.Fatalf("%d asks, %d of %d takes decided from allotments; want most", asks, allotted, total)
+	// The plain client's takes always go to the owner: "most" is of the
+	// holders' own takes (3 clients × 4 callers × 800).
+	const holderTakes = 3 * 4 * 800
+	if asks == 0 || allotted < holderTakes/2 {
+		t.Fatalf("%d asks, %d of the holders' %d takes decided from allotments; want most", asks, allotted, holderTakes)
 	}
 }
 
