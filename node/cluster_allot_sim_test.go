@@ -105,6 +105,25 @@ func (ta *tally) drain(t *testing.T, key string, nodes ...*Node) {
 	}
 }
 
+// waitHoldingsExpired waits until no member reports a live holding of
+// "allot" key (the hot-keys report lists a holding until its owner drops
+// it, with its time left): whatever was left outstanding has expired.
+func waitHoldingsExpired(t *testing.T, n *Node, key string) {
+	t.Helper()
+	waitFor(t, 10*time.Second, "the key's holdings to expire", func() bool {
+		hot, err := n.Hot(context.Background(), "allot", api.MaxHotN)
+		if err != nil {
+			return false
+		}
+		for _, a := range hot.Allotments {
+			if a.Key == key && a.ExpiresInMs > 0 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 // crash cuts name off the network and stops it: its returns and its leave
 // reach nobody.
 func (c *simCluster) crash(name string) {
@@ -123,7 +142,7 @@ func TestAllotHolderCrash(t *testing.T) {
 	ta := newTally()
 	ta.warm(t, c.nodes["n2"], key)
 	c.crash("n2")
-	time.Sleep(1200 * time.Millisecond) // the allotment's TTL: the owner's holding expires
+	waitHoldingsExpired(t, c.nodes["n1"], key)
 	ta.drain(t, key, c.nodes["n1"], c.nodes["n3"])
 	maxAllotment := allotCapacity / 4
 	if got := ta.exact(); got > allotCapacity || got < allotCapacity-maxAllotment {
@@ -153,7 +172,7 @@ func TestAllotOwnerCrashSuccessorKnowsTheGrant(t *testing.T) {
 		ta.take(t, n2, key)
 		return ta.take(t, n3, key).Source == api.SourceOwner
 	})
-	time.Sleep(1200 * time.Millisecond) // the allotment's TTL
+	waitHoldingsExpired(t, n3, key)
 	ta.drain(t, key, n3, n2)
 	if got := ta.exact(); got > allotCapacity {
 		t.Fatalf("admitted %d (%v) of %d: the successor did not count the allotment", got, ta, allotCapacity)
@@ -299,7 +318,7 @@ func TestAllotReturnRacingRefresh(t *testing.T) {
 		}
 	}
 	_ = n2.Return(ctx, api.ReturnRequest{Limit: "allot", Key: key, Holder: "cli", Unspent: have, Seq: seq})
-	time.Sleep(1200 * time.Millisecond) // the TTL of anything left outstanding
+	waitHoldingsExpired(t, n1, key)
 	ta := newTally()
 	ta.drain(t, key, n1)
 	if got := ta.exact() + spent; got > allotCapacity {

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -153,7 +154,7 @@ func (a *allotter) take(checks []api.Check) (resp api.TakeResponse, ok bool) {
 	ks, costs := kbuf[:0], cbuf[:0]
 	for _, ch := range checks {
 		k := allot.Key{Limit: ch.Limit, Key: ch.Key}
-		if ch.Inline != nil || ch.Cost < 0 || containsKey(ks, k) {
+		if ch.Inline != nil || ch.Cost < 0 || slices.Contains(ks, k) {
 			return resp, false
 		}
 		ks, costs = append(ks, k), append(costs, max(ch.Cost, 1))
@@ -180,15 +181,6 @@ func (a *allotter) take(checks []api.Check) (resp api.TakeResponse, ok bool) {
 	}
 	a.allotted.Add(1)
 	return resp, true
-}
-
-func containsKey(ks []allot.Key, k allot.Key) bool {
-	for _, x := range ks {
-		if x == k {
-			return true
-		}
-	}
-	return false
 }
 
 // answer is the response to a take decided from allotments: per check,

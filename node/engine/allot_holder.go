@@ -124,7 +124,12 @@ func (e *Engine) fromAllotment(rs []resolved, g *group, results []api.Result, sp
 		costs = append(costs, rs[i].check.Cost)
 	}
 	var out allot.Outcome
-	left := make([]int64, len(ks))
+	var lbuf [4]int64
+	left := lbuf[:]
+	if len(ks) > len(lbuf) {
+		left = make([]int64, len(ks))
+	}
+	left = left[:len(ks)]
 	if len(ks) == 1 {
 		sh := e.purses.shard(ks[0])
 		sh.mu.Lock()

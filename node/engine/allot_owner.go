@@ -143,7 +143,7 @@ func unfit(checks []bucket.Check, lims []*limits.Limit, out []bucket.Decision) [
 func (e *Engine) takeLeavingClaims(now time.Time, checks []bucket.Check, lims []*limits.Limit, buf []bucket.Decision) ([]bucket.Decision, bool, error) {
 	var rbuf [4]int64
 	reserved := rbuf[:0]
-	any := false
+	claimed := false
 	for i, c := range checks {
 		p := int64(0)
 		if allots(lims[i]) {
@@ -152,9 +152,9 @@ func (e *Engine) takeLeavingClaims(now time.Time, checks []bucket.Check, lims []
 			e.ledger.mu.Unlock()
 		}
 		reserved = append(reserved, p)
-		any = any || p > 0
+		claimed = claimed || p > 0
 	}
-	if !any {
+	if !claimed {
 		return e.store.TakeAt(now, checks, buf)
 	}
 	for i := range checks {

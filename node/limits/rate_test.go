@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/weir-rl/weir/bucket"
+	"github.com/weir-rl/weir/internal/textdist"
 )
 
 func TestParseRate(t *testing.T) {
@@ -95,8 +96,8 @@ func TestParseDuration(t *testing.T) {
 }
 
 func TestEditDistanceSuggest(t *testing.T) {
-	if d := editDistance("capcity", "capacity"); d != 1 {
-		t.Errorf("editDistance = %d", d)
+	if d := textdist.Levenshtein("capcity", "capacity"); d != 1 {
+		t.Errorf("Levenshtein = %d", d)
 	}
 	if s := suggest("lease_tll", concFields); s != "lease_ttl" {
 		t.Errorf("suggest = %q", s)
