@@ -17,7 +17,7 @@ STAMP      := -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.buildT
 
 .PHONY: hostile fuzz-long
 .PHONY: release image version
-.PHONY: all build test check fmt fmt-check vet lint tidy-check proto proto-check bench bench-repl bench-micro bench-load bench-cluster compose-test jepsen-quick jepsen jepsen-compose run clean
+.PHONY: all build test check fmt fmt-check vet lint tidy-check proto proto-check bench gubernator bench-repl bench-micro bench-load bench-cluster compose-test jepsen-quick jepsen jepsen-compose run clean
 
 all: build
 
@@ -130,8 +130,18 @@ BENCH_QUICK   ?=
 BENCH_ARGS    ?=
 bench: build ## every target side by side in one run: Markdown table, CSV, SVG under bench/results/
 	$(GO) build -o $(BIN)/loadgen ./bench/loadgen
-	$(BIN)/loadgen suite -weir $(BIN)/weir $(if $(BENCH_QUICK),-quick -out bench/results/quick) \
+	@$(MAKE) --no-print-directory gubernator >$(BIN)/gubernator.build.log 2>&1 || { \
+		echo "make bench: Gubernator is not run: bench/gubernator.sh failed; the last lines of bin/gubernator.build.log:"; \
+		tail -n 3 $(BIN)/gubernator.build.log; }
+	$(BIN)/loadgen suite -weir $(BIN)/weir -gubernator $(BIN)/gubernator $(if $(BENCH_QUICK),-quick -out bench/results/quick) \
 		$(if $(BENCH_SECONDS),-seconds $(BENCH_SECONDS)) $(BENCH_ARGS)
+
+# Gubernator v2's server for make bench's gubernator3-* targets, built once
+# (bench/gubernator.sh: the v2.21.0 release from the Go module proxy with the
+# Go toolchain it asks for, or a checkout given as GUBERNATOR_SRC=DIR).
+gubernator: $(BIN)/gubernator ## build Gubernator v2 into bin/ for make bench (once; GUBERNATOR_SRC=DIR for a checkout)
+$(BIN)/gubernator:
+	bench/gubernator.sh $@
 
 # Replication's cost (docs/placement-and-replication.md): the 3-node client
 # cells with replication on and off, side by side in each run, on the bench

@@ -3,9 +3,12 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
 	"google.golang.org/grpc"
@@ -13,64 +16,92 @@ import (
 	"github.com/weir-rl/weir/api/weirv1"
 )
 
+// A ceiling is a server that does no work: an HTTP handler that reads the
+// body and writes a constant answer, or a weir.v1.Limiter whose Take allows
+// at once. It measures what the client, the protocol stack, the kernel's
+// loopback and the scheduler cost before any decision is made: a target's
+// ceiling. Like every target, it is served from its own process (`loadgen
+// ceiling`, which the suite starts by re-executing the load generator), so
+// "÷ ceiling" compares two servers in two processes, not a server in the
+// load generator's process with one outside it.
+
+// Ceiling kinds, the values of `loadgen ceiling -kind`.
+const (
+	ceilingHTTPKind = "http"
+	ceilingGRPCKind = "grpc"
+)
+
 // ceilingAnswer is what the HTTP ceiling answers every request with: the
 // shape of a Weir take answer, so the load generator decodes the same
 // bytes it decodes from Weir.
 const ceilingAnswer = `{"allowed":true,"retry_after_ms":0,"rules_version":1,"results":[{"limit":"bench","allowed":true,"remaining":999999999999,"capacity":1000000000000,"retry_after_ms":0,"reset_after_ms":0,"source":"owner"}]}`
 
-// ceilings are the two servers that do no work: an HTTP handler that
-// reads the body and writes a constant answer, and a weir.v1.Limiter
-// whose Take allows at once. They run in the load generator's process on
-// loopback, so they measure what the client, the protocol stack and the
-// scheduler cost before any decision is made: a target's ceiling.
-type ceilings struct {
-	httpLn, grpcLn net.Listener
-	httpSrv        *http.Server
-	grpcSrv        *grpc.Server
-	done           chan error // one value per server when it stops
+// ceilingCmd is `loadgen ceiling -kind http|grpc -addr ADDR`: it serves
+// one ceiling on ADDR until ctx ends (SIGTERM or SIGINT), then stops and
+// returns 0. It prints one line, "loadgen ceiling: KIND listening on
+// ADDR", once it accepts connections.
+func ceilingCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("loadgen ceiling", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	kind := fs.String("kind", "", "http (empty net/http handler) or grpc (empty weir.v1.Limiter/Take)")
+	addr := fs.String("addr", "127.0.0.1:0", "address to listen on")
+	if err := fs.Parse(args); err != nil {
+		return exitFlag(err)
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "loadgen ceiling: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+	if *kind != ceilingHTTPKind && *kind != ceilingGRPCKind {
+		fmt.Fprintf(stderr, "loadgen ceiling: -kind %q: want http or grpc\n", *kind)
+		return 2
+	}
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		fmt.Fprintln(stderr, "loadgen ceiling:", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "loadgen ceiling: %s listening on %s\n", *kind, ln.Addr())
+	if err := serveCeiling(ctx, *kind, ln); err != nil {
+		fmt.Fprintln(stderr, "loadgen ceiling:", err)
+		return 1
+	}
+	return 0
 }
 
-// startCeilings listens on two free loopback ports and serves until
-// close.
-func startCeilings() (*ceilings, error) {
-	hl, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	gl, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		_ = hl.Close()
-		return nil, err
-	}
-	c := &ceilings{httpLn: hl, grpcLn: gl, done: make(chan error, 2)}
-	c.httpSrv = &http.Server{
-		Handler:           http.HandlerFunc(ceilingHTTP),
-		ReadHeaderTimeout: 5 * time.Second,
-	}
-	c.grpcSrv = grpc.NewServer()
-	weirv1.RegisterLimiterServer(c.grpcSrv, ceilingGRPC{})
-	go func() {
-		err := c.httpSrv.Serve(hl)
-		if errors.Is(err, http.ErrServerClosed) {
-			err = nil
+// serveCeiling serves the ceiling of kind on ln until ctx ends, then
+// stops the server and returns what stopped it (nil after ctx).
+func serveCeiling(ctx context.Context, kind string, ln net.Listener) error {
+	var (
+		serve func() error
+		stop  func()
+	)
+	if kind == ceilingHTTPKind {
+		srv := &http.Server{Handler: http.HandlerFunc(ceilingHTTP), ReadHeaderTimeout: 5 * time.Second}
+		serve = func() error { return srv.Serve(ln) }
+		stop = func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = srv.Shutdown(sctx)
 		}
-		c.done <- err
-	}()
-	go func() { c.done <- c.grpcSrv.Serve(gl) }()
-	return c, nil
-}
-
-// httpAddr and grpcAddr are the ceilings' loopback addresses.
-func (c *ceilings) httpAddr() string { return c.httpLn.Addr().String() }
-func (c *ceilings) grpcAddr() string { return c.grpcLn.Addr().String() }
-
-// close stops both servers and waits for their goroutines.
-func (c *ceilings) close() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	err := c.httpSrv.Shutdown(ctx)
-	c.grpcSrv.Stop()
-	return errors.Join(err, <-c.done, <-c.done)
+	} else {
+		srv := grpc.NewServer()
+		weirv1.RegisterLimiterServer(srv, ceilingGRPC{})
+		serve = func() error { return srv.Serve(ln) }
+		stop = srv.Stop
+	}
+	done := make(chan error, 1)
+	go func() { done <- serve() }()
+	select {
+	case err := <-done:
+		return err // the server failed on its own
+	case <-ctx.Done():
+	}
+	stop()
+	if err := <-done; err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, grpc.ErrServerStopped) {
+		return err
+	}
+	return nil
 }
 
 // ceilingHTTP drains the request and writes the constant answer.
@@ -89,4 +120,42 @@ type ceilingGRPC struct {
 // Take implements weirv1.LimiterServer.
 func (ceilingGRPC) Take(context.Context, *weirv1.TakeRequest) (*weirv1.TakeResponse, error) {
 	return &weirv1.TakeResponse{Allowed: true}, nil
+}
+
+// ceilingProc is a ceiling the suite started: the child process and the
+// loopback address it serves on.
+type ceilingProc struct {
+	*proc
+	addr string
+}
+
+// startCeiling starts `self ceiling -kind kind` on a free loopback port
+// as a child process of the load generator, the way startWeir starts a
+// node (output in a log under dir, SIGKILL if the load generator dies),
+// and waits until it accepts connections. self is the loadgen binary,
+// normally os.Executable().
+func startCeiling(ctx context.Context, self, dir, kind string) (*ceilingProc, error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	p, err := startProc(dir, "ceiling-"+kind, self, nil, "ceiling", "-kind", kind, "-addr", addr)
+	if err != nil {
+		return nil, err
+	}
+	if err := waitTCP(ctx, addr, p, 10*time.Second); err != nil {
+		p.stop(time.Second)
+		return nil, err
+	}
+	return &ceilingProc{proc: p, addr: addr}, nil
+}
+
+// selfPath is the load generator's own binary, which the suite re-executes
+// as `loadgen ceiling`.
+func selfPath() (string, error) {
+	p, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("loadgen: cannot find its own binary to start the ceilings: %w", err)
+	}
+	return p, nil
 }

@@ -428,7 +428,7 @@ func TestParseSuiteFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Duration != 2_000_000_000 || len(cfg.Callers) != 2 || cfg.Workloads[0].Dist != distZipf || cfg.Workloads[0].Keys != 1_000_000 {
+	if cfg.Duration != 2_000_000_000 || len(cfg.Callers) != 2 || cfg.Workloads[0].Dist != distZipf || cfg.Workloads[0].Keys != 100_000 || cfg.GubernatorBin != "bin/gubernator" || cfg.Self == "" {
 		t.Errorf("explicit: %+v", cfg)
 	}
 	for _, bad := range [][]string{{"-seconds", "0"}, {"-callers", "0"}, {"-workloads", "cold"}, {"-keys", "1"}, {"extra"}} {

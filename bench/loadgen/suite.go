@@ -31,12 +31,14 @@ type suiteConfig struct {
 	Workloads  []workload
 	Targets    []string // only these, when set
 	Quick      bool
-	Gubernator string // why Gubernator is not in the run
+	// Self is the load generator's own binary, started as `loadgen
+	// ceiling` for the ceilings (os.Executable() unless a test sets it).
+	Self string
+	// GubernatorBin is Gubernator v2's server (bin/gubernator, built by
+	// `make gubernator`); its targets are skipped, with why, when it is
+	// missing.
+	GubernatorBin string
 }
-
-// gubernatorNote is what the suite says of Gubernator v2: the one attempt
-// to install its command from the module proxy failed.
-const gubernatorNote = "`go install github.com/gubernator-io/gubernator/v2/cmd/gubernator@latest` (v2.21.0) fails here: it requires go >= 1.26.10 and this machine has go1.26.8 with GOTOOLCHAIN=local"
 
 // suite is `loadgen suite`: it starts every target on loopback, runs one
 // cell per workload × callers × target (targets interleaved at each
@@ -74,7 +76,7 @@ func suite(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // parseSuiteFlags reads the suite's command line.
 func parseSuiteFlags(args []string, stderr io.Writer) (suiteConfig, error) {
-	cfg := suiteConfig{Gubernator: gubernatorNote}
+	var cfg suiteConfig
 	var (
 		seconds   float64
 		callers   string
@@ -86,6 +88,7 @@ func parseSuiteFlags(args []string, stderr io.Writer) (suiteConfig, error) {
 	fs.SetOutput(stderr)
 	fs.StringVar(&cfg.WeirBin, "weir", "bin/weir", "the weir binary to start")
 	fs.StringVar(&cfg.RedisBin, "redis-server", "redis-server", "the redis-server binary to start")
+	fs.StringVar(&cfg.GubernatorBin, "gubernator", "bin/gubernator", "Gubernator v2's server binary (make gubernator); its targets are skipped when it is missing")
 	fs.StringVar(&cfg.LimitsPath, "limits", "bench/limits.yaml", "limits file of the Weir nodes and of the Lua bucket")
 	fs.StringVar(&cfg.Limit, "limit", "bench", "the limit every request decides on (it must never deny)")
 	fs.StringVar(&cfg.AllotLimit, "allot-limit", "bench-allot", "the limit of the -allot targets: -limit with allotments: auto")
@@ -94,10 +97,11 @@ func parseSuiteFlags(args []string, stderr io.Writer) (suiteConfig, error) {
 	fs.DurationVar(&cfg.Warmup, "warmup", time.Second, "unrecorded warm-up per cell")
 	fs.StringVar(&callers, "callers", "1,16,64,256", "numbers of callers, one cell each")
 	fs.StringVar(&workloads, "workloads", "hot,uniform,zipf", "key patterns: hot (1 key), uniform and zipf (over -keys keys)")
-	fs.IntVar(&keys, "keys", 1_000_000, "distinct keys of the uniform and zipf workloads")
+	fs.IntVar(&keys, "keys", 100_000, "distinct keys of the uniform and zipf workloads")
 	fs.StringVar(&targets, "targets", "", "comma-separated target names to run (default: all)")
 	fs.BoolVar(&cfg.Quick, "quick", false, "a short run: 0.3 s cells after 0.1 s warm-up, unless -seconds or -warmup are given")
-	if err := fs.Parse(args); err != nil {
+	err := fs.Parse(args)
+	if err != nil {
 		return suiteConfig{}, err
 	}
 	if fs.NArg() > 0 {
@@ -145,27 +149,39 @@ func parseSuiteFlags(args []string, stderr io.Writer) (suiteConfig, error) {
 			cfg.Targets = append(cfg.Targets, t)
 		}
 	}
+	if cfg.Self, err = selfPath(); err != nil {
+		return suiteConfig{}, err
+	}
 	return cfg, nil
 }
 
 // suiteEnv is what runSuite started; close stops it, every process by
 // its own pid.
 type suiteEnv struct {
-	dir   string
-	ceil  *ceilings
-	redis *proc
-	nodes []*weirNode
+	dir                string
+	ceilHTTP, ceilGRPC *ceilingProc
+	redis              *proc
+	nodes              []*weirNode
+	gubernator         []*guberNode
+	// guberWhyNot says why the Gubernator targets are not run, "" when
+	// they are.
+	guberWhyNot string
 }
 
 func (e *suiteEnv) close() {
 	for _, n := range slices.Backward(e.nodes) {
 		n.stop(10 * time.Second)
 	}
+	for _, n := range slices.Backward(e.gubernator) {
+		n.stop(10 * time.Second)
+	}
+	for _, p := range []*ceilingProc{e.ceilHTTP, e.ceilGRPC} {
+		if p != nil {
+			p.stop(5 * time.Second)
+		}
+	}
 	if e.redis != nil {
 		e.redis.stop(5 * time.Second)
-	}
-	if e.ceil != nil {
-		_ = e.ceil.close()
 	}
 	_ = os.RemoveAll(e.dir)
 }
@@ -184,7 +200,10 @@ func runSuite(ctx context.Context, cfg suiteConfig, stderr io.Writer) ([]suiteRo
 	env := &suiteEnv{dir: dir}
 	defer env.close()
 
-	if env.ceil, err = startCeilings(); err != nil {
+	if env.ceilHTTP, err = startCeiling(ctx, cfg.Self, dir, ceilingHTTPKind); err != nil {
+		return nil, "", err
+	}
+	if env.ceilGRPC, err = startCeiling(ctx, cfg.Self, dir, ceilingGRPCKind); err != nil {
 		return nil, "", err
 	}
 	redisAddr := ""
@@ -203,6 +222,9 @@ func runSuite(ctx context.Context, cfg suiteConfig, stderr io.Writer) ([]suiteRo
 	}
 	trioOff, err := startTrio(ctx, cfg, dir, "r", true, env)
 	if err != nil {
+		return nil, "", err
+	}
+	if err := startGubernator(ctx, cfg, dir, env); err != nil {
 		return nil, "", err
 	}
 	specs, skips := suiteSpecs(cfg, b, env, redisAddr, solo, trio, trioOff, resp)
@@ -319,6 +341,9 @@ func suiteHeader(cfg suiteConfig, skips []skipped) string {
 	fmt.Fprintf(&b, "- cells: %v measured after %v warm-up; callers %v; limit `%s` of `%s` (never denies; the `-allot` targets: `%s`, the same with allotments: auto); targets interleaved at each number of callers\n",
 		cfg.Duration, cfg.Warmup, cfg.Callers, cfg.Limit, cfg.LimitsPath, cfg.AllotLimit)
 	fmt.Fprintf(&b, "- load average before: %s\n", loadAvg())
+	if !slices.ContainsFunc(skips, func(s skipped) bool { return strings.HasPrefix(s.name, "gubernator") }) {
+		fmt.Fprintf(&b, "- gubernator: %s\n", gubernatorVersion(cfg.GubernatorBin))
+	}
 	for _, s := range skips {
 		fmt.Fprintf(&b, "- not run: %s: %s\n", s.name, s.why)
 	}

@@ -24,16 +24,20 @@ type proc struct {
 	err    error         // its exit status, once exited is closed
 }
 
-// startProc starts path with args, its output in a log file under dir.
-// The child gets SIGKILL if the load generator dies first, so a crashed
-// run leaves no server behind.
-func startProc(dir, name, path string, args ...string) (*proc, error) {
+// startProc starts path with args, its output in a log file under dir and
+// env (NAME=value; nil for none) added to the load generator's own
+// environment. The child gets SIGKILL if the load generator dies first,
+// so a crashed run leaves no server behind.
+func startProc(dir, name, path string, env []string, args ...string) (*proc, error) {
 	log, err := os.CreateTemp(dir, name+"-*.log")
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(path, args...)
 	cmd.Stdout, cmd.Stderr = log, log
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		_ = log.Close()
@@ -91,8 +95,11 @@ func (p *proc) logTail() string {
 
 // freeAddr returns a loopback address with a port that was free a moment
 // ago (the kernel picks it; the server binds it right after).
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+func freeAddr() (string, error) { return freeAddrOn("127.0.0.1") }
+
+// freeAddrOn is freeAddr on the loopback address ip (any of 127.0.0.0/8).
+func freeAddrOn(ip string) (string, error) {
+	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
 	if err != nil {
 		return "", err
 	}
@@ -167,7 +174,7 @@ func startWeir(ctx context.Context, c weirNodeConfig) (*weirNode, error) {
 		n.respAddr = addrs[4]
 		args = append(args, "--resp-addr", n.respAddr)
 	}
-	p, err := startProc(c.dir, "weir-"+c.name, c.bin, args...)
+	p, err := startProc(c.dir, "weir-"+c.name, c.bin, nil, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -198,7 +205,7 @@ func startRedisServer(ctx context.Context, bin, dir string) (*proc, string, erro
 		return nil, "", err
 	}
 	_, port, _ := net.SplitHostPort(addr)
-	p, err := startProc(dir, "redis", bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
+	p, err := startProc(dir, "redis", bin, nil, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
 	if err != nil {
 		return nil, "", err
 	}

@@ -27,12 +27,26 @@ func suiteSpecs(cfg suiteConfig, b bucketSpec, env *suiteEnv, redisAddr string, 
 	all := oneNodeSpecs(cfg, env, solo, maxC)
 	all = append(all, redisSpecs(cfg, b, env, redisAddr, solo, maxC)...)
 	all = append(all, trioSpecs(cfg, trio, trioOff)...)
-	return selectSpecs(cfg, all, resp)
+	if len(env.gubernator) == 3 {
+		lim, err := guberLimitOf(cfg.Limit, b, 1)
+		if err != nil {
+			env.guberWhyNot = err.Error()
+		} else {
+			all = append(all, gubernatorSpecs(cfg, env.gubernator, lim, maxC)...)
+		}
+	}
+	specs, skips := selectSpecs(cfg, all, resp)
+	if env.guberWhyNot != "" {
+		for _, name := range gubernatorTargets {
+			skips = append(skips, skipped{name, env.guberWhyNot})
+		}
+	}
+	return specs, skips
 }
 
 // selectSpecs keeps the targets of all that cfg.Targets names (all of them
 // when it names none), in order. weir-resp is skipped when the weir binary
-// has no RESP listener (resp false), and Gubernator always, with why.
+// has no RESP listener (resp false), with why.
 func selectSpecs(cfg suiteConfig, all []suiteSpec, resp bool) ([]suiteSpec, []skipped) {
 	var specs []suiteSpec
 	var skips []skipped
@@ -46,7 +60,6 @@ func selectSpecs(cfg suiteConfig, all []suiteSpec, resp bool) ([]suiteSpec, []sk
 			specs = append(specs, s)
 		}
 	}
-	skips = append(skips, skipped{"gubernator", cfg.Gubernator})
 	return specs, skips
 }
 
@@ -60,27 +73,29 @@ func soloSpec(solo *weirNode, name, ceiling string, open func(ctx context.Contex
 	}
 }
 
-// oneNodeSpecs lists the loopback ceilings and the single node's HTTP and
-// gRPC targets, each protocol's ceiling just before the node's targets
-// over it. maxC is the most callers of any cell.
+// ceilingSpec is the ceiling c, an empty server in its own process.
+func ceilingSpec(name string, c *ceilingProc, open func(ctx context.Context, wl workload) (target, error)) suiteSpec {
+	return suiteSpec{
+		info: targetInfo{Name: name, Group: "ceiling"},
+		open: open, servers: []*proc{c.proc}, pids: []int{c.pid()},
+	}
+}
+
+// oneNodeSpecs lists the ceilings and the single node's HTTP and gRPC
+// targets, each protocol's ceiling just before the node's targets over
+// it. maxC is the most callers of any cell.
 func oneNodeSpecs(cfg suiteConfig, env *suiteEnv, solo *weirNode, maxC int) []suiteSpec {
 	one := []string{solo.grpcAddr}
 	return []suiteSpec{
-		{
-			info: targetInfo{Name: "ceiling-http", Group: "ceiling"},
-			open: func(_ context.Context, wl workload) (target, error) {
-				return newHTTPTarget([]string{env.ceil.httpAddr()}, maxC, cfg.Limit, wl.Keys, 1)
-			},
-		},
+		ceilingSpec("ceiling-http", env.ceilHTTP, func(_ context.Context, wl workload) (target, error) {
+			return newHTTPTarget([]string{env.ceilHTTP.addr}, maxC, cfg.Limit, wl.Keys, 1)
+		}),
 		soloSpec(solo, "weir-http", "ceiling-http", func(_ context.Context, wl workload) (target, error) {
 			return newHTTPTarget([]string{solo.httpAddr}, maxC, cfg.Limit, wl.Keys, 1)
 		}),
-		{
-			info: targetInfo{Name: "ceiling-grpc", Group: "ceiling"},
-			open: func(_ context.Context, wl workload) (target, error) {
-				return newGRPCTarget([]string{env.ceil.grpcAddr()}, 1, cfg.Limit, wl.Keys, 1, false)
-			},
-		},
+		ceilingSpec("ceiling-grpc", env.ceilGRPC, func(_ context.Context, wl workload) (target, error) {
+			return newGRPCTarget([]string{env.ceilGRPC.addr}, 1, cfg.Limit, wl.Keys, 1, false)
+		}),
 		soloSpec(solo, "weir-grpc", "ceiling-grpc", func(_ context.Context, wl workload) (target, error) {
 			return newGRPCTarget(one, 1, cfg.Limit, wl.Keys, 1, false)
 		}),
