@@ -13,6 +13,14 @@
 //	redis-lua   the classic "Redis plus a Lua token bucket": EVALSHA of
 //	            redisScript against a redis-server, over a small RESP2 client
 //
+// `loadgen suite` (make bench) starts every target itself and adds more:
+// the cluster-aware Go client, TakeStream, RESP through go-redis, three
+// Weir nodes, three Gubernator v2 nodes over HTTP and gRPC
+// (suite_gubernator.go), and the ceilings, empty HTTP and gRPC servers
+// that `loadgen ceiling -kind http|grpc -addr ADDR` serves from a child
+// process of the suite (ceiling.go), so that every target and every
+// ceiling is a server in a process of its own.
+//
 // Every target takes -addrs, a comma-separated list; caller i (a goroutine
 // that has one request in flight at a time) uses address i mod len(addrs), so
 // a multi-node Weir cluster is driven by listing its nodes. With -rotate
@@ -35,6 +43,8 @@
 //	loadgen report -compare "3 nodes" -to "1 node" results.jsonl
 //	loadgen cluster-wait -addrs 127.0.0.1:8080,127.0.0.1:9080 -members 2
 //	loadgen owner -addr 127.0.0.1:8080 -limit bench -key k0
+//	loadgen suite -quick                 # make bench BENCH_QUICK=1
+//	loadgen ceiling -kind grpc -addr 127.0.0.1:9000
 //
 // report -compare A -to B pairs the cells labelled A with those labelled B
 // (same target, limit, keys and concurrency) and prints their ratios and

@@ -14,7 +14,8 @@ import (
 type targetInfo struct {
 	// Name is the row name, e.g. "weir-http".
 	Name string
-	// Group is "ceiling", "redis", "weir 1 node" or "weir 3 nodes".
+	// Group is "ceiling", "redis", "weir 1 node", "weir 3 nodes" or
+	// "gubernator 3 nodes".
 	Group string
 	// Ceiling names the ceiling target whose throughput this one's is
 	// divided by ("weir ÷ ceiling"); "" for none.
@@ -183,7 +184,7 @@ func forwardedShare(r suiteRow) (float64, bool) {
 }
 
 // serverCPU is the server CPU per decision in µs, and whether it was
-// measured (the ceilings run in the load generator and have none).
+// measured (a target with no server pid has none).
 func serverCPU(r suiteRow) (float64, bool) {
 	if r.Result.ServerCPUSeconds <= 0 || r.Result.Decisions == 0 {
 		return 0, false
