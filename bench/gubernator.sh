@@ -41,6 +41,7 @@ if [[ -n ${GUBERNATOR_SRC:-} ]]; then
 		what="github.com/gubernator-io/gubernator/v2 at $rev (source tree, go build ./cmd/gubernator)"
 	fi
 	(cd "$src" && go build -trimpath -o "$out.tmp" ./cmd/gubernator)
+	what="$what with $(go env GOVERSION)"
 else
 	GOTOOLCHAIN=$toolchain GOBIN=$tmp go install -trimpath "github.com/gubernator-io/gubernator/v2/cmd/gubernator@$version"
 	mv "$tmp/gubernator" "$out.tmp"

@@ -224,3 +224,22 @@ func TestGubernatorCluster(t *testing.T) {
 		t.Errorf("takes on one key: %v, want %v", got, want)
 	}
 }
+
+// TestStartGubernatorSkips checks when the suite does not start
+// Gubernator: no Gubernator target selected (nothing to say), or no
+// binary (a reason for the header's "not run" lines).
+func TestStartGubernatorSkips(t *testing.T) {
+	ctx := context.Background()
+	missing := filepath.Join(t.TempDir(), "gubernator")
+	env := &suiteEnv{}
+	if err := startGubernator(ctx, suiteConfig{GubernatorBin: missing, Targets: []string{"weir-grpc"}}, t.TempDir(), env); err != nil || env.guberWhyNot != "" || env.gubernator != nil {
+		t.Errorf("not selected: %v, %q, %d nodes", err, env.guberWhyNot, len(env.gubernator))
+	}
+	for _, targets := range [][]string{nil, {"gubernator3-grpc"}} {
+		env := &suiteEnv{}
+		err := startGubernator(ctx, suiteConfig{GubernatorBin: missing, Targets: targets}, t.TempDir(), env)
+		if err != nil || !strings.Contains(env.guberWhyNot, "make gubernator") || env.gubernator != nil {
+			t.Errorf("targets %v without a binary: %v, %q, %d nodes", targets, err, env.guberWhyNot, len(env.gubernator))
+		}
+	}
+}
