@@ -85,6 +85,7 @@ package auth
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/traefik/traefik/v3/pkg/config/dynamic"
@@ -94,12 +95,12 @@ var errNotBuilt = errors.New("not in this build: containous/go-http-auth is not 
 
 // NewBasic refuses: basicAuth is not in this build.
 func NewBasic(context.Context, http.Handler, dynamic.BasicAuth, string) (http.Handler, error) {
-	return nil, errors.Join(errors.New("basicAuth"), errNotBuilt)
+	return nil, fmt.Errorf("basicAuth: %w", errNotBuilt)
 }
 
 // NewDigest refuses: digestAuth is not in this build.
 func NewDigest(context.Context, http.Handler, dynamic.DigestAuth, string) (http.Handler, error) {
-	return nil, errors.Join(errors.New("digestAuth"), errNotBuilt)
+	return nil, fmt.Errorf("digestAuth: %w", errNotBuilt)
 }
 EOF
 
