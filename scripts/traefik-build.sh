@@ -10,7 +10,8 @@
 # `go install github.com/traefik/traefik/v3/cmd/traefik@VERSION` refuses the
 # module: its go.mod has replace directives. So this builds it as the main
 # module, in a writable copy of the module proxy's source (checked against
-# go.sum by `go mod download`), with the two things the module zip lacks:
+# go.sum by `go mod download`), with the two things the module zip lacks
+# and without the parts whose modules the proxy refuses (below):
 #
 #   - pkg/config/dynamic/ext, a nested module that go.mod replaces with its
 #     local path (nested modules are never in a module zip, and the proxy
@@ -29,13 +30,14 @@ out=${OUT:-$root/bin/traefik}
 GO=${GO:-go}
 mod=github.com/traefik/traefik/v3
 
-dir=$($GO mod download -json "$mod@$version" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+work=$(mktemp -d -t weir-traefik.XXXXXX)
+trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
+# Outside any module, so that no go.mod or go.sum but the copy's is touched.
+dir=$(cd "$work" && $GO mod download -json "$mod@$version" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
 if [ -z "$dir" ] || [ ! -f "$dir/go.mod" ]; then
 	echo "traefik-build: $mod@$version: no source from the module proxy" >&2
 	exit 1
 fi
-work=$(mktemp -d -t weir-traefik.XXXXXX)
-trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
 cp -R "$dir/." "$work/"
 chmod -R u+w "$work"
 
