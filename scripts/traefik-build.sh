@@ -10,8 +10,8 @@
 # `go install github.com/traefik/traefik/v3/cmd/traefik@VERSION` refuses the
 # module: its go.mod has replace directives. So this builds it as the main
 # module, in a writable copy of the module proxy's source (checked against
-# go.sum by `go mod download`), with the two things the module zip lacks
-# and without the parts whose modules the proxy refuses (below):
+# go.sum by `go mod download`), with the two things the module zip lacks,
+# listed here, and without the parts whose modules the proxy refuses (further down):
 #
 #   - pkg/config/dynamic/ext, a nested module that go.mod replaces with its
 #     local path (nested modules are never in a module zip, and the proxy
