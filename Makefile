@@ -15,7 +15,7 @@ COMMIT     := $(shell git rev-parse HEAD 2>/dev/null)
 BUILD_TIME := $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 STAMP      := -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.buildTime=$(BUILD_TIME)
 
-.PHONY: hostile fuzz-long
+.PHONY: hostile fuzz-long traefik traefik-test
 .PHONY: release image version
 .PHONY: all build test check fmt fmt-check vet lint tidy-check proto proto-check bench gubernator bench-repl bench-micro bench-load bench-cluster compose-test jepsen-quick jepsen jepsen-compose run clean
 
@@ -198,6 +198,20 @@ jepsen-compose: ## the fault matrix against the deploy/ docker compose cluster (
 # against a real node. The short form runs inside make test.
 hostile: ## the hostile-input suite at full size against real nodes
 	WEIR_HOSTILE=long $(GO) test -count=1 -v -timeout 30m ./hostile
+
+# Traefik has no Debian package: make traefik builds its v3 binary from the
+# Go module proxy into bin/traefik (scripts/traefik-build.sh says how and
+# what the build leaves out), unless bin/traefik already is TRAEFIK_VERSION.
+# Several minutes from a cold cache, so it is not part of make test;
+# make traefik-test runs deploy/traefik with it (node/e2e_traefik_test.go).
+TRAEFIK_VERSION ?= v3.7.13
+traefik: ## build Traefik TRAEFIK_VERSION from the Go module proxy into bin/traefik
+	@if $(BIN)/traefik version 2>/dev/null | grep -q '^Version: *$(TRAEFIK_VERSION)$$'; then \
+		echo "traefik: bin/traefik is $(TRAEFIK_VERSION)"; \
+	else TRAEFIK_VERSION=$(TRAEFIK_VERSION) OUT=$(BIN)/traefik GO=$(GO) scripts/traefik-build.sh; fi
+
+traefik-test: traefik ## run deploy/traefik with the real Traefik against a real node
+	WEIR_TRAEFIK_TEST=1 WEIR_TRAEFIK=$(BIN)/traefik $(GO) test -race -count=1 -v -run 'Traefik' ./node
 
 # Every fuzz target for FUZZTIME (default 10m) each; FUZZJOBS targets at a
 # time with FUZZWORKERS workers each (scripts/fuzz-long.sh says more). It fails

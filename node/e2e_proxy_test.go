@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -178,6 +179,13 @@ func checkProxyContract(t *testing.T, tn *testNode, up *upstream, base string, a
 	t.Helper()
 	hc := &http.Client{Timeout: 10 * time.Second}
 	defer hc.CloseIdleConnections()
+	checkProxyContractFrom(t, tn, up, base, allowedHeaders, hc, "127.0.0.1")
+}
+
+// checkProxyContractFrom is checkProxyContract for a client hc whose
+// connections come from clientIP, the key the drained bucket must have.
+func checkProxyContractFrom(t *testing.T, tn *testNode, up *upstream, base string, allowedHeaders bool, hc *http.Client, clientIP string) {
+	t.Helper()
 	for i := range 3 {
 		r := getThrough(t, hc, base, fmt.Sprintf("203.0.113.%d", i+1))
 		if r.status != http.StatusOK || r.body != "app\n" {
@@ -213,8 +221,8 @@ func checkProxyContract(t *testing.T, tn *testNode, up *upstream, base string, a
 	}
 	// The drained bucket is the connection address's: the spoofed ones are
 	// untouched.
-	if got := tn.take(checkJSON{Limit: "edge", Key: "127.0.0.1", Cost: 1}); got.Allowed {
-		t.Fatalf("edge/127.0.0.1 still has tokens: %+v", got)
+	if got := tn.take(checkJSON{Limit: "edge", Key: clientIP, Cost: 1}); got.Allowed {
+		t.Fatalf("edge/%s still has tokens: %+v", clientIP, got)
 	}
 	if got := tn.take(checkJSON{Limit: "edge", Key: "203.0.113.1", Cost: 1}); !got.Allowed || got.Results[0].Remaining != 2 {
 		t.Fatalf("a spoofed address's bucket was spent: %+v", got)
@@ -296,35 +304,66 @@ func TestProxyCaddy(t *testing.T) {
 }
 
 // TestProxyTraefikForwardAuthContract sends /v1/check the request Traefik's
-// ForwardAuth sends for deploy/traefik/dynamic.yml's middleware (Traefik is
-// not packaged in Debian, so it is not run): GET to the configured address
-// with the client's headers, X-Forwarded-Method, -Proto, -Host, -Uri, -Port,
-// and X-Forwarded-For set to the connection's address (trustForwardHeader
-// false) or appended to the client's (true). A 2xx passes the request; the
+// ForwardAuth sends for deploy/traefik's weir-edge middleware, and checks
+// that its two files agree on the weir-check hop. It needs no Traefik
+// binary, so it runs everywhere; TestProxyTraefik (e2e_traefik_test.go)
+// runs the real Traefik with `make traefik-test`. The request: GET to the
+// configured address with the client's headers, X-Forwarded-Method, -Proto,
+// -Host, -Uri, -Port, and X-Forwarded-For set to the connection's address
+// (trustForwardHeader false) or appended to the client's (true), which the
+// weir-check entry point passes on unchanged. A 2xx passes the request; the
 // 429 with Retry-After is what Traefik returns to the client.
 func TestProxyTraefikForwardAuthContract(t *testing.T) {
 	tn := startProxyNode(t)
+	var static struct {
+		EntryPoints map[string]struct {
+			Address          string `yaml:"address"`
+			ForwardedHeaders struct {
+				TrustedIPs             []string `yaml:"trustedIPs"`
+				NotAppendXForwardedFor bool     `yaml:"notAppendXForwardedFor"`
+			} `yaml:"forwardedHeaders"`
+		} `yaml:"entryPoints"`
+	}
 	var dyn struct {
 		HTTP struct {
+			Routers map[string]struct {
+				EntryPoints []string `yaml:"entryPoints"`
+				Service     string   `yaml:"service"`
+			} `yaml:"routers"`
 			Middlewares map[string]struct {
 				ForwardAuth struct {
-					Address            string `yaml:"address"`
-					TrustForwardHeader bool   `yaml:"trustForwardHeader"`
+					Address             string `yaml:"address"`
+					TrustForwardHeader  bool   `yaml:"trustForwardHeader"`
+					MaxResponseBodySize int64  `yaml:"maxResponseBodySize"`
 				} `yaml:"forwardAuth"`
 			} `yaml:"middlewares"`
 		} `yaml:"http"`
 	}
-	file := renderShipped(t, "traefik/dynamic.yml", [][2]string{{"http://127.0.0.1:8080/", tn.base + "/"}})
-	if err := yaml.Unmarshal([]byte(file), &dyn); err != nil {
+	if err := yaml.Unmarshal([]byte(renderShipped(t, "traefik/traefik.yml", nil)), &static); err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal([]byte(renderShipped(t, "traefik/dynamic.yml", nil)), &dyn); err != nil {
 		t.Fatal(err)
 	}
 	fa := dyn.HTTP.Middlewares["weir-edge"].ForwardAuth
-	if fa.Address == "" || fa.TrustForwardHeader {
-		t.Fatalf("deploy/traefik/dynamic.yml: weir-edge forwardAuth %+v, want an address and trustForwardHeader false", fa)
+	if fa.Address == "" || fa.TrustForwardHeader || fa.MaxResponseBodySize <= 0 {
+		t.Fatalf("deploy/traefik/dynamic.yml: weir-edge forwardAuth %+v, want an address, trustForwardHeader false, a maxResponseBodySize", fa)
 	}
-	if _, err := url.Parse(fa.Address); err != nil {
+	addr, err := url.Parse(fa.Address)
+	if err != nil {
 		t.Fatal(err)
 	}
+	hop := static.EntryPoints["weir-check"]
+	if hop.Address != addr.Host || !hop.ForwardedHeaders.NotAppendXForwardedFor ||
+		!slices.Equal(hop.ForwardedHeaders.TrustedIPs, []string{"127.0.0.1/32"}) {
+		t.Fatalf("traefik.yml's weir-check entry point %+v: want forwardAuth's %s, trusting only 127.0.0.1, not appending X-Forwarded-For", hop, addr.Host)
+	}
+	if r := dyn.HTTP.Routers["weir-check"]; !slices.Equal(r.EntryPoints, []string{"weir-check"}) || r.Service != "weir" {
+		t.Fatalf("dynamic.yml's weir-check router %+v", r)
+	}
+	// The hop passes the request on unchanged; send it to Weir directly.
+	addr.Host = tn.n.HTTPAddr()
+	fa.Address = addr.String()
 	const clientIP = "192.0.2.10" // the connection's address as Traefik saw it
 	forward := func(spoofed string, trust bool) *http.Response {
 		t.Helper()
