@@ -80,11 +80,33 @@ func (h peerHandler) Serve(ctx context.Context, from string, reqs []transport.Re
 	out := make([]transport.Reply, len(reqs))
 	version := h.c.run.Owner.Limits().Version
 	for i, r := range reqs {
-		out[i] = h.serveOne(ctx, from, r)
+		sctx, span := h.c.tracer.Owner(ctx, r.TraceParent, r.Op.String(), from, len(reqs))
+		out[i] = h.serveOne(sctx, from, r)
+		span.EndOwner(r.Checks, ownerAllowed(out[i]), out[i].NotOwner, replyErr(out[i]))
 		out[i].Epoch = h.c.ring.View().Epoch
 		out[i].RulesVersion = version
 	}
 	return out
+}
+
+// ownerAllowed reports whether an owner's reply admitted every check of
+// a take, for its span.
+func ownerAllowed(rep transport.Reply) bool {
+	for _, r := range rep.Results {
+		if !r.Allowed {
+			return false
+		}
+	}
+	return len(rep.Results) > 0
+}
+
+// replyErr is an owner's semantic error in rep as an error, nil for none,
+// for its span.
+func replyErr(rep transport.Reply) error {
+	if rep.ErrCode == 0 {
+		return nil
+	}
+	return &api.Error{Code: api.Code(rep.ErrCode), Detail: rep.ErrDetail}
 }
 
 // Handoff implements transport.Handler: state pushed by a previous owner.
@@ -150,7 +172,10 @@ func (h peerHandler) serveTake(ctx context.Context, from string, r transport.Req
 	}
 	if target.Kind == placement.Forward {
 		r.Proxied = true
+		ctx, span, parent := c.tracer.Forward(ctx, target.Addr, r.Op.String())
+		r.TraceParent = parent
 		rep, err := c.pool.Do(ctx, target.Addr, r)
+		span.EndForward(err, err == nil && rep.NotOwner)
 		if err != nil {
 			return transport.Reply{NotOwner: true}
 		}
