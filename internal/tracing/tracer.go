@@ -70,7 +70,7 @@ func New(cfg Config, node string) (*Tracer, error) {
 	if name == "" {
 		name = "weir"
 	}
-	var sampler sdktrace.Sampler = sdktrace.TraceIDRatioBased(cfg.SampleRatio)
+	sampler := sdktrace.TraceIDRatioBased(cfg.SampleRatio)
 	if !cfg.IgnoreParent {
 		sampler = sdktrace.ParentBased(sampler)
 	}

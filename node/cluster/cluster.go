@@ -215,9 +215,8 @@ func New(cfg Config, deps Deps) (*Cluster, error) {
 		tracer = &tracing.Tracer{}
 	}
 	c := &Cluster{
-		tracer: tracer,
 		cfg: cfg, self: cfg.Self, ring: r, pool: transport.NewPool(fwd), limits: deps.Limits,
-		log: log, now: deps.Clock, listen: listen, m: m,
+		log: log, now: deps.Clock, listen: listen, m: m, tracer: tracer,
 		rules: placement.Config{
 			Self: cfg.Self, TakeoverDelay: cfg.TakeoverDelay, Timing: rc.Timing, Seeds: len(rc.Join),
 			HandoffWindow: cfg.HandoffWindow, FailureMemory: limits.MaxLeaseTTLLimit,
