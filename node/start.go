@@ -97,7 +97,7 @@ func (n *Node) publicServers() ([]net.Listener, []func(net.Listener)) {
 	handler := httpapi.NewHandler(public, authz.Operator(n, ac), n.httpConfig(), metricsHandler, n.log)
 	httpLn, httpSrv := newHTTPServer(n.httpLn, httpapi.RequireTokens(handler, ac), lim, httpTLS, n.log)
 	unaryAuth, streamAuth := grpcapi.AuthInterceptors(ac)
-	n.grpcSrv = grpc.NewServer(grpcServerOptions(lim, grpcTLS, unaryAuth, streamAuth)...)
+	n.grpcSrv = grpc.NewServer(append(grpcServerOptions(lim, grpcTLS, unaryAuth, streamAuth), n.tracer.GRPCServerOptions()...)...)
 	n.stops = []func(context.Context) error{httpSrv.Shutdown}
 	// One key bound for every surface: the engine's (Config.HTTP.MaxKeyBytes).
 	gc := grpcapi.DefaultConfig()

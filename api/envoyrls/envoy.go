@@ -20,7 +20,6 @@ import (
 	"github.com/weir-rl/weir/api"
 	"github.com/weir-rl/weir/api/grpcapi"
 	"github.com/weir-rl/weir/envoyconf"
-	"github.com/weir-rl/weir/internal/tracing"
 )
 
 // This file serves Envoy's global rate limit service,
@@ -234,7 +233,6 @@ func Register(s grpc.ServiceRegistrar, d api.Decider, cfg Config) {
 
 // ShouldRateLimit implements rlsv3.RateLimitServiceServer.
 func (s *server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
-	ctx = tracing.FromGRPC(ctx) // Envoy sends its span's traceparent when it traces
 	if s.rules != nil {
 		if cfg := s.rules(); cfg != nil {
 			return s.decideRules(ctx, cfg, req)

@@ -11,7 +11,6 @@ import (
 
 	"github.com/weir-rl/weir/api"
 	"github.com/weir-rl/weir/api/weirv1"
-	"github.com/weir-rl/weir/internal/tracing"
 )
 
 // Config bounds what the service accepts before calling a Decider. Start
@@ -203,7 +202,7 @@ func (s *server) take(ctx context.Context, req *weirv1.TakeRequest) (*weirv1.Tak
 
 // Take implements weirv1.LimiterServer.
 func (s *server) Take(ctx context.Context, req *weirv1.TakeRequest) (*weirv1.TakeResponse, error) {
-	out, err := s.take(tracing.FromGRPC(ctx), req)
+	out, err := s.take(ctx, req)
 	if err != nil {
 		return nil, Status(err).Err()
 	}
@@ -215,7 +214,7 @@ func (s *server) Take(ctx context.Context, req *weirv1.TakeRequest) (*weirv1.Tak
 // error and the stream goes on. The stream ends when the client closes its
 // side or the stream's context ends.
 func (s *server) TakeStream(stream grpc.BidiStreamingServer[weirv1.TakeRequest, weirv1.TakeResponse]) error {
-	ctx := tracing.FromGRPC(stream.Context()) // the caller's span is every take's parent
+	ctx := stream.Context()
 	for {
 		req, err := stream.Recv()
 		if errors.Is(err, io.EOF) {

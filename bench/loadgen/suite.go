@@ -155,11 +155,15 @@ type suiteEnv struct {
 	ceil  *ceilings
 	redis *proc
 	nodes []*weirNode
+	stops []func() // in-process servers, stopped after the nodes
 }
 
 func (e *suiteEnv) close() {
 	for _, n := range slices.Backward(e.nodes) {
 		n.stop(10 * time.Second)
+	}
+	for _, stop := range e.stops {
+		stop()
 	}
 	if e.redis != nil {
 		e.redis.stop(5 * time.Second)
@@ -206,6 +210,11 @@ func runSuite(ctx context.Context, cfg suiteConfig, stderr io.Writer) ([]suiteRo
 		return nil, "", err
 	}
 	specs, skips := suiteSpecs(cfg, b, env, redisAddr, solo, trio, trioOff, resp)
+	traced, err := tracedSpecs(ctx, cfg, dir, env)
+	if err != nil {
+		return nil, "", err
+	}
+	specs = append(specs, traced...)
 	header := suiteHeader(cfg, skips)
 	total := len(cfg.Workloads) * len(cfg.Callers) * len(specs)
 	fmt.Fprintf(stderr, "loadgen: suite: %d cells of %v (+%v warm-up): %d targets × %d callers × %d workloads; skipped: %d\n",

@@ -7,11 +7,15 @@ import (
 
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
-	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/tap"
 )
 
 // Header is the W3C trace context header (and gRPC metadata key).
 const Header = "traceparent"
+
+// canonicalHeader is Header as net/http keys it.
+const canonicalHeader = "Traceparent"
 
 // stateHeader is the W3C tracestate header.
 const stateHeader = "tracestate"
@@ -23,26 +27,38 @@ var w3c propagation.TraceContext
 // header it returns ctx itself and allocates nothing; a malformed one is
 // ignored.
 func FromHTTP(ctx context.Context, h http.Header) context.Context {
-	if len(h[http.CanonicalHeaderKey(Header)]) == 0 {
+	if len(h[canonicalHeader]) == 0 {
 		return ctx
 	}
 	return w3c.Extract(ctx, propagation.HeaderCarrier(h))
 }
 
-// FromGRPC returns ctx with the caller's W3C trace context from its
-// incoming gRPC metadata (traceparent, tracestate) as the remote parent.
-// Without traceparent metadata it returns ctx itself; a malformed one is
-// ignored.
-func FromGRPC(ctx context.Context) context.Context {
-	tp := metadata.ValueFromIncomingContext(ctx, Header)
+// GRPCServerOptions are the options that make a gRPC server accept its
+// callers' W3C trace context (traceparent, tracestate metadata) as the
+// parent of what it decides, for every service and method (weir.v1.Limiter
+// and Envoy's rate limit service alike); none when tracing is off. The
+// context is read in a tap handle, from the header map gRPC already
+// decoded: one map lookup for a call without traceparent.
+func (t *Tracer) GRPCServerOptions() []grpc.ServerOption {
+	if t.tr == nil {
+		return nil
+	}
+	return []grpc.ServerOption{grpc.InTapHandle(fromGRPC)}
+}
+
+// fromGRPC returns ctx with the caller's W3C trace context from its
+// header metadata md as the remote parent. Without traceparent metadata it
+// returns ctx itself; a malformed one is ignored. It never fails.
+func fromGRPC(ctx context.Context, info *tap.Info) (context.Context, error) {
+	tp := info.Header[Header] // gRPC lower-cases header names
 	if len(tp) == 0 {
-		return ctx
+		return ctx, nil
 	}
 	c := mdCarrier{parent: tp[0]}
-	if ts := metadata.ValueFromIncomingContext(ctx, stateHeader); len(ts) > 0 {
+	if ts := info.Header[stateHeader]; len(ts) > 0 {
 		c.state = ts[0]
 	}
-	return w3c.Extract(ctx, c)
+	return w3c.Extract(ctx, c), nil
 }
 
 // mdCarrier is the two trace context values read from gRPC metadata.

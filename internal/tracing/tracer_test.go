@@ -8,6 +8,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/tap"
 
 	"github.com/weir-rl/weir/api"
 )
@@ -131,13 +132,16 @@ func TestParentRoundTripAndGRPC(t *testing.T) {
 			t.Errorf("ParseParent(%q) ok; want rejected", bad)
 		}
 	}
-	md := metadata.Pairs("traceparent", sampled, "tracestate", "vendor=x")
-	got := trace.SpanContextFromContext(FromGRPC(metadata.NewIncomingContext(context.Background(), md)))
-	if got.TraceID() != sc.TraceID() || !got.IsRemote() || got.TraceState().Get("vendor") != "x" {
-		t.Fatalf("FromGRPC = %v; want the caller's remote context with its tracestate", got)
+	ctx, err := fromGRPC(context.Background(), &tap.Info{Header: metadata.Pairs("traceparent", sampled, "tracestate", "vendor=x")})
+	got := trace.SpanContextFromContext(ctx)
+	if err != nil || got.TraceID() != sc.TraceID() || !got.IsRemote() || got.TraceState().Get("vendor") != "x" {
+		t.Fatalf("fromGRPC = %v, %v; want the caller's remote context with its tracestate", got, err)
 	}
 	plain := context.Background()
-	if FromGRPC(plain) != plain || FromHTTP(plain, http.Header{}) != plain {
+	if ctx, _ := fromGRPC(plain, &tap.Info{Header: metadata.Pairs("user-agent", "x")}); ctx != plain || FromHTTP(plain, http.Header{}) != plain {
 		t.Fatal("without trace context the context changed")
+	}
+	if len((&Tracer{}).GRPCServerOptions()) != 0 {
+		t.Fatal("tracing off installs a gRPC tap")
 	}
 }
