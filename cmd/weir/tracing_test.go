@@ -1,10 +1,18 @@
 package main
 
 import (
+	"bytes"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/weir-rl/weir/internal/tracing"
+	"github.com/weir-rl/weir/internal/tracing/otlptest"
 )
 
 // TestTracingFromEnv: OpenTelemetry's standard variables fill what the
@@ -75,5 +83,66 @@ func TestServeRefusesAnEndpointWithoutScheme(t *testing.T) {
 	code, _, stderr := runCmd("serve", "--cluster=false", "--otlp-endpoint", "collector:4317")
 	if code == 0 || !strings.Contains(stderr, "want http://host:port (plaintext) or https://host:port (TLS)") {
 		t.Fatalf("exit %d, stderr %q; want a failure naming the endpoint forms", code, stderr)
+	}
+}
+
+// TestBinaryTracesThroughOTLP: a real `weir serve` configured by
+// OpenTelemetry's variables alone exports a take's span to an OTLP
+// receiver, flushed when SIGTERM stops it.
+func TestBinaryTracesThroughOTLP(t *testing.T) {
+	recv, err := otlptest.Start("127.0.0.1:0", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer recv.Stop()
+	bin := buildWeir(t)
+	httpAddr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	cmd := exec.Command(bin, "serve", "--cluster=false", "--node-name", "traced", "--http-addr", httpAddr,
+		"--grpc-addr", "127.0.0.1:"+strconv.Itoa(freePort(t)))
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "WEIR_") && !strings.HasPrefix(kv, "OTEL_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, "OTEL_EXPORTER_OTLP_ENDPOINT="+recv.Endpoint(), "OTEL_TRACES_SAMPLER=always_on", "OTEL_SERVICE_NAME=weir-test")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	}()
+	hc := &http.Client{Timeout: 2 * time.Second}
+	defer hc.CloseIdleConnections()
+	waitFor(t, 20*time.Second, "the node to answer a take", func() bool {
+		resp, err := hc.Post("http://"+httpAddr+"/v1/take", "application/json", strings.NewReader(`{"checks":[{"limit":"export","key":"tenant:1"}]}`))
+		if err != nil {
+			return false
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("weir serve: %v\n%s", err, stderr.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("no exit within 20s of SIGTERM\n%s", stderr.String())
+	}
+	spans := recv.Spans()
+	if len(spans) == 0 {
+		t.Fatalf("no span exported\n%s", stderr.String())
+	}
+	s := spans[0]
+	if s.GetName() != tracing.SpanDecision || s.Resource["service.name"] != "weir-test" || s.Resource["service.instance.id"] != "traced" {
+		t.Fatalf("span %s from %v; want %s from weir-test, node traced", s.GetName(), s.Resource, tracing.SpanDecision)
 	}
 }
