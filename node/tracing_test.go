@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
@@ -24,6 +26,8 @@ const (
 	grpcTrace    = "4bf92f3577b34da6a3ce929d0e0e4736"
 	grpcParent   = "00f067aa0ba902b7"
 	unsampledTID = "11111111111111111111111111111111"
+	envoyTrace   = "22222222222222222222222222222222"
+	envoyParent  = "3333333333333333"
 )
 
 // startTracedCluster starts two simulated members exporting to a fresh
@@ -79,6 +83,24 @@ func grpcTake(t *testing.T, n *Node, key, traceparent string) {
 	}
 }
 
+// envoyTake asks n's Envoy rate limit service for one take of limit hot
+// with traceparent metadata, as Envoy sends it when it traces.
+func envoyTake(t *testing.T, n *Node, traceparent string) {
+	t.Helper()
+	conn, err := grpc.NewClient(n.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "traceparent", traceparent)
+	req := &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*rlcommon.RateLimitDescriptor{{
+		Entries: []*rlcommon.RateLimitDescriptor_Entry{{Key: "generic_key", Value: "hot"}, {Key: "tenant", Value: "acme"}},
+	}}}
+	if resp, err := rlsv3.NewRateLimitServiceClient(conn).ShouldRateLimit(ctx, req); err != nil || resp.GetOverallCode() != rlsv3.RateLimitResponse_OK {
+		t.Fatalf("ShouldRateLimit = %v, %v; want OK", resp, err)
+	}
+}
+
 // stopAll shuts every member down, which flushes its spans to the
 // receiver: after it, the receiver holds every span the take produced.
 func (c *simCluster) stopAll() {
@@ -92,7 +114,8 @@ func (c *simCluster) stopAll() {
 
 // A take entering n1 for a key n2 owns is one trace: the caller's span is
 // the parent of n1's decision, which is the parent of n1's forward, which
-// is the parent of n2's owner step; over HTTP and over gRPC. With ratio 0,
+// is the parent of n2's owner step; over HTTP and over gRPC (and Envoy's
+// rate limit service has its decision under Envoy's span). With ratio 0,
 // a take without a traceparent and one whose caller did not sample it
 // export nothing.
 func TestTracingFollowsATakeToItsOwner(t *testing.T) {
@@ -103,6 +126,7 @@ func TestTracingFollowsATakeToItsOwner(t *testing.T) {
 	httpTake(t, n1, key, "00-"+httpTrace+"-"+httpParent+"-01")    // traced over HTTP
 	grpcTake(t, n1, key, "00-"+grpcTrace+"-"+grpcParent+"-01")    // traced over gRPC
 	httpTake(t, c.nodes["n2"], key, "")                           // at the owner, untraced
+	envoyTake(t, n1, "00-"+envoyTrace+"-"+envoyParent+"-01")      // Envoy's rate limit service
 	c.stopAll()
 
 	byTrace := map[string][]otlptest.Span{}
@@ -115,8 +139,15 @@ func TestTracingFollowsATakeToItsOwner(t *testing.T) {
 			}
 		}
 	}
-	if len(byTrace) != 2 {
-		t.Fatalf("spans of %d traces exported; want the 2 sampled ones only: %v", len(byTrace), byTrace)
+	if len(byTrace) != 3 {
+		t.Fatalf("spans of %d traces exported; want the 3 sampled ones only: %v", len(byTrace), byTrace)
+	}
+	var envoyDecision bool
+	for _, s := range byTrace[envoyTrace] {
+		envoyDecision = envoyDecision || (s.GetName() == tracing.SpanDecision && hex.EncodeToString(s.GetParentSpanId()) == envoyParent)
+	}
+	if !envoyDecision {
+		t.Errorf("Envoy's trace %v has no decision span under Envoy's", byTrace[envoyTrace])
 	}
 	for _, want := range []struct{ trace, parent string }{{httpTrace, httpParent}, {grpcTrace, grpcParent}} {
 		checkChain(t, byTrace[want.trace], want.parent)
