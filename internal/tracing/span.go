@@ -42,8 +42,9 @@ func (s Span) EndForward(err error, notOwner bool) {
 	s.s.End()
 }
 
-// EndOwner ends an owner span with the step's outcome: allowed for a take
-// (every check admitted), and the owner's semantic error or ring
+// EndOwner ends an owner span with the step's outcome: whether it
+// admitted what it was asked (a take every check, an acquire its permit,
+// an allotment some tokens), and the owner's semantic error or ring
 // disagreement.
 func (s Span) EndOwner(checks []api.Check, allowed, notOwner bool, err error) {
 	if s.s == nil {

@@ -82,22 +82,33 @@ func (h peerHandler) Serve(ctx context.Context, from string, reqs []transport.Re
 	for i, r := range reqs {
 		sctx, span := h.c.tracer.Owner(ctx, r.TraceParent, r.Op.String(), from, len(reqs))
 		out[i] = h.serveOne(sctx, from, r)
-		span.EndOwner(r.Checks, ownerAllowed(out[i]), out[i].NotOwner, replyErr(out[i]))
+		span.EndOwner(r.Checks, ownerAdmitted(r.Op, out[i]), out[i].NotOwner, replyErr(out[i]))
 		out[i].Epoch = h.c.ring.View().Epoch
 		out[i].RulesVersion = version
 	}
 	return out
 }
 
-// ownerAllowed reports whether an owner's reply admitted every check of
-// a take, for its span.
-func ownerAllowed(rep transport.Reply) bool {
-	for _, r := range rep.Results {
-		if !r.Allowed {
-			return false
+// ownerAdmitted reports whether an owner's step admitted what op asked,
+// for its span: a take every check, an acquire its permit, an allot some
+// tokens; any other op that the owner did not refuse.
+func ownerAdmitted(op transport.Op, rep transport.Reply) bool {
+	switch {
+	case rep.ErrCode != 0 || rep.NotOwner:
+		return false
+	case op == transport.OpTake:
+		for _, r := range rep.Results {
+			if !r.Allowed {
+				return false
+			}
 		}
+		return len(rep.Results) > 0
+	case op == transport.OpAcquire:
+		return rep.Lease.Granted
+	case op == transport.OpAllot:
+		return rep.Allot.Tokens > 0
 	}
-	return len(rep.Results) > 0
+	return true
 }
 
 // replyErr is an owner's semantic error in rep as an error, nil for none,
