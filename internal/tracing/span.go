@@ -1,6 +1,8 @@
 package tracing
 
 import (
+	"go.opentelemetry.io/otel/codes"
+
 	"github.com/weir-rl/weir/api"
 )
 
@@ -44,9 +46,10 @@ func (s Span) EndForward(err error, notOwner bool) {
 
 // EndOwner ends an owner span with the step's outcome: whether it
 // admitted what it was asked (a take every check, an acquire its permit,
-// an allotment some tokens), and the owner's semantic error or ring
-// disagreement.
-func (s Span) EndOwner(checks []api.Check, allowed, notOwner bool, err error) {
+// an allotment some tokens), the owner's ring disagreeing, and the detail
+// of its semantic error ("" for none; an api.Error detail, which never
+// holds a key).
+func (s Span) EndOwner(checks []api.Check, allowed, notOwner bool, errDetail string) {
 	if s.s == nil {
 		return
 	}
@@ -57,6 +60,8 @@ func (s Span) EndOwner(checks []api.Check, allowed, notOwner bool, err error) {
 	if notOwner {
 		s.s.SetAttributes(AttrNotOwner.Bool(true))
 	}
-	s.fail(err)
+	if errDetail != "" {
+		s.s.SetStatus(codes.Error, errDetail)
+	}
 	s.s.End()
 }

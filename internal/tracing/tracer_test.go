@@ -2,7 +2,6 @@ package tracing
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"testing"
 
@@ -64,7 +63,7 @@ func TestOffAndUnsampledCostNothing(t *testing.T) {
 			fctx, fspan, parent := tc.tr.Forward(ctx, "peer", "take")
 			fspan.EndForward(nil, false)
 			_, ospan := tc.tr.Owner(fctx, parent, "take", "n1", 1)
-			ospan.EndOwner(checks, true, false, nil)
+			ospan.EndOwner(checks, true, false, "")
 			span.EndTake(checks, api.TakeResponse{Allowed: true}, nil)
 			if ctx != tc.ctx || span.Recording() || parent != "" {
 				t.Fatalf("%s: a span was started", name)
@@ -103,7 +102,7 @@ func TestSampledParentIsFollowed(t *testing.T) {
 	if _, bad := tr.Owner(context.Background(), "00-zz-1-01", "take", "n1", 1); bad.Recording() {
 		t.Fatal("a malformed traceparent started an owner span")
 	}
-	own.EndOwner(nil, false, true, errors.New("x"))
+	own.EndOwner(nil, false, true, "unknown limit")
 	fwd.EndForward(nil, false)
 	dec.EndTake(nil, api.TakeResponse{}, nil)
 }

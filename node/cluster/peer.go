@@ -82,7 +82,7 @@ func (h peerHandler) Serve(ctx context.Context, from string, reqs []transport.Re
 	for i, r := range reqs {
 		sctx, span := h.c.tracer.Owner(ctx, r.TraceParent, r.Op.String(), from, len(reqs))
 		out[i] = h.serveOne(sctx, from, r)
-		span.EndOwner(r.Checks, ownerAdmitted(r.Op, out[i]), out[i].NotOwner, replyErr(out[i]))
+		span.EndOwner(r.Checks, ownerAdmitted(r.Op, out[i]), out[i].NotOwner, out[i].ErrDetail)
 		out[i].Epoch = h.c.ring.View().Epoch
 		out[i].RulesVersion = version
 	}
@@ -109,15 +109,6 @@ func ownerAdmitted(op transport.Op, rep transport.Reply) bool {
 		return rep.Allot.Tokens > 0
 	}
 	return true
-}
-
-// replyErr is an owner's semantic error in rep as an error, nil for none,
-// for its span.
-func replyErr(rep transport.Reply) error {
-	if rep.ErrCode == 0 {
-		return nil
-	}
-	return &api.Error{Code: api.Code(rep.ErrCode), Detail: rep.ErrDetail}
 }
 
 // Handoff implements transport.Handler: state pushed by a previous owner.
