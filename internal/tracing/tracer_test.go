@@ -5,6 +5,9 @@ import (
 	"net/http"
 	"testing"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/tap"
@@ -142,5 +145,50 @@ func TestParentRoundTripAndGRPC(t *testing.T) {
 	}
 	if len((&Tracer{}).GRPCServerOptions()) != 0 {
 		t.Fatal("tracing off installs a gRPC tap")
+	}
+}
+
+// A decision span names who decided: the owner here, an owner elsewhere
+// (forward), a local ceiling (fallback) or an allotment; an error sets
+// the span's status and no outcome.
+func TestEndTakeSource(t *testing.T) {
+	tr, err := New(Config{Endpoint: "http://127.0.0.1:1", SampleRatio: 1}, "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := tracetest.NewSpanRecorder()
+	tr.tp.RegisterSpanProcessor(rec)
+	checks := []api.Check{{Limit: "l", Key: "secret-key", Cost: 1}, {Limit: "m", Key: "k2", Cost: 1}}
+	for _, tc := range []struct {
+		resp api.TakeResponse
+		err  error
+		want string
+	}{
+		{api.TakeResponse{Allowed: true, Results: []api.Result{{Source: api.SourceOwner}}}, nil, "owner"},
+		{api.TakeResponse{Allowed: true, Forwarded: true, Results: []api.Result{{Source: api.SourceOwner}}}, nil, "forward"},
+		{api.TakeResponse{Forwarded: true, Results: []api.Result{{Source: api.SourceFallback}}}, nil, "fallback"},
+		{api.TakeResponse{Allowed: true, Results: []api.Result{{Source: api.SourceAllotment}}}, nil, "allotment"},
+		{api.TakeResponse{}, &api.Error{Code: api.CodeInvalid, Detail: "unknown limit"}, ""},
+	} {
+		_, span := tr.Decision(context.Background())
+		span.EndTake(checks, tc.resp, tc.err)
+		ended := rec.Ended()
+		s := ended[len(ended)-1]
+		attrs := map[attribute.Key]attribute.Value{}
+		for _, kv := range s.Attributes() {
+			attrs[kv.Key] = kv.Value
+			if kv.Value.String() == "secret-key" {
+				t.Errorf("the key is in attribute %s", kv.Key)
+			}
+		}
+		if got := attrs[AttrSource].AsString(); got != tc.want {
+			t.Errorf("%+v: source %q; want %q", tc.resp, got, tc.want)
+		}
+		if attrs[AttrLimit].AsString() != "l" || attrs[AttrChecks].AsInt64() != 2 || attrs[AttrNode].AsString() != "n1" {
+			t.Errorf("attributes %v; want limit l, 2 checks, node n1", attrs)
+		}
+		if (tc.err != nil) != (s.Status().Code == codes.Error) || (tc.err != nil && s.Status().Description != "unknown limit") {
+			t.Errorf("status %v for error %v", s.Status(), tc.err)
+		}
 	}
 }
