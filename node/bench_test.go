@@ -13,6 +13,7 @@ import (
 	"github.com/weir-rl/weir/api/grpcapi"
 	"github.com/weir-rl/weir/api/httpapi"
 	"github.com/weir-rl/weir/api/weirv1"
+	"github.com/weir-rl/weir/internal/tracing"
 	"github.com/weir-rl/weir/node"
 )
 
@@ -126,4 +127,38 @@ func BenchmarkHTTPTakeParallel(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkTakeTracing is BenchmarkTake with tracing off, on at ratio 0
+// for a take no caller traced (what every untraced decision pays), and on
+// for a caller's sampled trace (the spans' own cost, the export left out:
+// the tracer is never started).
+func BenchmarkTakeTracing(b *testing.B) {
+	sampled := tracing.FromHTTP(context.Background(), http.Header{"Traceparent": {"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}})
+	for _, bc := range []struct {
+		name     string
+		endpoint string
+		ctx      context.Context
+	}{
+		{"off", "", context.Background()},
+		{"on-ratio0-untraced", "http://127.0.0.1:1", context.Background()},
+		{"on-sampled-caller", "http://127.0.0.1:1", sampled},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			cfg := node.LocalConfig()
+			cfg.LimitsPath = "../bench/limits.yaml"
+			cfg.Tracing.Endpoint = bc.endpoint
+			n, err := node.New(cfg, node.Deps{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			checks := []api.Check{{Limit: "bench", Key: "k0", Cost: 1}}
+			b.ReportAllocs()
+			for b.Loop() {
+				if resp, err := n.Take(bc.ctx, checks); err != nil || !resp.Allowed {
+					b.Fatal(err, resp.Allowed)
+				}
+			}
+		})
+	}
 }

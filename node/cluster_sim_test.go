@@ -17,6 +17,7 @@ import (
 
 	"github.com/weir-rl/weir/api"
 	"github.com/weir-rl/weir/internal/simnet"
+	"github.com/weir-rl/weir/internal/tracing"
 	"github.com/weir-rl/weir/node/cluster"
 	"github.com/weir-rl/weir/ring"
 )
@@ -38,6 +39,8 @@ type simCluster struct {
 	replInterval time.Duration
 	// log, when set, is every member's logger.
 	log *slog.Logger
+	// tracing is every member's tracing configuration (off by default).
+	tracing tracing.Config
 }
 
 // simLimits: slow refills, so wall-clock time during a test mints nothing
@@ -105,6 +108,7 @@ func (c *simCluster) add(name, host, seed, secretFile string) *Node {
 		cfg.Forward.Deadline = c.deadline
 	}
 	cfg.Replication.Enabled = !c.noReplication
+	cfg.Tracing = c.tracing
 	if c.replInterval > 0 {
 		cfg.Replication.Interval = c.replInterval
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/weir-rl/weir/api/resp"
 	"github.com/weir-rl/weir/bucket"
 	"github.com/weir-rl/weir/internal/dedup"
+	"github.com/weir-rl/weir/internal/tracing"
 	"github.com/weir-rl/weir/lease"
 	"github.com/weir-rl/weir/node/cluster"
 	"github.com/weir-rl/weir/ring"
@@ -101,6 +102,10 @@ type Config struct {
 	// internal/dedup). Default a 10 s window over 65,536 ids; the zero
 	// value means the default.
 	TakeDedup dedup.Config
+	// Tracing exports OpenTelemetry spans of decisions, forwards and owner
+	// steps over OTLP/gRPC (package internal/tracing). The zero value (no
+	// endpoint, the default) is off and costs nothing.
+	Tracing tracing.Config
 }
 
 // DefaultConfig returns the production defaults of docs/architecture.md §5 and §8.
@@ -270,6 +275,9 @@ func (c Config) Validate() error {
 	}
 	if err := c.Leases.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("node: leases: %w", err))
+	}
+	if err := c.Tracing.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("node: %w", err))
 	}
 	if c.Clustered {
 		r := c.Timing.ring(c.Ring)

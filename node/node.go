@@ -15,6 +15,7 @@ import (
 
 	"github.com/weir-rl/weir/api"
 	"github.com/weir-rl/weir/auth"
+	"github.com/weir-rl/weir/internal/tracing"
 	"github.com/weir-rl/weir/node/cluster"
 	"github.com/weir-rl/weir/node/engine"
 	"github.com/weir-rl/weir/node/limits"
@@ -59,6 +60,7 @@ type Node struct {
 	tls     publicTLS // plaintext{} without a certificate
 	sm      *securityMetrics
 	tokens  atomic.Pointer[auth.Policy] // nil: no tokens file, the API is open
+	tracer  *tracing.Tracer             // the zero Tracer when Config.Tracing is off
 
 	mu      sync.Mutex // guards the fields below
 	httpLn  net.Listener
@@ -103,6 +105,11 @@ func New(cfg Config, deps Deps) (*Node, error) {
 			return nil, err
 		}
 	}
+	tracer, err := tracing.New(cfg.Tracing, cfg.NodeName)
+	if err != nil {
+		return nil, err
+	}
+	n.tracer = tracer
 	n.m = newMetrics(n.reg)
 	n.m.limitsVersion.Set(float64(file.Version))
 	n.limits = limits.NewReloader(cfg.LimitsPath, file, n.log, n.onReload)
@@ -173,7 +180,8 @@ func (n *Node) newMembers(version int64, listen func(network, addr string) (net.
 		LeaveTimeout: cfg.LeaveTimeout, Replication: cfg.Replication,
 	}, cluster.Deps{
 		Logger: n.log, Registry: n.reg, Clock: n.clock, Limits: n.merged.Load, ListenPeer: listen,
-		Meta: ring.Meta{LimitsVersion: version, Incarnation: time.Now().UnixNano()},
+		Meta:   ring.Meta{LimitsVersion: version, Incarnation: time.Now().UnixNano()},
+		Tracer: n.tracer,
 	})
 	if err != nil {
 		return clusterParts{}, err
@@ -237,8 +245,10 @@ func (n *Node) ReloadLimits() error {
 // the take was routed by.
 func (n *Node) Take(ctx context.Context, checks []api.Check) (api.TakeResponse, error) {
 	epoch := n.members.Epoch()
+	ctx, span := n.tracer.Decision(ctx)
 	resp, err := n.eng.Take(ctx, checks)
 	resp.RingEpoch = epoch
+	span.EndTake(checks, resp, err)
 	return resp, err
 }
 

@@ -32,6 +32,14 @@ func (n *Node) Start(ctx context.Context) error {
 		return err
 	}
 	n.httpLn, n.grpcLn, n.respLn = lns[0], lns[1], lns[2]
+	if err := n.tracer.Start(ctx); err != nil {
+		for _, ln := range lns {
+			if ln != nil {
+				_ = ln.Close()
+			}
+		}
+		return err
+	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	err = n.members.Start(runCtx, cluster.Serve{
 		Owner: n.eng, Holdings: n.eng, Report: n.localReport,
@@ -39,6 +47,7 @@ func (n *Node) Start(ctx context.Context) error {
 	})
 	if err != nil {
 		cancel()
+		_ = n.tracer.Shutdown(ctx)
 		for _, ln := range lns {
 			if ln != nil {
 				_ = ln.Close()
@@ -88,7 +97,7 @@ func (n *Node) publicServers() ([]net.Listener, []func(net.Listener)) {
 	handler := httpapi.NewHandler(public, authz.Operator(n, ac), n.httpConfig(), metricsHandler, n.log)
 	httpLn, httpSrv := newHTTPServer(n.httpLn, httpapi.RequireTokens(handler, ac), lim, httpTLS, n.log)
 	unaryAuth, streamAuth := grpcapi.AuthInterceptors(ac)
-	n.grpcSrv = grpc.NewServer(grpcServerOptions(lim, grpcTLS, unaryAuth, streamAuth)...)
+	n.grpcSrv = grpc.NewServer(append(grpcServerOptions(lim, grpcTLS, unaryAuth, streamAuth), n.tracer.GRPCServerOptions()...)...)
 	n.stops = []func(context.Context) error{httpSrv.Shutdown}
 	// One key bound for every surface: the engine's (Config.HTTP.MaxKeyBytes).
 	gc := grpcapi.DefaultConfig()
@@ -225,6 +234,11 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	}
 	n.cancel()
 	n.wg.Wait()
+	// Every span has ended: the servers answered their last request. What
+	// the batch processor still holds leaves now, within ctx.
+	if e := n.tracer.Shutdown(ctx); e != nil && err == nil {
+		err = e
+	}
 	return err
 }
 

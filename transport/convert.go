@@ -36,6 +36,7 @@ func encodeRequests(reqs []Request) []*peerpb.Request {
 		m.WaitNs = int64(r.Wait)
 		m.Proxied = r.Proxied
 		m.Want, m.Demand, m.Unspent, m.Seq = r.Want, r.Demand, r.Unspent, r.Seq
+		m.Traceparent = r.TraceParent
 		if r.RequestID != "" {
 			m.RequestId = []byte(r.RequestID)
 		}
@@ -78,6 +79,7 @@ func decodeRequests(msgs []*peerpb.Request) []Request {
 		r.Wait = time.Duration(m.GetWaitNs())
 		r.Proxied = m.GetProxied()
 		r.Want, r.Demand, r.Unspent, r.Seq = m.GetWant(), m.GetDemand(), m.GetUnspent(), m.GetSeq()
+		r.TraceParent = m.GetTraceparent()
 		if id := m.GetRequestId(); len(id) > 0 {
 			r.RequestID = string(id)
 		}

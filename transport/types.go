@@ -86,6 +86,10 @@ type Request struct {
 	Demand  float64
 	Unspent int64
 	Seq     uint64
+	// TraceParent is the W3C traceparent of the sender's forward span when
+	// it is sampled, "" otherwise; the owner's span for this request is its
+	// child. Each request of a batch carries its own.
+	TraceParent string
 }
 
 // Reply is the owner's answer to one Request.

@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/weir-rl/weir/api"
+	"github.com/weir-rl/weir/internal/tracing"
 )
 
 // evidenceOf returns ev's wire form, nil when no bucket decided.
@@ -67,7 +68,7 @@ func (h *handler) take(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
-	resp, err := h.d.Take(r.Context(), checks)
+	resp, err := h.d.Take(tracing.FromHTTP(r.Context(), r.Header), checks)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -101,7 +102,7 @@ func (h *handler) check(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c := q.Check
-	resp, err := h.d.Take(r.Context(), []api.Check{c})
+	resp, err := h.d.Take(tracing.FromHTTP(r.Context(), r.Header), []api.Check{c})
 	if err != nil {
 		h.writeError(w, r, err)
 		return

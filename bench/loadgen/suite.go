@@ -166,11 +166,15 @@ type suiteEnv struct {
 	// guberWhyNot says why the Gubernator targets are not run, "" when
 	// they are.
 	guberWhyNot string
+	stops       []func() // in-process servers, stopped after the nodes
 }
 
 func (e *suiteEnv) close() {
 	for _, n := range slices.Backward(e.nodes) {
 		n.stop(10 * time.Second)
+	}
+	for _, stop := range e.stops {
+		stop()
 	}
 	for _, n := range slices.Backward(e.gubernator) {
 		n.stop(10 * time.Second)
@@ -228,6 +232,11 @@ func runSuite(ctx context.Context, cfg suiteConfig, stderr io.Writer) ([]suiteRo
 		return nil, "", err
 	}
 	specs, skips := suiteSpecs(cfg, b, env, redisAddr, solo, trio, trioOff, resp)
+	traced, err := tracedSpecs(ctx, cfg, dir, env)
+	if err != nil {
+		return nil, "", err
+	}
+	specs = append(specs, traced...)
 	header := suiteHeader(cfg, skips)
 	total := len(cfg.Workloads) * len(cfg.Callers) * len(specs)
 	fmt.Fprintf(stderr, "loadgen: suite: %d cells of %v (+%v warm-up): %d targets × %d callers × %d workloads; skipped: %d\n",

@@ -140,9 +140,10 @@ type weirNode struct {
 // weirNodeConfig is how startWeir starts a node.
 type weirNodeConfig struct {
 	bin, limits, dir, name string
-	join                   string // gossip address of a seed, or ""
-	resp                   bool   // also serve the Redis protocol (--resp-addr)
-	noReplication          bool   // --replication=false: no replica on the successor
+	join                   string   // gossip address of a seed, or ""
+	resp                   bool     // also serve the Redis protocol (--resp-addr)
+	noReplication          bool     // --replication=false: no replica on the successor
+	args                   []string // more `weir serve` flags
 }
 
 // startWeir starts one node and waits for its HTTP and gRPC ports. It is a
@@ -170,6 +171,7 @@ func startWeir(ctx context.Context, c weirNodeConfig) (*weirNode, error) {
 	if c.noReplication {
 		args = append(args, "--replication=false")
 	}
+	args = append(args, c.args...)
 	if c.resp {
 		n.respAddr = addrs[4]
 		args = append(args, "--resp-addr", n.respAddr)

@@ -106,6 +106,7 @@ func serveFlags(fs *flag.FlagSet, cfg *node.Config, cf *clusterFlags, logFormat 
 	fs.BoolVar(&cfg.HTTP.LegacyHeaders, "legacy-headers", cfg.HTTP.LegacyHeaders, "send X-RateLimit-Limit/Remaining/Reset")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "how long in-flight requests get on SIGTERM")
 	fs.StringVar(logFormat, "log-format", *logFormat, "log format: text or json")
+	tracingFlags(fs, &cfg.Tracing)
 	securityFlags(fs, cfg)
 }
 
@@ -128,6 +129,10 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	confined := protectedMode(&cfg, func(name string) bool { return given[name] })
+	if err := tracingFromEnv(&cfg.Tracing, func(name string) bool { return given[name] }, os.Getenv); err != nil {
+		fmt.Fprintf(stderr, "weir serve: %v\n", err)
+		return 2
+	}
 	if cfg.NodeName == "" {
 		cfg.NodeName = defaultNodeName(os.Hostname, cfg.Ring.BindPort)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/weir-rl/weir/allot"
 	"github.com/weir-rl/weir/api"
 	"github.com/weir-rl/weir/bucket"
+	"github.com/weir-rl/weir/internal/tracing"
 	"github.com/weir-rl/weir/node/engine"
 	"github.com/weir-rl/weir/node/limits"
 	"github.com/weir-rl/weir/node/placement"
@@ -75,6 +76,9 @@ type Deps struct {
 	// Meta is this member's gossiped metadata before Start adds its
 	// addresses: the limits version and the start incarnation.
 	Meta ring.Meta
+	// Tracer records forwards and owner steps (package internal/tracing);
+	// nil is tracing off (the zero Tracer).
+	Tracer *tracing.Tracer
 }
 
 // Cluster is one member's part of the cluster: it routes keys over the
@@ -126,6 +130,7 @@ type Cluster struct {
 	// nothing was handed over.
 	movedN atomic.Int64
 	m      *metrics
+	tracer *tracing.Tracer // the zero Tracer when off
 	// repl and replicas are the replication stream's owner side and its
 	// successor side (null objects with replication off).
 	repl     replication
@@ -205,9 +210,13 @@ func New(cfg Config, deps Deps) (*Cluster, error) {
 	if listen == nil {
 		listen = net.Listen
 	}
+	tracer := deps.Tracer
+	if tracer == nil {
+		tracer = &tracing.Tracer{}
+	}
 	c := &Cluster{
 		cfg: cfg, self: cfg.Self, ring: r, pool: transport.NewPool(fwd), limits: deps.Limits,
-		log: log, now: deps.Clock, listen: listen, m: m,
+		log: log, now: deps.Clock, listen: listen, m: m, tracer: tracer,
 		rules: placement.Config{
 			Self: cfg.Self, TakeoverDelay: cfg.TakeoverDelay, Timing: rc.Timing, Seeds: len(rc.Join),
 			HandoffWindow: cfg.HandoffWindow, FailureMemory: limits.MaxLeaseTTLLimit,

@@ -111,7 +111,10 @@ func (c *Cluster) Reachable(ctx context.Context, peer string) bool {
 // engine.ErrNotOwner when the owner's ring disagreed.
 func (c *Cluster) do(ctx context.Context, peer string, req transport.Request) (transport.Reply, error) {
 	req.Epoch = c.ring.View().Epoch
+	ctx, span, parent := c.tracer.Forward(ctx, peer, req.Op.String())
+	req.TraceParent = parent
 	rep, err := c.pool.Do(ctx, peer, req)
+	span.EndForward(err, err == nil && rep.NotOwner)
 	switch {
 	case err != nil:
 		return rep, err

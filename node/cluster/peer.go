@@ -80,11 +80,35 @@ func (h peerHandler) Serve(ctx context.Context, from string, reqs []transport.Re
 	out := make([]transport.Reply, len(reqs))
 	version := h.c.run.Owner.Limits().Version
 	for i, r := range reqs {
-		out[i] = h.serveOne(ctx, from, r)
+		sctx, span := h.c.tracer.Owner(ctx, r.TraceParent, r.Op.String(), from, len(reqs))
+		out[i] = h.serveOne(sctx, from, r)
+		span.EndOwner(r.Checks, ownerAdmitted(r.Op, out[i]), out[i].NotOwner, out[i].ErrDetail)
 		out[i].Epoch = h.c.ring.View().Epoch
 		out[i].RulesVersion = version
 	}
 	return out
+}
+
+// ownerAdmitted reports whether an owner's step admitted what op asked,
+// for its span: a take every check, an acquire its permit, an allot some
+// tokens; any other op that the owner did not refuse.
+func ownerAdmitted(op transport.Op, rep transport.Reply) bool {
+	switch {
+	case rep.ErrCode != 0 || rep.NotOwner:
+		return false
+	case op == transport.OpTake:
+		for _, r := range rep.Results {
+			if !r.Allowed {
+				return false
+			}
+		}
+		return len(rep.Results) > 0
+	case op == transport.OpAcquire:
+		return rep.Lease.Granted
+	case op == transport.OpAllot:
+		return rep.Allot.Tokens > 0
+	}
+	return true
 }
 
 // Handoff implements transport.Handler: state pushed by a previous owner.
@@ -150,7 +174,10 @@ func (h peerHandler) serveTake(ctx context.Context, from string, r transport.Req
 	}
 	if target.Kind == placement.Forward {
 		r.Proxied = true
+		ctx, span, parent := c.tracer.Forward(ctx, target.Addr, r.Op.String())
+		r.TraceParent = parent
 		rep, err := c.pool.Do(ctx, target.Addr, r)
+		span.EndForward(err, err == nil && rep.NotOwner)
 		if err != nil {
 			return transport.Reply{NotOwner: true}
 		}

@@ -1,0 +1,9 @@
+package tracing
+
+import (
+	"testing"
+
+	"github.com/weir-rl/weir/internal/leakcheck"
+)
+
+func TestMain(m *testing.M) { leakcheck.Main(m) }
