@@ -1,0 +1,339 @@
+package rlqs
+
+import (
+	"math"
+	"time"
+
+	"github.com/weir-rl/weir/api"
+)
+
+// This file is the pure core of one bucket on one stream: what the proxy
+// may still admit under the assignments it was sent (its exposure), the
+// allotment to ask for, and the assignment that fits what the owner
+// granted. Time is an argument; nothing here blocks or runs by itself.
+// The bound it keeps is in the package documentation.
+
+// term is one assignment the proxy may still apply: from t on it admits at
+// most m + rate·(end − t) requests, and nothing from end on. A token
+// bucket holds at most m tokens and refills at rate, so this bounds it
+// whatever it holds at t.
+type term struct {
+	m    int64
+	rate float64 // tokens per second
+	end  time.Time
+}
+
+// potential is what x may still admit from t on.
+func (x term) potential(t time.Time) float64 {
+	if !t.Before(x.end) {
+		return 0
+	}
+	return float64(x.m) + x.rate*x.end.Sub(t).Seconds()
+}
+
+// strategy is a token bucket as sent to the proxy. Envoy reads only whole
+// seconds of fill_interval, so fill is a whole number of seconds, and it
+// is fixed for a bucket's life on a stream (Envoy compares two strategies
+// by max_tokens, tokens_per_fill and fill_interval's nanos only).
+type strategy struct {
+	maxTokens int64
+	perFill   int64
+	fill      time.Duration
+}
+
+// rate is the refill in tokens per second.
+func (s strategy) rate() float64 { return float64(s.perFill) / s.fill.Seconds() }
+
+// kind is what an assignment tells the proxy.
+type kind uint8
+
+const (
+	kindNone        kind = iota // nothing sent yet
+	kindTokenBucket             // quota_assignment_action with a token_bucket
+	kindDeny                    // quota_assignment_action with blanket_rule DENY_ALL
+	kindAbandon                 // abandon_action
+)
+
+// assignment is one bucket action, as the stream sends it.
+type assignment struct {
+	kind kind
+	s    strategy      // kindTokenBucket
+	ttl  time.Duration // kindTokenBucket and kindDeny: whole seconds, ≥ 1 s
+}
+
+// maxCarry bounds the terms a bucket remembers; more are merged into one
+// that bounds them all.
+const maxCarry = 8
+
+// exposure is every assignment a proxy may still apply to one bucket: the
+// one last sent (cur) and earlier ones that may still be in force until
+// the newer one reaches the proxy (carry).
+type exposure struct {
+	cur   term
+	carry []term
+}
+
+// at is what the proxy may still admit from t on, summed over the terms;
+// it forgets the terms that ended.
+func (e *exposure) at(t time.Time) float64 {
+	kept := e.carry[:0]
+	sum := e.cur.potential(t)
+	for _, x := range e.carry {
+		if t.Before(x.end) {
+			kept = append(kept, x)
+			sum += x.potential(t)
+		}
+	}
+	clear(e.carry[len(kept):])
+	e.carry = kept
+	return sum
+}
+
+// carried is the carried terms' potential at t.
+func (e *exposure) carried(t time.Time) float64 {
+	sum := 0.0
+	for _, x := range e.carry {
+		sum += x.potential(t)
+	}
+	return sum
+}
+
+// replace makes the current term a carried one that ends by t+margin (the
+// latest the next assignment reaches the proxy) and next the current one.
+func (e *exposure) replace(t time.Time, margin time.Duration, next term) {
+	old := e.cur
+	if end := t.Add(margin); old.end.After(end) {
+		old.end = end
+	}
+	if t.Before(old.end) {
+		e.carry = append(e.carry, old)
+	}
+	if len(e.carry) > maxCarry {
+		merged := term{}
+		for _, x := range e.carry {
+			merged.m += x.m
+			merged.rate += x.rate
+			if x.end.After(merged.end) {
+				merged.end = x.end
+			}
+		}
+		e.carry = append(e.carry[:0], merged)
+	}
+	e.cur = next
+}
+
+// params are the stream's settings a bucket's plan uses.
+type params struct {
+	margin     time.Duration // latest an answer reaches the proxy after it is sent
+	defaultTTL time.Duration // the allotment TTL assumed before the first answer
+}
+
+// bucket is one bucket id's state on one stream. It is used by one
+// goroutine at a time.
+type bucket struct {
+	limit, key string
+	fill       time.Duration // the strategies' fill interval, whole seconds
+	exp        exposure
+	last       assignment // last sent
+	lastAt     time.Time  // when last was sent
+	seq        uint64     // Seq of the holding at the owner, 0 for none
+	ttl        time.Duration
+	denied     time.Time // the owner's denial lasts until then
+	// Demand: requests (allowed and denied) reported since, for the
+	// rate asked with the next allotment.
+	count     int64
+	since     time.Time
+	demand    float64   // requests per second, as last measured
+	lastBusy  time.Time // last report with a request in it
+	lastAsked time.Time
+	// The limit as the owner last described it (zero before).
+	capacity int64
+	window   time.Duration
+}
+
+// limitResp is the limit as last described, for target.
+func (b *bucket) limitResp() api.AllotResponse {
+	return api.AllotResponse{Capacity: b.capacity, Window: b.window}
+}
+
+// observe counts a usage report of n requests at now.
+func (b *bucket) observe(now time.Time, n int64) {
+	b.count = satAdd(b.count, n)
+	if n > 0 {
+		b.lastBusy = now
+	}
+}
+
+// measure updates the demand from the requests counted since the last
+// measure: at least the new rate, and not less than half the old one, so
+// one quiet interval does not take a busy bucket's assignment away.
+func (b *bucket) measure(now time.Time) float64 {
+	window := max(now.Sub(b.since), time.Second)
+	rate := float64(b.count) / window.Seconds()
+	b.demand = max(rate, b.demand/2)
+	b.count, b.since = 0, now
+	return b.demand
+}
+
+// target is the strategy the bucket's demand calls for: its rate (at
+// most the limit's, at least one token per fill interval) and a second
+// of it as the burst, at most the capacity.
+func (b *bucket) target(demand float64, resp api.AllotResponse) strategy {
+	rate := demand
+	if resp.Capacity > 0 && resp.Window > 0 {
+		rate = min(rate, float64(resp.Capacity)/resp.Window.Seconds())
+	}
+	per := max(int64(math.Ceil(rate*b.fill.Seconds())), 1)
+	m := max(int64(math.Ceil(rate)), 1)
+	if resp.Capacity > 0 {
+		m = min(m, resp.Capacity)
+	}
+	return strategy{maxTokens: m, perFill: per, fill: b.fill}
+}
+
+// keeps reports whether the strategy last sent can be sent again at now
+// as the same token bucket: Envoy then keeps the bucket it has and only
+// restarts the time to live. That needs the last assignment still in
+// force when the new one arrives (sent at lastAt, it ends no earlier than
+// lastAt+ttl), else Envoy starts a new, full bucket.
+func (b *bucket) keeps(now time.Time, margin time.Duration) bool {
+	return b.last.kind == kindTokenBucket && !b.lastAt.Add(b.last.ttl).Before(now.Add(margin))
+}
+
+// want is the allotment to ask for at now, given the exposure: enough for
+// the strategy s (the last one when it keeps) over a whole allotment TTL.
+func (b *bucket) want(now time.Time, p params, s strategy, keep bool) int64 {
+	ttl := b.ttl
+	if ttl <= 0 {
+		ttl = p.defaultTTL
+	}
+	need := float64(s.maxTokens) + s.rate()*(p.margin+ttl).Seconds()
+	if keep { // the current term is replaced, the carried ones stay
+		need -= b.exp.at(now) - b.exp.carried(now)
+	}
+	return max(int64(math.Ceil(need)), 1)
+}
+
+// unspent is what the proxy may still admit at now, rounded up: the
+// Unspent of the next ask.
+func (b *bucket) unspent(now time.Time) int64 {
+	return int64(math.Ceil(b.exp.at(now)))
+}
+
+// fit chooses the assignment sent at now after an allotment answer: the
+// owner counts budget tokens outstanding for this holder until askedAt +
+// resp.TTL. Every assignment it returns keeps the exposure within budget
+// and ending by then (see the package documentation); it records the
+// assignment and the new exposure.
+func (b *bucket) fit(now, askedAt time.Time, budget int64, resp api.AllotResponse, tgt strategy, p params) assignment {
+	b.ttl = resp.TTL
+	maxTTL := wholeSeconds(askedAt.Add(resp.TTL).Sub(now) - p.margin)
+	if maxTTL >= time.Second {
+		if b.keeps(now, p.margin) {
+			s := b.last.s
+			if ttl := ttlFor(float64(budget)-b.exp.carried(now), s, p.margin, maxTTL); ttl >= time.Second && keepRate(s, tgt) {
+				b.exp.cur = term{m: s.maxTokens, rate: s.rate(), end: now.Add(p.margin + ttl)}
+				return b.record(now, assignment{kind: kindTokenBucket, s: s, ttl: ttl})
+			}
+		}
+		// A new strategy: the current bucket may serve until the new one
+		// arrives, then Envoy starts the new one full.
+		old := b.exp.cur
+		if end := now.Add(p.margin); old.end.After(end) {
+			old.end = end
+		}
+		room := float64(budget) - b.exp.carried(now) - old.potential(now)
+		if s, ttl, ok := shrink(room, tgt, p.margin, maxTTL); ok {
+			b.exp.replace(now, p.margin, term{m: s.maxTokens, rate: s.rate(), end: now.Add(p.margin + ttl)})
+			return b.record(now, assignment{kind: kindTokenBucket, s: s, ttl: ttl})
+		}
+	}
+	ttl := time.Second
+	if resp.RetryAfter > 0 {
+		ttl = max(ceilSeconds(resp.RetryAfter), time.Second)
+		b.denied = now.Add(resp.RetryAfter)
+	}
+	return b.deny(now, ttl, p.margin)
+}
+
+// deny records a DENY_ALL blanket sent at now for ttl.
+func (b *bucket) deny(now time.Time, ttl, margin time.Duration) assignment {
+	b.exp.replace(now, margin, term{})
+	return b.record(now, assignment{kind: kindDeny, ttl: ttl})
+}
+
+func (b *bucket) record(now time.Time, a assignment) assignment {
+	b.last, b.lastAt = a, now
+	return a
+}
+
+// keepRate reports whether the strategy s may stay for a demand whose
+// strategy is tgt: its rate within a factor of two of the target's (no
+// churn for small changes; a new strategy costs a fresh burst).
+func keepRate(s, tgt strategy) bool {
+	r, t := s.rate(), tgt.rate()
+	return r <= 2*t && t <= 2*r
+}
+
+// ttlFor is the longest whole-second TTL, at most maxTTL, under which s
+// admits at most room from the moment it is sent: max_tokens plus its
+// refill until the TTL ends, counted from the latest arrival (margin).
+func ttlFor(room float64, s strategy, margin, maxTTL time.Duration) time.Duration {
+	spare := room - float64(s.maxTokens)
+	if spare < 0 {
+		return 0
+	}
+	secs := spare/s.rate() - margin.Seconds()
+	if secs >= maxTTL.Seconds() {
+		return maxTTL
+	}
+	if secs < 1 {
+		return 0
+	}
+	return wholeSeconds(time.Duration(secs * float64(time.Second)))
+}
+
+// shrink fits a strategy into room: tgt with the longest TTL it allows
+// when that is at least a second, else a TTL of a second with a smaller
+// burst and rate (at least 1 token and 1 token per fill). ok is false
+// when not even that fits.
+func shrink(room float64, tgt strategy, margin, maxTTL time.Duration) (strategy, time.Duration, bool) {
+	if ttl := ttlFor(room, tgt, margin, maxTTL); ttl >= time.Second {
+		return tgt, ttl, true
+	}
+	s := tgt
+	s.maxTokens = max(min(s.maxTokens, int64(room/2)), 1)
+	life := (margin + time.Second).Seconds()
+	s.perFill = min(s.perFill, int64((room-float64(s.maxTokens))*s.fill.Seconds()/life))
+	if s.perFill < 1 {
+		return strategy{}, 0, false
+	}
+	if ttl := ttlFor(room, s, margin, maxTTL); ttl >= time.Second {
+		return s, ttl, true
+	}
+	return strategy{}, 0, false
+}
+
+// wholeSeconds rounds d down to whole seconds (Envoy reads only the
+// seconds of a duration).
+func wholeSeconds(d time.Duration) time.Duration {
+	if d < 0 {
+		return 0
+	}
+	return d.Truncate(time.Second)
+}
+
+// ceilSeconds rounds d up to whole seconds.
+func ceilSeconds(d time.Duration) time.Duration {
+	if t := d.Truncate(time.Second); t < d {
+		return t + time.Second
+	}
+	return d
+}
+
+func satAdd(a, b int64) int64 {
+	if b > 0 && a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
