@@ -137,15 +137,22 @@ type bucket struct {
 	last       assignment // last sent
 	lastAt     time.Time  // when last was sent
 	seq        uint64     // Seq of the holding at the owner, 0 for none
-	ttl        time.Duration
-	denied     time.Time // the owner's denial lasts until then
+	// slack is what the owner counted outstanding at the last answer
+	// beyond the exposure then (whole tokens): tokens the proxy can never
+	// spend, given back as Unspent with the next ask.
+	slack  int64
+	ttl    time.Duration
+	denied time.Time // the owner's denial lasts until then
 	// Demand: requests (allowed and denied) reported since, for the
 	// rate asked with the next allotment.
-	count     int64
-	since     time.Time
-	demand    float64   // requests per second, as last measured
-	lastBusy  time.Time // last report with a request in it
-	lastAsked time.Time
+	count    int64
+	since    time.Time
+	demand   float64   // requests per second, as last measured
+	lastBusy time.Time // last report with a request in it
+	// interval is the time between the bucket's last two reports.
+	interval   time.Duration
+	lastReport time.Time
+	lastAsked  time.Time
 	// The limit as the owner last described it (zero before).
 	capacity int64
 	window   time.Duration
@@ -158,6 +165,10 @@ func (b *bucket) limitResp() api.AllotResponse {
 
 // observe counts a usage report of n requests at now.
 func (b *bucket) observe(now time.Time, n int64) {
+	if !b.lastReport.IsZero() && now.After(b.lastReport) {
+		b.interval = now.Sub(b.lastReport)
+	}
+	b.lastReport = now
 	b.count = satAdd(b.count, n)
 	if n > 0 {
 		b.lastBusy = now
@@ -176,15 +187,15 @@ func (b *bucket) measure(now time.Time) float64 {
 }
 
 // target is the strategy the bucket's demand calls for: its rate (at
-// most the limit's, at least one token per fill interval) and a second
-// of it as the burst, at most the capacity.
+// most the limit's, at least one token per fill interval) and a quarter
+// of a second of it as the burst (at least 1, at most the capacity).
 func (b *bucket) target(demand float64, resp api.AllotResponse) strategy {
 	rate := demand
 	if resp.Capacity > 0 && resp.Window > 0 {
 		rate = min(rate, float64(resp.Capacity)/resp.Window.Seconds())
 	}
 	per := max(int64(math.Ceil(rate*b.fill.Seconds())), 1)
-	m := max(int64(math.Ceil(rate)), 1)
+	m := max(int64(math.Ceil(rate/4)), 1)
 	if resp.Capacity > 0 {
 		m = min(m, resp.Capacity)
 	}
@@ -207,17 +218,25 @@ func (b *bucket) want(now time.Time, p params, s strategy, keep bool) int64 {
 	if ttl <= 0 {
 		ttl = p.defaultTTL
 	}
-	need := float64(s.maxTokens) + s.rate()*(p.margin+ttl).Seconds()
+	ttl = b.capTTL(ttl, p.margin)
+	need := float64(s.maxTokens) + s.rate()*(p.margin+ttl).Seconds() - float64(b.slack)
 	if keep { // the current term is replaced, the carried ones stay
 		need -= b.exp.at(now) - b.exp.carried(now)
 	}
 	return max(int64(math.Ceil(need)), 1)
 }
 
-// unspent is what the proxy may still admit at now, rounded up: the
-// Unspent of the next ask.
+// unspent is the Unspent of the next ask at now: what the proxy may still
+// admit, rounded up, and the slack. It is at most what the owner counted
+// at the last answer (ceil(x) + floor(B − x) = B, and the exposure only
+// falls between answers).
 func (b *bucket) unspent(now time.Time) int64 {
-	return int64(math.Ceil(b.exp.at(now)))
+	return satAdd(int64(math.Ceil(b.exp.at(now))), b.slack)
+}
+
+// settle records the slack after an assignment fitted into budget at now.
+func (b *bucket) settle(now time.Time, budget int64) {
+	b.slack = max(int64(math.Floor(float64(budget)-b.exp.at(now))), 0)
 }
 
 // fit chooses the assignment sent at now after an allotment answer: the
@@ -226,16 +245,16 @@ func (b *bucket) unspent(now time.Time) int64 {
 // and ending by then (see the package documentation); it records the
 // assignment and the new exposure.
 func (b *bucket) fit(now, askedAt time.Time, budget int64, resp api.AllotResponse, tgt strategy, p params) assignment {
+	a := b.fitted(now, askedAt, budget, resp, tgt, p)
+	b.settle(now, budget)
+	return a
+}
+
+// fitted is fit before the slack is recorded.
+func (b *bucket) fitted(now, askedAt time.Time, budget int64, resp api.AllotResponse, tgt strategy, p params) assignment {
 	b.ttl = resp.TTL
-	maxTTL := wholeSeconds(askedAt.Add(resp.TTL).Sub(now) - p.margin)
+	maxTTL := b.capTTL(wholeSeconds(askedAt.Add(resp.TTL).Sub(now)-p.margin), p.margin)
 	if maxTTL >= time.Second {
-		if b.keeps(now, p.margin) {
-			s := b.last.s
-			if ttl := ttlFor(float64(budget)-b.exp.carried(now), s, p.margin, maxTTL); ttl >= time.Second && keepRate(s, tgt) {
-				b.exp.cur = term{m: s.maxTokens, rate: s.rate(), end: now.Add(p.margin + ttl)}
-				return b.record(now, assignment{kind: kindTokenBucket, s: s, ttl: ttl})
-			}
-		}
 		// A new strategy: the current bucket may serve until the new one
 		// arrives, then Envoy starts the new one full.
 		old := b.exp.cur
@@ -243,9 +262,21 @@ func (b *bucket) fit(now, askedAt time.Time, budget int64, resp api.AllotRespons
 			old.end = end
 		}
 		room := float64(budget) - b.exp.carried(now) - old.potential(now)
-		if s, ttl, ok := shrink(room, tgt, p.margin, maxTTL); ok {
-			b.exp.replace(now, p.margin, term{m: s.maxTokens, rate: s.rate(), end: now.Add(p.margin + ttl)})
-			return b.record(now, assignment{kind: kindTokenBucket, s: s, ttl: ttl})
+		next, nextTTL, nextOK := shrink(room, tgt, p.margin, maxTTL, b.minTTL(p.margin))
+		// The same strategy again: Envoy keeps its bucket, so only the
+		// carried terms stay beside it.
+		keepTTL := time.Duration(0)
+		if b.keeps(now, p.margin) {
+			keepTTL = ttlFor(float64(budget)-b.exp.carried(now), b.last.s, p.margin, maxTTL)
+		}
+		switch {
+		case keepTTL >= b.minTTL(p.margin) && !(nextOK && better(next, b.last.s, tgt)), keepTTL >= time.Second && !nextOK:
+			s := b.last.s
+			b.exp.cur = term{m: s.maxTokens, rate: s.rate(), end: now.Add(p.margin + keepTTL)}
+			return b.record(now, assignment{kind: kindTokenBucket, s: s, ttl: keepTTL})
+		case nextOK:
+			b.exp.replace(now, p.margin, term{m: next.maxTokens, rate: next.rate(), end: now.Add(p.margin + nextTTL)})
+			return b.record(now, assignment{kind: kindTokenBucket, s: next, ttl: nextTTL})
 		}
 	}
 	ttl := time.Second
@@ -267,12 +298,13 @@ func (b *bucket) record(now time.Time, a assignment) assignment {
 	return a
 }
 
-// keepRate reports whether the strategy s may stay for a demand whose
-// strategy is tgt: its rate within a factor of two of the target's (no
-// churn for small changes; a new strategy costs a fresh burst).
-func keepRate(s, tgt strategy) bool {
-	r, t := s.rate(), tgt.rate()
-	return r <= 2*t && t <= 2*r
+// better reports whether next is worth replacing cur, the strategy in
+// force, when the demand calls for tgt: next's rate is more than twice
+// cur's, or the demand fell under half of cur's rate (a smaller strategy
+// holds less outstanding). Smaller changes keep cur: a new strategy
+// costs a fresh burst and the old bucket's until the new one arrives.
+func better(next, cur, tgt strategy) bool {
+	return next.rate() > 2*cur.rate() || 2*tgt.rate() < cur.rate()
 }
 
 // ttlFor is the longest whole-second TTL, at most maxTTL, under which s
@@ -294,24 +326,49 @@ func ttlFor(room float64, s strategy, margin, maxTTL time.Duration) time.Duratio
 }
 
 // shrink fits a strategy into room: tgt with the longest TTL it allows
-// when that is at least a second, else a TTL of a second with a smaller
-// burst and rate (at least 1 token and 1 token per fill). ok is false
-// when not even that fits.
-func shrink(room float64, tgt strategy, margin, maxTTL time.Duration) (strategy, time.Duration, bool) {
-	if ttl := ttlFor(room, tgt, margin, maxTTL); ttl >= time.Second {
+// when that is at least minTTL (so that the next report can extend it),
+// else a smaller burst and rate (at least 1 token and 1 token per fill)
+// that last minTTL, else one second. ok is false when not even that
+// fits.
+func shrink(room float64, tgt strategy, margin, maxTTL, minTTL time.Duration) (strategy, time.Duration, bool) {
+	if ttl := ttlFor(room, tgt, margin, maxTTL); ttl >= minTTL {
 		return tgt, ttl, true
 	}
-	s := tgt
-	s.maxTokens = max(min(s.maxTokens, int64(room/2)), 1)
-	life := (margin + time.Second).Seconds()
-	s.perFill = min(s.perFill, int64((room-float64(s.maxTokens))*s.fill.Seconds()/life))
-	if s.perFill < 1 {
-		return strategy{}, 0, false
-	}
-	if ttl := ttlFor(room, s, margin, maxTTL); ttl >= time.Second {
-		return s, ttl, true
+	for _, life := range [...]time.Duration{min(minTTL, maxTTL), time.Second} {
+		s := tgt
+		s.maxTokens = max(min(s.maxTokens, int64(room/4)), 1)
+		s.perFill = min(s.perFill, int64((room-float64(s.maxTokens))*s.fill.Seconds()/(margin+life).Seconds()))
+		if s.perFill < 1 {
+			continue
+		}
+		if ttl := ttlFor(room, s, margin, maxTTL); ttl >= time.Second {
+			return s, ttl, true
+		}
 	}
 	return strategy{}, 0, false
+}
+
+// ttlReports is how many report intervals an assignment lives at most: it
+// survives two lost or late reports. A longer life holds more of the
+// bucket's future refill outstanding, which the owner's bucket then cannot
+// hold (docs/architecture.md §13.1: L + O ≤ B).
+const ttlReports = 3
+
+// capTTL caps ttl at ttlReports report intervals and the margin, in whole
+// seconds (at least two); before the bucket's second report, when its
+// interval is not known, ttl stands.
+func (b *bucket) capTTL(ttl, margin time.Duration) time.Duration {
+	if b.interval <= 0 {
+		return ttl
+	}
+	return min(ttl, max(ceilSeconds(ttlReports*b.interval+margin), 2*time.Second))
+}
+
+// minTTL is the time to live an assignment needs for the next report to
+// extend it: the interval between the bucket's reports and the margin,
+// in whole seconds, at least one.
+func (b *bucket) minTTL(margin time.Duration) time.Duration {
+	return max(ceilSeconds(b.interval+margin), time.Second)
 }
 
 // wholeSeconds rounds d down to whole seconds (Envoy reads only the

@@ -173,12 +173,14 @@ func (st *stream) step(ctx context.Context, now time.Time, b *bucket) assignment
 		b.fill = time.Second // until the owner says the limit's rate
 	}
 	tgt := b.target(demand, b.limitResp())
-	keep := b.keeps(now, p.margin) && keepRate(b.last.s, tgt)
+	keep := b.keeps(now, p.margin) && !better(tgt, b.last.s, tgt)
 	s := tgt
 	if keep {
 		s = b.last.s
 	}
-	req := api.AllotRequest{Limit: b.limit, Key: b.key, Holder: st.holder, Want: b.want(now, p, s, keep), Demand: demand, Unspent: b.unspent(now), Seq: b.seq}
+	// The first report comes with the first request: a demand of at least
+	// one a second, so the owner's share is not nothing.
+	req := api.AllotRequest{Limit: b.limit, Key: b.key, Holder: st.holder, Want: b.want(now, p, s, keep), Demand: max(demand, 1), Unspent: b.unspent(now), Seq: b.seq}
 	b.lastAsked = now
 	resp, err := st.s.d.Allot(ctx, req)
 	sent := cfg.Now()
