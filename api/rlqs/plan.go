@@ -270,7 +270,7 @@ func (b *bucket) fitted(now, askedAt time.Time, budget int64, resp api.AllotResp
 			keepTTL = ttlFor(float64(budget)-b.exp.carried(now), b.last.s, p.margin, maxTTL)
 		}
 		switch {
-		case keepTTL >= b.minTTL(p.margin) && !(nextOK && better(next, b.last.s, tgt)), keepTTL >= time.Second && !nextOK:
+		case keepTTL >= b.minTTL(p.margin) && (!nextOK || !better(next, b.last.s, tgt)), keepTTL >= time.Second && !nextOK:
 			s := b.last.s
 			b.exp.cur = term{m: s.maxTokens, rate: s.rate(), end: now.Add(p.margin + keepTTL)}
 			return b.record(now, assignment{kind: kindTokenBucket, s: s, ttl: keepTTL})
