@@ -10,10 +10,11 @@ import (
 )
 
 // TestRLQSNeverExceedsTheBucket runs two simulated Envoys against a real
-// node through its gRPC port, each with a hot bucket of the same key (50
-// requests a second each, five times the limit's rate), reporting every
+// node through its gRPC port, each with a hot bucket of the same key (500
+// requests a second each, five times the limit's 100/s), reporting every
 // second and receiving each answer up to 400 ms late (under the 500 ms
-// Margin), while a third caller takes from the same bucket with gRPC Take.
+// Margin), with and without a third caller taking 50/s from the same
+// bucket with gRPC Take.
 // Over 60 simulated seconds, the requests admitted in every window of
 // length τ must stay within capacity + rate·τ, and the proxies must admit
 // most of what the bucket allows (a server that denied everything would
@@ -28,12 +29,12 @@ func TestRLQSNeverExceedsTheBucket(t *testing.T) {
 func rlqsExactness(t *testing.T, withDirect bool) {
 	tn := startNode(t, func(c *node.Config) { c.LimitsPath = writeLimits(t, rlqsLimits) })
 	const (
-		capacity = 100
-		rate     = 10.0 // per second
+		capacity = 1000
+		rate     = 100.0 // per second
 		step     = 10 * time.Millisecond
 		steps    = 6000 // 60 s
 	)
-	id := map[string]string{"name": "api", "tenant": "acme"}
+	id := map[string]string{"name": "hot", "tenant": "acme"}
 	proxies := []*simProxy{newSimProxy(t, tn.conn), newSimProxy(t, tn.conn)}
 	for _, p := range proxies {
 		p.bucket(id)
@@ -48,13 +49,15 @@ func rlqsExactness(t *testing.T, withDirect bool) {
 			if i%100 == 0 { // every second; answers 0, 200 or 400 ms late
 				p.report(now, time.Second, time.Duration((i/100+j)%3)*200*time.Millisecond)
 			}
-			if i%2 == 0 && p.bucket(id).admit(now) { // 50/s
-				admitted[i]++
-				byProxy[j]++
+			for range 5 { // 500/s
+				if p.bucket(id).admit(now) {
+					admitted[i]++
+					byProxy[j]++
+				}
 			}
 		}
-		if withDirect && i%10 == 5 { // 10/s at the owner
-			resp, err := tn.grpc.Take(context.Background(), &weirv1.TakeRequest{Checks: []*weirv1.Check{{Limit: "api", Key: "tenant=acme", Cost: 1}}})
+		if withDirect && i%2 == 1 { // 50/s at the owner
+			resp, err := tn.grpc.Take(context.Background(), &weirv1.TakeRequest{Checks: []*weirv1.Check{{Limit: "hot", Key: "tenant=acme", Cost: 1}}})
 			if err != nil {
 				t.Fatalf("Take: %v", err)
 			}

@@ -29,7 +29,7 @@ import (
 //     the README recommends (no_assignment_behavior and
 //     expired_assignment_behavior DENY_ALL).
 
-// rlqsLimits has an allotted limit for the RLQS tests and one without
+// rlqsLimits has two allotted limits for the RLQS tests and one without
 // allotments.
 const rlqsLimits = `version: 1
 limits:
@@ -37,6 +37,12 @@ limits:
     algorithm: token_bucket
     capacity: 100
     rate: 10/s
+    allotments: auto
+    allotment_ttl: 10s
+  - name: hot
+    algorithm: token_bucket
+    capacity: 1000
+    rate: 100/s
     allotments: auto
     allotment_ttl: 10s
   - name: plain

@@ -47,49 +47,65 @@
 //   - a bucket that reported no request for AbandonAfter: abandon_action,
 //     and the stream forgets it (the proxy starts over if it comes back).
 //
-// Strategies are token buckets: max_tokens (a second of the bucket's
-// rate as burst), tokens_per_fill per fill_interval (the rate asked for:
-// the reported demand, at most the limit's rate), fill_interval a whole
-// number of seconds fixed for the bucket's life on the stream (1 s, or the
-// seconds one token of the limit takes when its rate is under 1/s). Envoy
-// reads only the seconds of assignment_time_to_live and fill_interval, so
-// both are whole seconds. While the demand stays within a factor of two of
-// the strategy's rate and the owner grants what it is asked, the same
-// strategy is sent again, which Envoy treats as extending the assignment
-// (it keeps its bucket and restarts the time to live).
+// Strategies are token buckets: tokens_per_fill per fill_interval is the
+// rate asked for (the reported demand, at most the limit's rate, less when
+// the owner grants less), max_tokens a tenth of a second of it as burst,
+// fill_interval a whole number of seconds fixed for the bucket's life on
+// the stream (1 s, or the seconds one token of the limit takes when its
+// rate is under 1/s). Envoy reads only the seconds of
+// assignment_time_to_live and fill_interval, so both are whole seconds.
+// An assignment lives at most three report intervals (so the proxy holds
+// little of the bucket's future refill), at least the report interval and
+// Margin when it can (so the next report extends it). While a new
+// strategy would not have a rate more than 1.5 times the current one (and
+// the demand has not fallen under half of it), the same strategy is sent
+// again, which Envoy treats as extending the assignment: it keeps its
+// bucket and restarts the time to live.
 //
 // # The bound
 //
 // A token bucket of max_tokens M and rate ρ admits at most M + ρ·(e − t)
 // from any time t until it expires at e, whatever it holds at t. Envoy
 // counts a time to live from when it receives the assignment, at most
-// Margin after it was sent; so an assignment sent at t with time to live
-// T admits at most M + ρ·(Margin + T) from t on (Envoy keeps the bucket
-// it has when the strategy is unchanged and the old assignment is still
-// in force when the new one arrives; otherwise it starts the new bucket
-// full, and the old one may still admit until then, at most M_old +
-// ρ_old·Margin: carried into the exposure). The exposure of a bucket is
-// the sum of these terms, and every assignment is chosen so that
+// Margin after it was sent; so an assignment sent at s with time to live
+// T admits at most M + ρ·(s + Margin + T − t) from t on. Envoy keeps the
+// bucket it has when the strategy is unchanged and the old assignment is
+// still in force when the new one arrives; otherwise it starts the new
+// bucket full, and the old one may still admit until then, at most M_old
+// + ρ_old·Margin: carried. The exposure F(t) is the sum of these terms.
 //
-//	exposure after sending ≤ Unspent + Tokens
+// The owner's bound (docs/architecture.md §13.1) needs every holder to
+// spend between two asks at most what the owner counted outstanding at
+// the first, less the Unspent it reports at the second. F alone does not
+// give that: between two asks a proxy may spend its bucket and refill it,
+// so what it admits plus F at the second ask can exceed F at the first by
+// up to max_tokens. Each answer therefore keeps M of the current token
+// bucket as a reserve:
 //
-// where Unspent is the exposure when the ask was sent and Tokens the
-// owner's grant: the owner then counts at least that outstanding for the
-// stream (it trusts Unspent only under the matching Seq, else keeps the
-// whole holding), and its holding outlives the assignment (T ≤ the
-// answer's TTL − Margin − the time since the ask, rounded down to whole
-// seconds; a TTL under a second is a DENY_ALL). Everything a proxy admits
-// is therefore a debit at the owner, and the owner's bound
-// (docs/architecture.md §13.1) holds over proxies, nodes and clients
-// together: over any window of length τ, at most capacity + rate·τ.
+//	F(ask) + M ≤ Unspent + Tokens          (what the owner then counts)
+//	slack   = ⌊Unspent + Tokens − F(ask)⌋
+//	Unspent at the next ask = ⌈F(next)⌉ + slack − M
+//
+// and a bucket asks again only once its last assignment has surely
+// arrived (Margin after it was sent), so the carried terms have ended.
+// Then what the proxy admits between the asks plus the next Unspent is at
+// most what the owner counted, and the next Unspent still covers
+// everything the proxy may admit after it. Assignments never outlive the
+// holding that pays for them: T ≤ the answer's TTL − Margin − the time
+// since the ask, in whole seconds (under a second: DENY_ALL). So over any
+// window of length τ, proxies, nodes and clients together admit at most
+// capacity + rate·τ. TestPlanNeverSpendsMoreThanHeld checks the
+// condition against Envoy's bucket semantics with random grants, delays
+// and report intervals; the node's TestRLQSNeverExceedsTheBucket checks
+// the bound end to end.
 //
 // The bound needs Envoy to admit nothing it was not assigned: the
 // filter's no_assignment_behavior and expired_assignment_behavior must be
 // DENY_ALL (Envoy's default for both is to allow everything); the README
 // shows such a configuration. Requests a proxy admits without an
-// assignment are outside the bound. Unspent counts the proxy's whole
-// max_tokens as still usable, so tokens a quiet proxy never spent are lost
-// until its holding expires: the safe side.
+// assignment are outside the bound. The reserve and what a quiet proxy
+// leaves unspent are held back from the other holders until the next
+// ask: the safe side.
 //
 // # Streams that end
 //

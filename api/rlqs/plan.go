@@ -138,11 +138,13 @@ type bucket struct {
 	lastAt     time.Time  // when last was sent
 	seq        uint64     // Seq of the holding at the owner, 0 for none
 	// slack is what the owner counted outstanding at the last answer
-	// beyond the exposure then (whole tokens): tokens the proxy can never
-	// spend, given back as Unspent with the next ask.
-	slack  int64
-	ttl    time.Duration
-	denied time.Time // the owner's denial lasts until then
+	// beyond the exposure then (whole tokens), given back as Unspent with
+	// the next ask, less the reserve: the max_tokens of the token bucket
+	// then sent, which a proxy may spend and refill between two asks
+	// beyond what the exposure at the second counts.
+	slack, reserve int64
+	ttl            time.Duration
+	denied         time.Time // the owner's denial lasts until then
 	// Demand: requests (allowed and denied) reported since, for the
 	// rate asked with the next allotment.
 	count    int64
@@ -187,15 +189,16 @@ func (b *bucket) measure(now time.Time) float64 {
 }
 
 // target is the strategy the bucket's demand calls for: its rate (at
-// most the limit's, at least one token per fill interval) and a quarter
-// of a second of it as the burst (at least 1, at most the capacity).
+// most the limit's, at least one token per fill interval) and a tenth of
+// a second of it as the burst (at least 1, at most the capacity). The
+// burst is small because each refresh holds it back (the reserve).
 func (b *bucket) target(demand float64, resp api.AllotResponse) strategy {
 	rate := demand
 	if resp.Capacity > 0 && resp.Window > 0 {
 		rate = min(rate, float64(resp.Capacity)/resp.Window.Seconds())
 	}
 	per := max(int64(math.Ceil(rate*b.fill.Seconds())), 1)
-	m := max(int64(math.Ceil(rate/4)), 1)
+	m := max(int64(math.Ceil(rate/10)), 1)
 	if resp.Capacity > 0 {
 		m = min(m, resp.Capacity)
 	}
@@ -211,63 +214,85 @@ func (b *bucket) keeps(now time.Time, margin time.Duration) bool {
 	return b.last.kind == kindTokenBucket && !b.lastAt.Add(b.last.ttl).Before(now.Add(margin))
 }
 
+// due reports whether the bucket may ask its owner at now: not within
+// the owner's denial, not within minRefresh of its last ask, and not
+// before the last assignment has surely reached the proxy (margin after
+// it was sent), so that every term carried then has ended (see reserve).
+func (b *bucket) due(now time.Time, margin, minRefresh time.Duration) bool {
+	switch {
+	case now.Before(b.denied), now.Before(b.lastAt.Add(margin)):
+		return false
+	case !b.lastAsked.IsZero() && now.Sub(b.lastAsked) < minRefresh:
+		return false
+	}
+	return true
+}
+
 // want is the allotment to ask for at now, given the exposure: enough for
-// the strategy s (the last one when it keeps) over a whole allotment TTL.
+// the strategy s (the last one when it keeps) over an assignment's life,
+// with its reserve, beyond what the stream holds.
 func (b *bucket) want(now time.Time, p params, s strategy, keep bool) int64 {
 	ttl := b.ttl
 	if ttl <= 0 {
 		ttl = p.defaultTTL
 	}
 	ttl = b.capTTL(ttl, p.margin)
-	need := float64(s.maxTokens) + s.rate()*(p.margin+ttl).Seconds() - float64(b.slack)
+	need := 2*float64(s.maxTokens) + s.rate()*(p.margin+ttl).Seconds() - float64(b.unspent(now))
 	if keep { // the current term is replaced, the carried ones stay
-		need -= b.exp.at(now) - b.exp.carried(now)
+		need += b.exp.carried(now)
+	} else {
+		need += b.exp.at(now)
 	}
 	return max(int64(math.Ceil(need)), 1)
 }
 
 // unspent is the Unspent of the next ask at now: what the proxy may still
-// admit, rounded up, and the slack. It is at most what the owner counted
-// at the last answer (ceil(x) + floor(B − x) = B, and the exposure only
-// falls between answers).
+// admit (rounded up) and the slack, less the reserve. See the package
+// documentation for why this never exceeds what the owner counts minus
+// what the proxy admitted since the last ask.
 func (b *bucket) unspent(now time.Time) int64 {
-	return satAdd(int64(math.Ceil(b.exp.at(now))), b.slack)
+	return max(satAdd(int64(math.Ceil(b.exp.at(now))), b.slack-b.reserve), 0)
 }
 
-// settle records the slack after an assignment fitted into budget at now.
-func (b *bucket) settle(now time.Time, budget int64) {
-	b.slack = max(int64(math.Floor(float64(budget)-b.exp.at(now))), 0)
+// settle records, after an assignment fitted into budget at an ask at
+// askedAt, the slack (what the owner counts beyond the exposure then,
+// whole tokens) and the reserve (the current token bucket's max_tokens).
+func (b *bucket) settle(askedAt time.Time, budget int64) {
+	b.slack = max(int64(math.Floor(float64(budget)-b.exp.at(askedAt))), 0)
+	b.reserve = b.exp.cur.m
 }
 
-// fit chooses the assignment sent at now after an allotment answer: the
-// owner counts budget tokens outstanding for this holder until askedAt +
-// resp.TTL. Every assignment it returns keeps the exposure within budget
-// and ending by then (see the package documentation); it records the
-// assignment and the new exposure.
+// fit chooses the assignment sent at now after an allotment answer to an
+// ask at askedAt: the owner counts budget tokens outstanding for this
+// holder until askedAt + resp.TTL. The exposure after it, evaluated at
+// askedAt, plus the new token bucket's max_tokens (its reserve) is at
+// most budget, and it ends by then (see the package documentation). It
+// records the assignment, the new exposure, the slack and the reserve.
 func (b *bucket) fit(now, askedAt time.Time, budget int64, resp api.AllotResponse, tgt strategy, p params) assignment {
 	a := b.fitted(now, askedAt, budget, resp, tgt, p)
-	b.settle(now, budget)
+	b.settle(askedAt, budget)
 	return a
 }
 
-// fitted is fit before the slack is recorded.
+// fitted is fit before the slack and reserve are recorded.
 func (b *bucket) fitted(now, askedAt time.Time, budget int64, resp api.AllotResponse, tgt strategy, p params) assignment {
 	b.ttl = resp.TTL
 	maxTTL := b.capTTL(wholeSeconds(askedAt.Add(resp.TTL).Sub(now)-p.margin), p.margin)
+	lead := now.Sub(askedAt) + p.margin // a term's end is now + margin + ttl
 	if maxTTL >= time.Second {
+		carried := b.exp.carried(askedAt)
 		// A new strategy: the current bucket may serve until the new one
 		// arrives, then Envoy starts the new one full.
 		old := b.exp.cur
 		if end := now.Add(p.margin); old.end.After(end) {
 			old.end = end
 		}
-		room := float64(budget) - b.exp.carried(now) - old.potential(now)
-		next, nextTTL, nextOK := shrink(room, tgt, p.margin, maxTTL, b.minTTL(p.margin))
+		next, nextTTL, nextOK := shrink(float64(budget)-carried-old.potential(askedAt), tgt, lead, maxTTL, b.minTTL(p.margin))
 		// The same strategy again: Envoy keeps its bucket, so only the
 		// carried terms stay beside it.
 		keepTTL := time.Duration(0)
 		if b.keeps(now, p.margin) {
-			keepTTL = ttlFor(float64(budget)-b.exp.carried(now), b.last.s, p.margin, maxTTL)
+			keepTTL = ttlFor(float64(budget)-carried, b.last.s, lead, maxTTL)
 		}
 		switch {
 		case keepTTL >= b.minTTL(p.margin) && (!nextOK || !better(next, b.last.s, tgt)), keepTTL >= time.Second && !nextOK:
@@ -299,23 +324,24 @@ func (b *bucket) record(now time.Time, a assignment) assignment {
 }
 
 // better reports whether next is worth replacing cur, the strategy in
-// force, when the demand calls for tgt: next's rate is more than twice
-// cur's, or the demand fell under half of cur's rate (a smaller strategy
-// holds less outstanding). Smaller changes keep cur: a new strategy
-// costs a fresh burst and the old bucket's until the new one arrives.
+// force, when the demand calls for tgt: next's rate is more than 1.5
+// times cur's, or the demand fell under half of cur's rate (a smaller
+// strategy holds less outstanding). Smaller changes keep cur: a new
+// strategy costs a fresh burst and the old bucket's until the new one
+// arrives.
 func better(next, cur, tgt strategy) bool {
-	return next.rate() > 2*cur.rate() || 2*tgt.rate() < cur.rate()
+	return 2*next.rate() > 3*cur.rate() || 2*tgt.rate() < cur.rate()
 }
 
 // ttlFor is the longest whole-second TTL, at most maxTTL, under which s
-// admits at most room from the moment it is sent: max_tokens plus its
-// refill until the TTL ends, counted from the latest arrival (margin).
-func ttlFor(room float64, s strategy, margin, maxTTL time.Duration) time.Duration {
-	spare := room - float64(s.maxTokens)
+// fits room with its reserve: 2·max_tokens plus its refill over lead + TTL
+// (lead: from the ask to the latest the assignment arrives).
+func ttlFor(room float64, s strategy, lead, maxTTL time.Duration) time.Duration {
+	spare := room - 2*float64(s.maxTokens)
 	if spare < 0 {
 		return 0
 	}
-	secs := spare/s.rate() - margin.Seconds()
+	secs := spare/s.rate() - lead.Seconds()
 	if secs >= maxTTL.Seconds() {
 		return maxTTL
 	}
@@ -330,18 +356,19 @@ func ttlFor(room float64, s strategy, margin, maxTTL time.Duration) time.Duratio
 // else a smaller burst and rate (at least 1 token and 1 token per fill)
 // that last minTTL, else one second. ok is false when not even that
 // fits.
-func shrink(room float64, tgt strategy, margin, maxTTL, minTTL time.Duration) (strategy, time.Duration, bool) {
-	if ttl := ttlFor(room, tgt, margin, maxTTL); ttl >= minTTL {
+func shrink(room float64, tgt strategy, lead, maxTTL, minTTL time.Duration) (strategy, time.Duration, bool) {
+	if ttl := ttlFor(room, tgt, lead, maxTTL); ttl >= minTTL {
 		return tgt, ttl, true
 	}
 	for _, life := range [...]time.Duration{min(minTTL, maxTTL), time.Second} {
 		s := tgt
-		s.maxTokens = max(min(s.maxTokens, int64(room/4)), 1)
-		s.perFill = min(s.perFill, int64((room-float64(s.maxTokens))*s.fill.Seconds()/(margin+life).Seconds()))
+		s.maxTokens = max(min(s.maxTokens, int64(room/8)), 1)
+		s.perFill = min(s.perFill, int64((room-2*float64(s.maxTokens))*s.fill.Seconds()/(lead+life).Seconds()))
 		if s.perFill < 1 {
 			continue
 		}
-		if ttl := ttlFor(room, s, margin, maxTTL); ttl >= time.Second {
+		s.maxTokens = min(s.maxTokens, max(int64(math.Ceil(s.rate()/10)), 1)) // a tenth of a second of the rate it got
+		if ttl := ttlFor(room, s, lead, maxTTL); ttl >= time.Second {
 			return s, ttl, true
 		}
 	}

@@ -165,7 +165,7 @@ func (st *stream) step(ctx context.Context, now time.Time, b *bucket) assignment
 	switch {
 	case now.Sub(b.lastBusy) >= cfg.AbandonAfter:
 		return assignment{kind: kindAbandon}
-	case now.Before(b.denied), !b.lastAsked.IsZero() && now.Sub(b.lastAsked) < cfg.MinRefresh:
+	case !b.due(now, cfg.Margin, cfg.MinRefresh):
 		return assignment{}
 	}
 	demand := min(b.measure(now), maxDemand)
