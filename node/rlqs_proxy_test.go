@@ -12,6 +12,7 @@ import (
 	rlqsv3 "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
@@ -125,7 +126,17 @@ type simProxy struct {
 // newSimProxy opens a stream to the node behind conn.
 func newSimProxy(t *testing.T, conn grpc.ClientConnInterface) *simProxy {
 	t.Helper()
+	return newSimProxyAs(t, conn, "")
+}
+
+// newSimProxyAs opens a stream with a bearer token ("" sends none), as
+// Envoy's grpc_service initial_metadata does.
+func newSimProxyAs(t *testing.T, conn grpc.ClientConnInterface, token string) *simProxy {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	if token != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
+	}
 	stream, err := rlqsv3.NewRateLimitQuotaServiceClient(conn).StreamRateLimitQuotas(ctx)
 	if err != nil {
 		cancel()
@@ -176,12 +187,7 @@ func (p *simProxy) deliver(now time.Time) {
 // they reach the proxy after delay (deliver).
 func (p *simProxy) report(now time.Time, elapsed, delay time.Duration) []*rlqsv3.RateLimitQuotaResponse_BucketAction {
 	p.t.Helper()
-	msg := &rlqsv3.RateLimitQuotaUsageReports{Domain: p.domain}
-	for _, n := range slices.Sorted(maps.Keys(p.buckets)) {
-		b := p.buckets[n]
-		msg.BucketQuotaUsages = append(msg.BucketQuotaUsages, usage(b.id, b.allowed, b.denied, elapsed))
-		b.allowed, b.denied = 0, 0
-	}
+	msg := p.usagesOver(elapsed)
 	p.syncN++
 	msg.BucketQuotaUsages = append(msg.BucketQuotaUsages, usage(map[string]string{"name": "sync-nope", "n": fmt.Sprint(p.syncN)}, 0, 0, 0))
 	if err := p.stream.Send(msg); err != nil {
@@ -200,6 +206,21 @@ func (p *simProxy) report(now time.Time, elapsed, delay time.Duration) []*rlqsv3
 		p.pending = append(p.pending, pendingAction{at: now.Add(delay), a: a})
 	}
 	return out
+}
+
+// usages is a report of every bucket's usage since the last one, which it
+// resets.
+func (p *simProxy) usages() *rlqsv3.RateLimitQuotaUsageReports { return p.usagesOver(0) }
+
+// usagesOver is usages with time_elapsed elapsed.
+func (p *simProxy) usagesOver(elapsed time.Duration) *rlqsv3.RateLimitQuotaUsageReports {
+	msg := &rlqsv3.RateLimitQuotaUsageReports{Domain: p.domain}
+	for _, n := range slices.Sorted(maps.Keys(p.buckets)) {
+		b := p.buckets[n]
+		msg.BucketQuotaUsages = append(msg.BucketQuotaUsages, usage(b.id, b.allowed, b.denied, elapsed))
+		b.allowed, b.denied = 0, 0
+	}
+	return msg
 }
 
 // usage is one bucket's usage report.
