@@ -32,6 +32,9 @@ func TestRLQSBadInput(t *testing.T) {
 	for i := range 17 {
 		many[fmt.Sprint("k", i)] = "v"
 	}
+	rep := func(domain string, us ...*rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage) *rlqsv3.RateLimitQuotaUsageReports {
+		return &rlqsv3.RateLimitQuotaUsageReports{Domain: domain, BucketQuotaUsages: us}
+	}
 	var usages []*rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage
 	for i := range 1001 {
 		usages = append(usages, good(fmt.Sprint(i)))
@@ -42,15 +45,14 @@ func TestRLQSBadInput(t *testing.T) {
 		msg   *rlqsv3.RateLimitQuotaUsageReports
 		want  string
 	}{
-		{name: "no domain", msg: &rlqsv3.RateLimitQuotaUsageReports{BucketQuotaUsages: []*rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage{good("a")}}, want: "domain is empty"},
-		{name: "domain changed", first: &rlqsv3.RateLimitQuotaUsageReports{Domain: "edge", BucketQuotaUsages: []*rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage{usage(map[string]string{"name": "sync-nope"}, 0, 0, 0)}},
-			msg: &rlqsv3.RateLimitQuotaUsageReports{Domain: "other", BucketQuotaUsages: []*rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage{good("a")}}, want: "domain changed"},
-		{name: "empty bucket id", msg: &rlqsv3.RateLimitQuotaUsageReports{Domain: "edge", BucketQuotaUsages: []*rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage{good("a"), usage(nil, 1, 0, 0)}}, want: "bucket_quota_usages[1].bucket_id is empty"},
-		{name: "no name", msg: &rlqsv3.RateLimitQuotaUsageReports{Domain: "edge", BucketQuotaUsages: []*rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage{good("a"), usage(map[string]string{"tenant": "a"}, 1, 0, 0)}}, want: `no "name" entry`},
-		{name: "empty entry key", msg: &rlqsv3.RateLimitQuotaUsageReports{Domain: "edge", BucketQuotaUsages: []*rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage{usage(map[string]string{"name": "api", "": "x"}, 1, 0, 0)}}, want: "empty key"},
-		{name: "too many entries", msg: &rlqsv3.RateLimitQuotaUsageReports{Domain: "edge", BucketQuotaUsages: []*rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage{good("a"), usage(many, 1, 0, 0)}}, want: "18 entries, over the 16 maximum"},
-		{name: "key too long", msg: &rlqsv3.RateLimitQuotaUsageReports{Domain: "edge", BucketQuotaUsages: []*rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage{good(strings.Repeat("x", 600))}}, want: "over the 512-byte maximum"},
-		{name: "too many usages", msg: &rlqsv3.RateLimitQuotaUsageReports{Domain: "edge", BucketQuotaUsages: usages}, want: "1001 entries, over the 1000 maximum"},
+		{name: "no domain", msg: rep("", good("a")), want: "domain is empty"},
+		{name: "domain changed", first: rep("edge", usage(map[string]string{"name": "sync-nope"}, 0, 0, 0)), msg: rep("other", good("a")), want: "domain changed"},
+		{name: "empty bucket id", msg: rep("edge", good("a"), usage(nil, 1, 0, 0)), want: "bucket_quota_usages[1].bucket_id is empty"},
+		{name: "no name", msg: rep("edge", good("a"), usage(map[string]string{"tenant": "a"}, 1, 0, 0)), want: `no "name" entry`},
+		{name: "empty entry key", msg: rep("edge", usage(map[string]string{"name": "api", "": "x"}, 1, 0, 0)), want: "empty key"},
+		{name: "too many entries", msg: rep("edge", good("a"), usage(many, 1, 0, 0)), want: "18 entries, over the 16 maximum"},
+		{name: "key too long", msg: rep("edge", good(strings.Repeat("x", 600))), want: "over the 512-byte maximum"},
+		{name: "too many usages", msg: rep("edge", usages...), want: "1001 entries, over the 1000 maximum"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
