@@ -104,7 +104,7 @@ func (n *Node) publicServers() ([]net.Listener, []func(net.Listener)) {
 	rlqsCfg := n.cfg.RLQS
 	rlqsCfg.MaxKeyBytes = n.cfg.maxKeyBytes()
 	rlqsCfg.Now = n.clock
-	rlqs.Register(n.grpcSrv, public, rlqsCfg)
+	n.rlqs = rlqs.Register(n.grpcSrv, public, rlqsCfg)
 	lns := []net.Listener{httpLn, limitListener(n.grpcLn, lim)}
 	serve := []func(net.Listener){
 		func(ln net.Listener) {
@@ -208,6 +208,7 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	var err error
 	done := make(chan struct{})
 	go func() {
+		n.rlqs.Drain() // Envoy never closes its quota streams
 		n.grpcSrv.GracefulStop()
 		close(done)
 	}()

@@ -111,7 +111,9 @@
 //
 // A stream that ends, closed or broken, returns nothing: the proxy may
 // still apply its assignments until they expire, and the holdings at the
-// owners expire after them. A proxy that reconnects (to this node after a
+// owners expire after them. Server.Drain (the node calls it as it shuts
+// down) ends every stream with Unavailable, since Envoy never closes one
+// and a graceful gRPC stop would wait for it. A proxy that reconnects (to this node after a
 // restart, or to another) is a new holder: its buckets start over with
 // their first report, and the old holdings expire by themselves.
 //

@@ -1,10 +1,12 @@
 package rlqs
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"io"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -119,35 +121,53 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// server implements the RLQS service on a Decider. Its counters are
-// atomic; everything else is per stream. Safe for concurrent use.
-type server struct {
+// Server is Envoy's rate limit quota service on a Decider. Its counters
+// are atomic; everything else is per stream. Safe for concurrent use.
+type Server struct {
 	rlqsv3.UnimplementedRateLimitQuotaServiceServer
-	d       api.Decider
-	cfg     Config
-	streams atomic.Int64 // open streams
-	buckets atomic.Int64 // buckets tracked by all streams
+	d         api.Decider
+	cfg       Config
+	streams   atomic.Int64 // open streams
+	buckets   atomic.Int64 // buckets tracked by all streams
+	drain     chan struct{}
+	drainOnce sync.Once
 }
 
 // NewServer returns Envoy's envoy.service.rate_limit_quota.v3
 // RateLimitQuotaService served from d's allotments (Decider.Allot), for
 // rlqsv3.RegisterRateLimitQuotaServiceServer. Zero fields of cfg mean
 // their defaults. The contract is the package documentation.
-func NewServer(d api.Decider, cfg Config) rlqsv3.RateLimitQuotaServiceServer {
-	return &server{d: d, cfg: cfg.withDefaults()}
+func NewServer(d api.Decider, cfg Config) *Server {
+	return &Server{d: d, cfg: cfg.withDefaults(), drain: make(chan struct{})}
 }
 
 // Register registers NewServer(d, cfg) on s, typically the gRPC server of
-// weir.v1.Limiter and Envoy's rate limit service.
-func Register(s grpc.ServiceRegistrar, d api.Decider, cfg Config) {
-	rlqsv3.RegisterRateLimitQuotaServiceServer(s, NewServer(d, cfg))
+// weir.v1.Limiter and Envoy's rate limit service, and returns it.
+func Register(s grpc.ServiceRegistrar, d api.Decider, cfg Config) *Server {
+	srv := NewServer(d, cfg)
+	rlqsv3.RegisterRateLimitQuotaServiceServer(s, srv)
+	return srv
+}
+
+// Drain ends every stream, open and new, with Unavailable: Envoy keeps its
+// quota until it expires and reconnects, to another node when this one is
+// leaving. A graceful gRPC stop would otherwise wait for streams that
+// Envoy never closes. Calling it twice is harmless.
+func (s *Server) Drain() { s.drainOnce.Do(func() { close(s.drain) }) }
+
+// received is one Recv's result.
+type received struct {
+	msg *rlqsv3.RateLimitQuotaUsageReports
+	err error
 }
 
 // StreamRateLimitQuotas implements the service: one stream is one holder
 // of allotments, its reports answered in turn. When it ends, broken or
 // closed, its allotments are left to expire at their owners (the proxy
-// may still apply its assignments until they expire).
-func (s *server) StreamRateLimitQuotas(ss grpc.BidiStreamingServer[rlqsv3.RateLimitQuotaUsageReports, rlqsv3.RateLimitQuotaResponse]) error {
+// may still apply its assignments until they expire). A goroutine of the
+// stream's own receives its messages, so that Drain ends a stream waiting
+// for one; it ends as soon as the stream does.
+func (s *Server) StreamRateLimitQuotas(ss grpc.BidiStreamingServer[rlqsv3.RateLimitQuotaUsageReports, rlqsv3.RateLimitQuotaResponse]) error {
 	if s.streams.Add(1) > int64(s.cfg.MaxStreams) {
 		s.streams.Add(-1)
 		return status.Errorf(codes.ResourceExhausted, "rlqs: %d streams open, the maximum", s.cfg.MaxStreams)
@@ -155,16 +175,41 @@ func (s *server) StreamRateLimitQuotas(ss grpc.BidiStreamingServer[rlqsv3.RateLi
 	defer s.streams.Add(-1)
 	st := newStream(s, holderID())
 	defer st.close()
-	ctx := ss.Context()
+	ctx, cancel := context.WithCancel(ss.Context())
+	defer cancel()
+	in := make(chan received)
+	// The receiver cannot be waited for here: Recv returns only once the
+	// stream's context ends, after this handler returns; then it sees
+	// ctx done and returns.
+	go func() {
+		for {
+			msg, err := ss.Recv()
+			select {
+			case in <- received{msg, err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
 	for {
-		msg, err := ss.Recv()
-		if errors.Is(err, io.EOF) {
+		var r received
+		select {
+		case <-s.drain:
+			return status.Error(codes.Unavailable, "rlqs: the server is shutting down; reconnect")
+		case <-ctx.Done(): // the stream broke
+			return status.FromContextError(ctx.Err()).Err()
+		case r = <-in:
+		}
+		if errors.Is(r.err, io.EOF) {
 			return nil
 		}
-		if err != nil {
-			return err
+		if r.err != nil {
+			return r.err
 		}
-		actions, err := st.handle(ctx, msg)
+		actions, err := st.handle(ctx, r.msg)
 		if err != nil {
 			return status.Error(codes.InvalidArgument, err.Error())
 		}

@@ -25,7 +25,7 @@ const maxDemand = 1e9
 
 // stream is one RLQS stream: one holder, its domain and its buckets.
 type stream struct {
-	s       *server
+	s       *Server
 	holder  string
 	domain  string // set by the first report
 	buckets map[bucketRef]*tracked
@@ -38,7 +38,7 @@ type tracked struct {
 	b  bucket
 }
 
-func newStream(s *server, holder string) *stream {
+func newStream(s *Server, holder string) *stream {
 	return &stream{s: s, holder: holder, buckets: map[bucketRef]*tracked{}}
 }
 
