@@ -10,6 +10,7 @@ import (
 	"github.com/weir-rl/weir/api/envoyrls"
 	"github.com/weir-rl/weir/api/httpapi"
 	"github.com/weir-rl/weir/api/resp"
+	"github.com/weir-rl/weir/api/rlqs"
 	"github.com/weir-rl/weir/bucket"
 	"github.com/weir-rl/weir/internal/dedup"
 	"github.com/weir-rl/weir/internal/tracing"
@@ -49,6 +50,11 @@ type Config struct {
 	// node, and its MaxKeyBytes is replaced by HTTP.MaxKeyBytes, the one
 	// key bound.
 	Envoy envoyrls.Config
+	// RLQS configures Envoy's rate limit quota service on the gRPC port
+	// (package api/rlqs: the domain it accepts, its bounds). Its Now is
+	// the node's clock and its MaxKeyBytes is HTTP.MaxKeyBytes, the one
+	// key bound.
+	RLQS rlqs.Config
 	// EnvoyConfigDir is a directory of envoyproxy/ratelimit configuration
 	// files (*.yaml, *.yml; package envoyconf), watched and reloaded like
 	// the limits file. With it, Envoy's rate limit service decides by those
@@ -122,6 +128,7 @@ func DefaultConfig() Config {
 		HTTP:            httpapi.DefaultConfig(),
 		RESP:            resp.DefaultConfig(),
 		Envoy:           envoyrls.DefaultConfig(),
+		RLQS:            rlqs.DefaultConfig(),
 		SweepInterval:   10 * time.Second,
 		ShutdownTimeout: 10 * time.Second,
 		Clustered:       true,
@@ -272,6 +279,9 @@ func (c Config) Validate() error {
 	}
 	if err := c.Envoy.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("node: envoy: %w", err))
+	}
+	if err := c.RLQS.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("node: rlqs: %w", err))
 	}
 	if err := c.Leases.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("node: leases: %w", err))

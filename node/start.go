@@ -15,6 +15,7 @@ import (
 	"github.com/weir-rl/weir/api/grpcapi"
 	"github.com/weir-rl/weir/api/httpapi"
 	"github.com/weir-rl/weir/api/resp"
+	"github.com/weir-rl/weir/api/rlqs"
 	"github.com/weir-rl/weir/node/cluster"
 	"github.com/weir-rl/weir/transport"
 )
@@ -83,8 +84,8 @@ func (n *Node) Start(ctx context.Context) error {
 	return nil
 }
 
-// publicServers builds the public HTTP, gRPC (weir.v1.Limiter and Envoy's
-// rate limit service) and, when configured, RESP servers on the bound
+// publicServers builds the public HTTP, gRPC (weir.v1.Limiter, Envoy's
+// rate limit service and its quota service) and, when configured, RESP servers on the bound
 // listeners, bounded by the server limits and behind the caller policy,
 // and returns each listener with the function that serves it. Called
 // with n.mu held.
@@ -109,6 +110,10 @@ func (n *Node) publicServers() ([]net.Listener, []func(net.Listener)) {
 	envoyCfg.Rules = n.envoy.current
 	envoyCfg.Authorize = ac.AuthorizeChecks
 	envoyrls.Register(n.grpcSrv, public, envoyCfg)
+	rlqsCfg := n.cfg.RLQS
+	rlqsCfg.MaxKeyBytes = n.cfg.maxKeyBytes()
+	rlqsCfg.Now = n.clock
+	n.rlqs = rlqs.Register(n.grpcSrv, public, rlqsCfg)
 	lns := []net.Listener{httpLn, limitListener(n.grpcLn, lim)}
 	serve := []func(net.Listener){
 		func(ln net.Listener) {
@@ -212,6 +217,7 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	var err error
 	done := make(chan struct{})
 	go func() {
+		n.rlqs.Drain() // Envoy never closes its quota streams
 		n.grpcSrv.GracefulStop()
 		close(done)
 	}()

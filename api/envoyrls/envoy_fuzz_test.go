@@ -150,7 +150,7 @@ func unescapeEnvoy(t *testing.T, s string) string {
 			t.Fatalf("truncated escape in %q", s)
 		}
 		n, err := strconv.ParseUint(s[i+1:i+3], 16, 8)
-		if err != nil || !needsEscape(byte(n)) {
+		if err != nil || !strings.ContainsRune("%,=", rune(n)) {
 			t.Fatalf("bad escape in %q", s)
 		}
 		b.WriteByte(byte(n))

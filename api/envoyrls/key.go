@@ -37,7 +37,7 @@ func renderKey(i, n int, entry func(j int) (k, v string), skip, maxBytes int) (s
 		if size > 0 {
 			size++ // ','
 		}
-		size += escapedLen(k) + 1 + escapedLen(v)
+		size += api.KeyPartLen(k) + 1 + api.KeyPartLen(v)
 	}
 	if size == 0 {
 		return envoyGlobalKey, nil
@@ -55,40 +55,13 @@ func renderKey(i, n int, entry func(j int) (k, v string), skip, maxBytes int) (s
 		if len(b) > 0 {
 			b = append(b, ',')
 		}
-		b = appendEscaped(b, k)
+		b = api.AppendKeyPart(b, k)
 		b = append(b, '=')
-		b = appendEscaped(b, v)
+		b = api.AppendKeyPart(b, v)
 	}
 	key := string(b)
 	if e := api.ValidateField(field, key, maxBytes); e != nil { // UTF-8
 		return "", e
 	}
 	return key, nil
-}
-
-// escapedLen is len(appendEscaped(nil, s)).
-func escapedLen(s string) int {
-	n := len(s)
-	for i := 0; i < len(s); i++ {
-		if needsEscape(s[i]) {
-			n += 2
-		}
-	}
-	return n
-}
-
-func needsEscape(c byte) bool { return c == '%' || c == ',' || c == '=' }
-
-// appendEscaped appends s with '%', ',' and '=' percent-encoded.
-func appendEscaped(b []byte, s string) []byte {
-	const hex = "0123456789ABCDEF"
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if needsEscape(c) {
-			b = append(b, '%', hex[c>>4], hex[c&0xf])
-			continue
-		}
-		b = append(b, c)
-	}
-	return b
 }
