@@ -123,6 +123,7 @@ type work struct {
 	idx   uint32 // slot in the shard, when found
 	found bool
 	later bool // a later check in the request spends from the same bucket
+	peek  bool // every check up to this one on the bucket costs 0: write nothing
 	st    State
 }
 
@@ -134,6 +135,10 @@ type work struct {
 // returns an error wrapping ErrInvalid, and a new key that finds its shard
 // full with nothing evictable returns ErrFull; in both cases nothing changes.
 // For an existing bucket and up to 8 checks it does not allocate.
+//
+// A check of cost 0 is a peek (PeekAt): it is always allowed, answers the
+// bucket's state as of now, and neither writes nor creates its bucket,
+// so a request of peeks alone changes nothing and needs no room.
 func (s *Store) TakeAt(now time.Time, checks []Check, out []Decision) ([]Decision, bool, error) {
 	out = out[:0]
 	for i := range checks {
@@ -141,7 +146,7 @@ func (s *Store) TakeAt(now time.Time, checks []Check, out []Decision) ([]Decisio
 		if err := c.Limit.Validate(); err != nil {
 			return out, false, fmt.Errorf("%w (limit %q)", err, c.Name)
 		}
-		if err := checkCost(c.Limit, c.Cost); err != nil {
+		if err := checkSpend(c.Limit, c.Cost); err != nil {
 			return out, false, fmt.Errorf("%w (limit %q)", err, c.Name)
 		}
 	}
@@ -173,9 +178,13 @@ func (s *Store) TakeAt(now time.Time, checks []Check, out []Decision) ([]Decisio
 		}
 		if dup >= 0 {
 			w.st, w.found, w.idx = ws[dup].st, ws[dup].found, ws[dup].idx
+			w.peek = ws[dup].peek && c.Cost == 0
 			ws[dup].later = true
-		} else if idx, ok := sh.find(w.hash, c.Name, c.Key); ok {
-			w.st, w.found, w.idx = sh.at(idx).st, true, idx
+		} else {
+			if idx, ok := sh.find(w.hash, c.Name, c.Key); ok {
+				w.st, w.found, w.idx = sh.at(idx).st, true, idx
+			}
+			w.peek = c.Cost == 0
 		}
 		d := take(c.Limit, &w.st, ns, c.Cost)
 		d.Instance = instance(w.shard, sh.gen)
@@ -190,7 +199,7 @@ func (s *Store) TakeAt(now time.Time, checks []Check, out []Decision) ([]Decisio
 	}
 	for i := range checks {
 		w := &ws[i]
-		if w.later {
+		if w.later || w.peek {
 			continue
 		}
 		sh := &s.shards[w.shard]
@@ -240,7 +249,7 @@ func (s *Store) makeRoom(now time.Time, ws []work) bool {
 	var reserved int64
 	for i := range ws {
 		w := &ws[i]
-		if w.found || w.later {
+		if w.found || w.later || w.peek {
 			continue
 		}
 		if !s.reserve(w.shard, now, ws) {

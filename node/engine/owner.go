@@ -146,10 +146,12 @@ func (e *Engine) overloaded(f *limits.File, checks []api.Check) ([]api.Result, b
 }
 
 // touchedAt tells the replication stream that the owner buckets of checks
-// changed at now.
+// changed at now. A peek (cost 0) changed nothing.
 func (e *Engine) touchedAt(now time.Time, checks []bucket.Check) {
 	for _, c := range checks {
-		e.changes.Bucket(c.Name, c.Key, now)
+		if c.Cost != 0 {
+			e.changes.Bucket(c.Name, c.Key, now)
+		}
 	}
 }
 
