@@ -58,12 +58,22 @@ type Check struct {
 	Limit Limit
 	Key   string
 	Cost  int64
+	// Carry keeps Limit with the bucket when the take writes it: a limit
+	// that no limits file names (an inline limit, whose parameters come
+	// with each request), so the bucket's exports carry its definition
+	// (Entry.Limit) to a new owner or a replica. The latest take's Limit
+	// is the one kept.
+	Carry bool
 }
 
 // Entry is one exported bucket.
 type Entry struct {
 	Name, Key string
 	Snapshot  Snapshot
+	// Limit is the limit kept with the bucket (Check.Carry), which a
+	// receiver merges it under when it knows no limit of that name; the
+	// zero Limit when none was kept.
+	Limit Limit
 }
 
 // Store holds the buckets a node owns, in memory, bounded by MaxBuckets. It
@@ -203,11 +213,15 @@ func (s *Store) TakeAt(now time.Time, checks []Check, out []Decision) ([]Decisio
 			continue
 		}
 		sh := &s.shards[w.shard]
+		idx := w.idx
 		if w.found {
-			sh.at(w.idx).st = w.st
-			continue
+			sh.at(idx).st = w.st
+		} else {
+			idx = sh.insert(w.hash, checks[i].Name, checks[i].Key, w.st)
 		}
-		sh.insert(w.hash, checks[i].Name, checks[i].Key, w.st)
+		if checks[i].Carry {
+			sh.carry(idx, checks[i].Limit)
+		}
 	}
 	return out, true, nil
 }
@@ -433,7 +447,7 @@ func (s *Store) ExportAt(now time.Time, pick func(name, key string) bool, remove
 			if pick != nil && !pick(name, sl.key) {
 				continue
 			}
-			out = append(out, Entry{Name: name, Key: sl.key, Snapshot: exportAt(sl.st, ns)})
+			out = append(out, Entry{Name: name, Key: sl.key, Snapshot: exportAt(sl.st, ns), Limit: sh.carried[idx]})
 			if remove {
 				s.remove(sh, idx)
 				sh.gen++
@@ -446,26 +460,32 @@ func (s *Store) ExportAt(now time.Time, pick func(name, key string) bool, remove
 
 // MergeAt folds exported entries into the store at now, conservatively: an
 // existing bucket keeps the fewer tokens of the two, a missing one is
-// created from the snapshot. limit returns the policy in force for a name;
-// entries whose name it does not know are skipped, and so are new buckets
-// that find their shard full with nothing evictable.
-func (s *Store) MergeAt(now time.Time, entries []Entry, limit func(name string) (Limit, bool)) {
+// created from the snapshot. limit returns the policy in force for an
+// entry's name and the Limit it carries (Entry.Limit, zero for none), and
+// whether that policy is the carried one, to be kept with the bucket as
+// Check.Carry keeps it; entries it refuses are skipped, and so are new
+// buckets that find their shard full with nothing evictable.
+func (s *Store) MergeAt(now time.Time, entries []Entry, limit func(name string, carried Limit) (l Limit, carry, ok bool)) {
 	ns := now.UnixNano()
 	for i := range entries {
 		e := &entries[i]
-		l, ok := limit(e.Name)
+		l, carry, ok := limit(e.Name, e.Limit)
 		if !ok || l.Validate() != nil {
 			continue
 		}
 		sh, h := s.locate(e.Name, e.Key)
 		sh.mu.Lock()
 		sh.gen++
-		if idx, ok := sh.find(h, e.Name, e.Key); ok {
+		idx, found := sh.find(h, e.Name, e.Key)
+		if found {
 			mergeAt(l, &sh.at(idx).st, e.Snapshot, ns)
 		} else if st := importAt(l, e.Snapshot, ns); st != (State{}) {
 			if s.reserve(uint32(h&s.mask), now, nil) {
-				sh.insert(h, e.Name, e.Key, st)
+				idx, found = sh.insert(h, e.Name, e.Key, st), true
 			}
+		}
+		if found && carry {
+			sh.carry(idx, l)
 		}
 		sh.mu.Unlock()
 	}
@@ -491,7 +511,7 @@ func (s *Store) SnapshotAt(now time.Time, name, key string) (Entry, bool) {
 	if !ok {
 		return Entry{}, false
 	}
-	return Entry{Name: name, Key: key, Snapshot: exportAt(sh.at(idx).st, now.UnixNano())}, true
+	return Entry{Name: name, Key: key, Snapshot: exportAt(sh.at(idx).st, now.UnixNano()), Limit: sh.carried[idx]}, true
 }
 
 // ExtractAt removes the bucket (name, key) and returns its snapshot as of
@@ -505,7 +525,7 @@ func (s *Store) ExtractAt(now time.Time, name, key string) (Entry, bool) {
 	if !ok {
 		return Entry{}, false
 	}
-	e := Entry{Name: name, Key: key, Snapshot: exportAt(sh.at(idx).st, now.UnixNano())}
+	e := Entry{Name: name, Key: key, Snapshot: exportAt(sh.at(idx).st, now.UnixNano()), Limit: sh.carried[idx]}
 	s.remove(sh, idx)
 	sh.gen++
 	return e, true

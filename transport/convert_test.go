@@ -76,6 +76,12 @@ func TestStateRoundTrip(t *testing.T) {
 				Algorithm: 2, Count: 5, Frac: 1500, Prev: -3, Ahead: time.Second, Since: -time.Millisecond, Left: 7, UntilFull: time.Minute,
 			}},
 			{Name: "a", Key: "full", Snapshot: bucket.Snapshot{Full: true}},
+			{Name: "cl.throttle", Key: "u", Snapshot: bucket.Snapshot{Algorithm: bucket.GCRA, Ahead: time.Second}, Limit: bucket.Limit{
+				Algorithm: bucket.GCRA, Capacity: 16, Rate: bucket.Rate{N: 30, Per: time.Minute},
+			}},
+			{Name: "w", Key: "u", Snapshot: bucket.Snapshot{Algorithm: bucket.FixedWindow, Count: 2}, Limit: bucket.Limit{
+				Algorithm: bucket.FixedWindow, Capacity: 100, Calendar: bucket.Hour,
+			}},
 		},
 		Leases: lease.Handoff{NextFencing: 18, Leases: []lease.Snapshot{
 			{ID: "id\nwith a newline", Limit: "db", Key: "k", Holder: "h", Fencing: 17, TTL: 2 * time.Second, Remaining: time.Second},

@@ -96,9 +96,9 @@
 //     key at most 512 bytes; errors say so in Weir's words (redis-cell:
 //     "Couldn't parse as integer", "Zero rates are not supported");
 //   - there is no keyspace: a bucket is not a Redis key with a TTL, so
-//     GET, DEL, TTL and SCAN do not see it, and it is neither persisted
-//     nor, as an inline bucket, handed over or replicated when the ring
-//     changes (a new owner starts it full);
+//     GET, DEL, TTL and SCAN do not see it, and it is not persisted (it
+//     is handed over and replicated like any bucket, with its
+//     parameters);
 //   - every CL.THROTTLE bucket belongs to the limit named
 //     Config.ThrottleLimit ("cl.throttle"): the limits file must not
 //     define it and must set inline_limits: true, and a token confined to

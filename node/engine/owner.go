@@ -63,7 +63,7 @@ func (e *Engine) ownerTake(f *limits.File, checks []api.Check, sp *Spend) ([]api
 			release()
 			return nil, false, err
 		}
-		bc := bucket.Check{Name: l.Name, Limit: l.Bucket, Key: c.Key, Cost: c.Cost}
+		bc := bucket.Check{Name: l.Name, Limit: l.Bucket, Key: c.Key, Cost: c.Cost, Carry: l.Inline}
 		if l.Shadow {
 			out[i] = e.shadowTake(now, l, bc)
 			continue

@@ -104,7 +104,7 @@ func (delegate) MergeRemoteState([]byte, bool) {}
 // flood of junk packets cannot flood the log.
 type logWriter struct {
 	l         *slog.Logger
-	onDecrypt func() // nil: not counted
+	onDecrypt func()   // nil: not counted
 	dec       *rateLog // every decryptLogEvery
 }
 
