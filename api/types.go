@@ -251,6 +251,11 @@ const (
 	// CodeForbidden is a valid token that may not make the call (scope,
 	// limit or key prefix): HTTP 403 forbidden, gRPC PermissionDenied.
 	CodeForbidden
+	// CodeQuota is a tenant's new key refused because the tenant's keys
+	// hold its max_buckets live buckets at the key's owner (WithTenant):
+	// HTTP 403 tenant_quota, gRPC ResourceExhausted, RESP -ERR, each with
+	// the detail. The tenant's existing keys keep working.
+	CodeQuota
 )
 
 // Error is the error type a Decider returns. Detail is safe to show to the

@@ -92,6 +92,7 @@ type Store struct {
 	max       int64
 	shards    []shard
 	live      atomic.Int64 // buckets stored plus room reserved by takes in progress
+	tenants   tenantCounts // live buckets per tenant (TakeTenantAt)
 	evictions atomic.Uint64
 	sweep     atomic.Uint64
 }
@@ -134,6 +135,9 @@ type work struct {
 	found bool
 	later bool // a later check in the request spends from the same bucket
 	peek  bool // every check up to this one on the bucket costs 0: write nothing
+	// tenant is the store's copy of the tenant prefix a new bucket was
+	// counted for (makeRoom); "" for none.
+	tenant string
 	st    State
 }
 
@@ -150,6 +154,15 @@ type work struct {
 // bucket's state as of now, and neither writes nor creates its bucket,
 // so a request of peeks alone changes nothing and needs no room.
 func (s *Store) TakeAt(now time.Time, checks []Check, out []Decision) ([]Decision, bool, error) {
+	return s.TakeTenantAt(now, Tenant{}, checks, out)
+}
+
+// TakeTenantAt is TakeAt for a request of tenant t: each bucket it creates
+// counts for t until it leaves the store (evicted, swept, exported or
+// extracted), and a request that would create one past t.Max returns
+// ErrTenantFull, changing nothing and evicting nothing. Buckets that exist
+// already, and peeks, need no room. The zero Tenant is TakeAt.
+func (s *Store) TakeTenantAt(now time.Time, t Tenant, checks []Check, out []Decision) ([]Decision, bool, error) {
 	out = out[:0]
 	for i := range checks {
 		c := &checks[i]
@@ -204,8 +217,8 @@ func (s *Store) TakeAt(now time.Time, checks []Check, out []Decision) ([]Decisio
 	if !all {
 		return out, false, nil
 	}
-	if !s.makeRoom(now, ws) {
-		return out[:0], false, ErrFull
+	if err := s.makeRoom(now, t, ws); err != nil {
+		return out[:0], false, err
 	}
 	for i := range checks {
 		w := &ws[i]
@@ -218,6 +231,9 @@ func (s *Store) TakeAt(now time.Time, checks []Check, out []Decision) ([]Decisio
 			sh.at(idx).st = w.st
 		} else {
 			idx = sh.insert(w.hash, checks[i].Name, checks[i].Key, w.st)
+			if w.tenant != "" {
+				sh.ownedBy(idx, w.tenant)
+			}
 		}
 		if checks[i].Carry {
 			sh.carry(idx, checks[i].Limit)
@@ -256,23 +272,51 @@ func (s *Store) unlock(order []uint32) {
 	}
 }
 
-// makeRoom reserves room for every new bucket of a request, evicting full
-// buckets from the shard that gains one where the store is at its cap. On
-// failure it releases what it reserved. Shards are locked.
-func (s *Store) makeRoom(now time.Time, ws []work) bool {
+// makeRoom reserves room for every new bucket of a request: first in
+// tenant t's count (ErrTenantFull past t.Max, before anything is evicted),
+// then in the store, evicting full buckets from the shard that gains one
+// where the store is at its cap (ErrFull when none can go). On failure it
+// releases what it reserved. Shards are locked.
+func (s *Store) makeRoom(now time.Time, t Tenant, ws []work) error {
+	fresh := func(w *work) bool { return !w.found && !w.later && !w.peek }
+	if t != (Tenant{}) {
+		for i := range ws {
+			w := &ws[i]
+			if !fresh(w) {
+				continue
+			}
+			p, ok := s.tenants.reserve(t)
+			if !ok {
+				s.releaseTenants(ws[:i])
+				return ErrTenantFull
+			}
+			w.tenant = p
+		}
+	}
 	var reserved int64
 	for i := range ws {
 		w := &ws[i]
-		if w.found || w.later || w.peek {
+		if !fresh(w) {
 			continue
 		}
 		if !s.reserve(w.shard, now, ws) {
 			s.live.Add(-reserved)
-			return false
+			s.releaseTenants(ws)
+			return ErrFull
 		}
 		reserved++
 	}
-	return true
+	return nil
+}
+
+// releaseTenants gives back the tenant counts makeRoom took for ws.
+func (s *Store) releaseTenants(ws []work) {
+	for i := range ws {
+		if p := ws[i].tenant; p != "" {
+			s.tenants.release(p)
+			ws[i].tenant = ""
+		}
+	}
 }
 
 // reserve makes room for one new bucket in shard si, evicting one of its
@@ -336,6 +380,9 @@ func pending(si, idx uint32, ws []work) bool {
 // remove deletes the bucket in slot idx of sh and counts it out. sh is
 // locked.
 func (s *Store) remove(sh *shard, idx uint32) {
+	if p, ok := sh.owners[idx]; ok {
+		s.tenants.release(p)
+	}
 	sh.remove(idx)
 	s.live.Add(-1)
 }

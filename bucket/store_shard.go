@@ -70,6 +70,7 @@ type shard struct {
 	freeIDs []uint32          // ids no bucket uses
 	gen     uint64            // bumped when a bucket changes other than by a take (Decision.Instance)
 	carried map[uint32]Limit  // slot -> the limit kept with its bucket (Check.Carry); nil until one is
+	owners  map[uint32]string // slot -> the tenant prefix its bucket counts for (TakeTenantAt); nil until one does
 	_       [64]byte          // keeps neighbouring shards' locks off one cache line
 }
 
@@ -122,6 +123,15 @@ func (sh *shard) insert(h uint64, name, key string, st State) uint32 {
 	sh.place(uint64(uint32(h>>32))<<32 | uint64(idx+1))
 	sh.n++
 	return idx
+}
+
+// ownedBy records that the bucket in slot idx counts for the tenant of
+// prefix (the store's copy). sh is locked.
+func (sh *shard) ownedBy(idx uint32, prefix string) {
+	if sh.owners == nil {
+		sh.owners = make(map[uint32]string)
+	}
+	sh.owners[idx] = prefix
 }
 
 // carry keeps l with the bucket in slot idx (Check.Carry). sh is locked.
@@ -177,6 +187,7 @@ func (sh *shard) remove(idx uint32) {
 	sh.index[p] = 0
 	sh.release(sl.name - 1)
 	delete(sh.carried, idx)
+	delete(sh.owners, idx)
 	*sl = slot{}
 	sh.free = append(sh.free, idx)
 	sh.n--
