@@ -138,7 +138,7 @@ type work struct {
 	// tenant is the store's copy of the tenant prefix a new bucket was
 	// counted for (makeRoom); "" for none.
 	tenant string
-	st    State
+	st     State
 }
 
 // TakeAt spends every check's cost at now, all or nothing: the request is

@@ -39,6 +39,7 @@ func encodeRequests(reqs []Request) []*peerpb.Request {
 		if r.RequestID != "" {
 			m.RequestId = []byte(r.RequestID)
 		}
+		m.TenantPrefix, m.TenantMaxBuckets = r.Tenant.Prefix, r.Tenant.MaxBuckets
 		if len(r.Checks) > 0 {
 			cp := checkPtrs[:len(r.Checks):len(r.Checks)]
 			checkPtrs = checkPtrs[len(r.Checks):]
@@ -81,6 +82,7 @@ func decodeRequests(msgs []*peerpb.Request) []Request {
 		if id := m.GetRequestId(); len(id) > 0 {
 			r.RequestID = string(id)
 		}
+		r.Tenant = api.Tenant{Prefix: m.GetTenantPrefix(), MaxBuckets: m.GetTenantMaxBuckets()}
 		if mc := m.GetChecks(); len(mc) > 0 {
 			cs := checks[:len(mc):len(mc)]
 			checks = checks[len(mc):]

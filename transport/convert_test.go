@@ -17,7 +17,7 @@ import (
 
 func TestRequestsRoundTrip(t *testing.T) {
 	in := []Request{
-		{Op: OpTake, Checks: []api.Check{{Limit: "a", Key: "k1", Cost: 1}, {Limit: "b", Key: "k2", Cost: 7}, {Limit: "c", Key: "{t}x", Cost: 3}}, Epoch: 9, RequestID: "\x00id-1"},
+		{Op: OpTake, Checks: []api.Check{{Limit: "a", Key: "k1", Cost: 1}, {Limit: "b", Key: "k2", Cost: 7}, {Limit: "c", Key: "{t}x", Cost: 3}}, Epoch: 9, RequestID: "\x00id-1", Tenant: api.Tenant{Prefix: "tenant:acme:", MaxBuckets: 500}},
 		{Op: OpTake, Checks: []api.Check{
 			{Limit: "cl.throttle", Key: "u", Cost: 2, Inline: &api.InlineLimit{Algorithm: "gcra", Burst: 16, Rate: "30/60s"}},
 			{Limit: "w", Key: "k", Cost: 1, Inline: &api.InlineLimit{Algorithm: "sliding_window", Limit: 100, Window: "1m"}},

@@ -86,6 +86,9 @@ type Request struct {
 	Demand  float64
 	Unspent int64
 	Seq     uint64
+	// Tenant is the take's tenant (api.TenantFrom at the sender), whose
+	// new buckets the owner counts; the zero Tenant for none.
+	Tenant api.Tenant
 }
 
 // Reply is the owner's answer to one Request.

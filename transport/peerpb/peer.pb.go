@@ -222,22 +222,26 @@ func (x *Check) GetInlineWindow() string {
 
 // Request is one atomic step at the owner.
 type Request struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Op            Op                     `protobuf:"varint,1,opt,name=op,proto3,enum=weir.peer.v1.Op" json:"op,omitempty"`
-	Checks        []*Check               `protobuf:"bytes,2,rep,name=checks,proto3" json:"checks,omitempty"`
-	Epoch         uint64                 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`                          // the sender's ring epoch
-	LeaseId       string                 `protobuf:"bytes,4,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`        // renew, release
-	Holder        string                 `protobuf:"bytes,5,opt,name=holder,proto3" json:"holder,omitempty"`                         // acquire
-	TtlNs         int64                  `protobuf:"varint,6,opt,name=ttl_ns,json=ttlNs,proto3" json:"ttl_ns,omitempty"`             // acquire, renew; 0 = the limit's lease_ttl
-	WaitNs        int64                  `protobuf:"varint,7,opt,name=wait_ns,json=waitNs,proto3" json:"wait_ns,omitempty"`          // acquire; 0 = do not queue
-	Proxied       bool                   `protobuf:"varint,8,opt,name=proxied,proto3" json:"proxied,omitempty"`                      // already passed on once by a non-owner: never pass it on again
-	RequestId     []byte                 `protobuf:"bytes,20,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"` // take: the caller's request id, deduplicated by the owner
-	Want          int64                  `protobuf:"varint,9,opt,name=want,proto3" json:"want,omitempty"`                            // allot: more tokens asked for
-	Demand        float64                `protobuf:"fixed64,10,opt,name=demand,proto3" json:"demand,omitempty"`                      // allot: the holder's rate of takes, per second
-	Unspent       int64                  `protobuf:"varint,11,opt,name=unspent,proto3" json:"unspent,omitempty"`                     // allot, return: what is left of the holder's allotment
-	Seq           uint64                 `protobuf:"varint,12,opt,name=seq,proto3" json:"seq,omitempty"`                             // allot, return: the seq of the holder's last answer (api.AllotRequest.Seq)
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Op        Op                     `protobuf:"varint,1,opt,name=op,proto3,enum=weir.peer.v1.Op" json:"op,omitempty"`
+	Checks    []*Check               `protobuf:"bytes,2,rep,name=checks,proto3" json:"checks,omitempty"`
+	Epoch     uint64                 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`                          // the sender's ring epoch
+	LeaseId   string                 `protobuf:"bytes,4,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`        // renew, release
+	Holder    string                 `protobuf:"bytes,5,opt,name=holder,proto3" json:"holder,omitempty"`                         // acquire
+	TtlNs     int64                  `protobuf:"varint,6,opt,name=ttl_ns,json=ttlNs,proto3" json:"ttl_ns,omitempty"`             // acquire, renew; 0 = the limit's lease_ttl
+	WaitNs    int64                  `protobuf:"varint,7,opt,name=wait_ns,json=waitNs,proto3" json:"wait_ns,omitempty"`          // acquire; 0 = do not queue
+	Proxied   bool                   `protobuf:"varint,8,opt,name=proxied,proto3" json:"proxied,omitempty"`                      // already passed on once by a non-owner: never pass it on again
+	RequestId []byte                 `protobuf:"bytes,20,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"` // take: the caller's request id, deduplicated by the owner
+	Want      int64                  `protobuf:"varint,9,opt,name=want,proto3" json:"want,omitempty"`                            // allot: more tokens asked for
+	Demand    float64                `protobuf:"fixed64,10,opt,name=demand,proto3" json:"demand,omitempty"`                      // allot: the holder's rate of takes, per second
+	Unspent   int64                  `protobuf:"varint,11,opt,name=unspent,proto3" json:"unspent,omitempty"`                     // allot, return: what is left of the holder's allotment
+	Seq       uint64                 `protobuf:"varint,12,opt,name=seq,proto3" json:"seq,omitempty"`                             // allot, return: the seq of the holder's last answer (api.AllotRequest.Seq)
+	// take: the caller's tenant (api.Tenant), whose new buckets the owner
+	// counts against tenant_max_buckets; "" = no tenant.
+	TenantPrefix     string `protobuf:"bytes,40,opt,name=tenant_prefix,json=tenantPrefix,proto3" json:"tenant_prefix,omitempty"`
+	TenantMaxBuckets int64  `protobuf:"varint,41,opt,name=tenant_max_buckets,json=tenantMaxBuckets,proto3" json:"tenant_max_buckets,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Request) Reset() {
@@ -357,6 +361,20 @@ func (x *Request) GetUnspent() int64 {
 func (x *Request) GetSeq() uint64 {
 	if x != nil {
 		return x.Seq
+	}
+	return 0
+}
+
+func (x *Request) GetTenantPrefix() string {
+	if x != nil {
+		return x.TenantPrefix
+	}
+	return ""
+}
+
+func (x *Request) GetTenantMaxBuckets() int64 {
+	if x != nil {
+		return x.TenantMaxBuckets
 	}
 	return 0
 }
@@ -1810,7 +1828,7 @@ const file_peer_proto_rawDesc = "" +
 	"\finline_limit\x18\" \x01(\x03R\vinlineLimit\x12\x1f\n" +
 	"\vinline_rate\x18# \x01(\tR\n" +
 	"inlineRate\x12#\n" +
-	"\rinline_window\x18$ \x01(\tR\finlineWindow\"\xe2\x02\n" +
+	"\rinline_window\x18$ \x01(\tR\finlineWindow\"\xb5\x03\n" +
 	"\aRequest\x12 \n" +
 	"\x02op\x18\x01 \x01(\x0e2\x10.weir.peer.v1.OpR\x02op\x12+\n" +
 	"\x06checks\x18\x02 \x03(\v2\x13.weir.peer.v1.CheckR\x06checks\x12\x14\n" +
@@ -1826,7 +1844,9 @@ const file_peer_proto_rawDesc = "" +
 	"\x06demand\x18\n" +
 	" \x01(\x01R\x06demand\x12\x18\n" +
 	"\aunspent\x18\v \x01(\x03R\aunspent\x12\x10\n" +
-	"\x03seq\x18\f \x01(\x04R\x03seq\"U\n" +
+	"\x03seq\x18\f \x01(\x04R\x03seq\x12#\n" +
+	"\rtenant_prefix\x18( \x01(\tR\ftenantPrefix\x12,\n" +
+	"\x12tenant_max_buckets\x18) \x01(\x03R\x10tenantMaxBuckets\"U\n" +
 	"\fBatchRequest\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x121\n" +
 	"\brequests\x18\x02 \x03(\v2\x15.weir.peer.v1.RequestR\brequests\"\x93\x02\n" +
