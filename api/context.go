@@ -47,3 +47,32 @@ func ForRing(ctx context.Context) context.Context { return context.WithValue(ctx
 
 // IsRingRequest reports whether ctx was marked by ForRing.
 func IsRingRequest(ctx context.Context) bool { v, _ := ctx.Value(ringKey{}).(bool); return v }
+
+// Tenant is a caller confined to a key prefix (a token's key_prefix), with
+// the most live buckets its keys may hold at each owner node. The zero
+// Tenant is no tenant: nothing is counted.
+type Tenant struct {
+	Prefix     string
+	MaxBuckets int64
+}
+
+// tenantKey is the context key of a take's tenant.
+type tenantKey struct{}
+
+// WithTenant returns ctx carrying the tenant whose take it is; the caller
+// policy (package api/authz) sets it for a token with a key prefix, and
+// the owner that creates a bucket for the take counts it against the
+// tenant's MaxBuckets (a new key past it is CodeQuota). The zero Tenant is
+// no tenant.
+func WithTenant(ctx context.Context, t Tenant) context.Context {
+	if t == (Tenant{}) {
+		return ctx
+	}
+	return context.WithValue(ctx, tenantKey{}, t)
+}
+
+// TenantFrom returns the tenant WithTenant put in ctx, or the zero Tenant.
+func TenantFrom(ctx context.Context) Tenant {
+	t, _ := ctx.Value(tenantKey{}).(Tenant)
+	return t
+}

@@ -44,14 +44,16 @@
 // are *Error: CodeInvalid, CodeNotFound (an unknown or expired lease),
 // CodeUnavailable (a fail-closed limit whose owner is unreachable),
 // CodeOverloaded (a node at its bucket cap), and, under a caller policy,
-// CodeUnauthenticated and CodeForbidden. Each Code says what it maps to in
+// CodeUnauthenticated, CodeForbidden and CodeQuota (a tenant's new key
+// past its max_buckets). Each Code says what it maps to in
 // each protocol; the detail is safe to show to the caller.
 //
 // # Context
 //
 // WithRequestID passes a take's request id to the Decider, whose owner
 // answers a repeat with its first decision; ForRing marks the Cluster call
-// that only publishes the ring (GetRing, GET /v1/ring).
+// that only publishes the ring (GetRing, GET /v1/ring); WithTenant names
+// the tenant whose new buckets the owner counts.
 //
 // # Rate-limit headers and milliseconds
 //

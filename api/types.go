@@ -38,8 +38,13 @@ func (s Source) String() string {
 }
 
 // Check is one bucket to spend from: the limit's name, the caller's key and
-// the cost. The zero Cost is invalid; transports fill in the default of 1
-// before calling a Decider when the caller omitted it.
+// the cost. Transports fill in the default of 1 before calling a Decider
+// when the caller omitted the cost, and refuse a cost below 1
+// (ValidateChecks). A Decider reads Cost 0 as a peek: the check is
+// answered with its bucket's state (allowed, remaining and reset as of
+// now), spends nothing, creates no bucket and is never refunded; only
+// CL.THROTTLE sends it, for redis-cell's quantity 0 and for a quantity
+// above the limit.
 //
 // Inline, when not nil, carries the limit's parameters with the check
 // instead of naming a limit of the limits file (allowed only when the file
@@ -246,6 +251,11 @@ const (
 	// CodeForbidden is a valid token that may not make the call (scope,
 	// limit or key prefix): HTTP 403 forbidden, gRPC PermissionDenied.
 	CodeForbidden
+	// CodeQuota is a tenant's new key refused because the tenant's keys
+	// hold its max_buckets live buckets at the key's owner (WithTenant):
+	// HTTP 403 tenant_quota, gRPC ResourceExhausted, RESP -ERR, each with
+	// the detail. The tenant's existing keys keep working.
+	CodeQuota
 )
 
 // Error is the error type a Decider returns. Detail is safe to show to the

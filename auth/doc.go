@@ -18,6 +18,8 @@
 //	    scopes: [decide]             # decide | admin | read, at least one
 //	    limits: [export, search]     # optional: only these limits
 //	    key_prefix: "tenant:acme:"   # optional: only keys starting with this
+//	    max_buckets: 50000           # optional, with key_prefix only: live buckets of the
+//	                                 # prefix per owner node; default DefaultMaxBuckets
 //	  - name: ops
 //	    sha256: 2c26b4...
 //	    scopes: [admin, read]
@@ -43,6 +45,9 @@
 // also has decide. Limits and key_prefix restrict decide and allot calls
 // (every check of a take must pass; one that does not makes the whole take
 // Forbidden and nothing is spent); they do not restrict admin or read.
+// max_buckets (Token.MaxBuckets) bounds the memory of a prefix: the caller
+// policy passes it with each take, and the owner refuses a new bucket for
+// the prefix past it (package bucket, TakeTenantAt).
 //
 // # Answers
 //

@@ -23,6 +23,12 @@ const (
 	MaxTokens = 10_000
 	// MaxNameBytes bounds a token's name, a limit name and a key prefix.
 	MaxNameBytes = 512
+	// DefaultMaxBuckets is the max_buckets of a token confined to a key
+	// prefix that does not set it: the live buckets its keys may hold at
+	// each owner node.
+	DefaultMaxBuckets = 100_000
+	// MaxMaxBuckets is the largest max_buckets a token may set.
+	MaxMaxBuckets = 1 << 31
 )
 
 // Scope is one kind of call a token may make.
@@ -65,6 +71,7 @@ type Token struct {
 	limits   []string
 	prefix   string
 	hasLimit bool
+	buckets  int64 // max_buckets; 0 without a key prefix
 }
 
 // Has reports whether t has scope s.
@@ -75,6 +82,11 @@ func (t *Token) Limits() []string { return slices.Clone(t.limits) }
 
 // KeyPrefix returns the key prefix t is confined to; "" means any key.
 func (t *Token) KeyPrefix() string { return t.prefix }
+
+// MaxBuckets returns the most live buckets the keys of t's key prefix may
+// hold at each owner node (the file's max_buckets, DefaultMaxBuckets when
+// unset); 0 for a token without a key prefix, which is not counted.
+func (t *Token) MaxBuckets() int64 { return t.buckets }
 
 // Outcome is the kind of an Answer.
 type Outcome uint8
@@ -255,11 +267,12 @@ type fileYAML struct {
 }
 
 type tokenYAML struct {
-	Name      string   `yaml:"name"`
-	SHA256    string   `yaml:"sha256"`
-	Scopes    []string `yaml:"scopes"`
-	Limits    []string `yaml:"limits"`
-	KeyPrefix string   `yaml:"key_prefix"`
+	Name       string   `yaml:"name"`
+	SHA256     string   `yaml:"sha256"`
+	Scopes     []string `yaml:"scopes"`
+	Limits     []string `yaml:"limits"`
+	KeyPrefix  string   `yaml:"key_prefix"`
+	MaxBuckets *int64   `yaml:"max_buckets"`
 }
 
 // Parse parses a tokens file. source names it in errors. Every problem is
@@ -363,7 +376,25 @@ func (b *policyBuilder) token(i int, e tokenYAML) *Token {
 	if (t.hasLimit || t.prefix != "") && !t.scopes[ScopeDecide] && !t.scopes[ScopeAllot] {
 		b.bad(i, "limits and key_prefix restrict decide and allot calls; this token has neither scope")
 	}
+	b.maxBuckets(i, e.MaxBuckets, t)
 	return t
+}
+
+// maxBuckets sets t's bucket quota: max (1..MaxMaxBuckets) for a token
+// with a key prefix, DefaultMaxBuckets when the entry omits it; a token
+// without a key prefix has no tenant to count, so max_buckets is refused.
+func (b *policyBuilder) maxBuckets(i int, max *int64, t *Token) {
+	switch {
+	case t.prefix == "" && max != nil:
+		b.bad(i, "max_buckets counts the buckets of a key_prefix; this token has none")
+	case t.prefix == "":
+	case max == nil:
+		t.buckets = DefaultMaxBuckets
+	case *max < 1 || *max > MaxMaxBuckets:
+		b.bad(i, "max_buckets %d: want 1..%d", *max, int64(MaxMaxBuckets))
+	default:
+		t.buckets = *max
+	}
 }
 
 // name checks that entry i has a name of at most MaxNameBytes that no

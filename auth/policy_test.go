@@ -95,6 +95,10 @@ func TestParseRejects(t *testing.T) {
 		{"dup hash", "version: 1\ntokens:\n  - {name: a, sha256: " + h + ", scopes: [read]}\n  - {name: b, sha256: " + h + ", scopes: [read]}\n", "also the hash"},
 		{"empty limits", "version: 1\ntokens:\n  - {name: a, sha256: " + h + ", scopes: [decide], limits: []}\n", "limits is empty"},
 		{"prefix without decide", "version: 1\ntokens:\n  - {name: a, sha256: " + h + ", scopes: [admin], key_prefix: x}\n", "has neither scope"},
+		{"max_buckets without prefix", "version: 1\ntokens:\n  - {name: a, sha256: " + h + ", scopes: [decide], max_buckets: 5}\n", "max_buckets counts the buckets of a key_prefix"},
+		{"max_buckets zero", "version: 1\ntokens:\n  - {name: a, sha256: " + h + ", scopes: [decide], key_prefix: x, max_buckets: 0}\n", "max_buckets 0: want 1..2147483648"},
+		{"max_buckets huge", "version: 1\ntokens:\n  - {name: a, sha256: " + h + ", scopes: [decide], key_prefix: x, max_buckets: 9999999999}\n", "max_buckets 9999999999"},
+		{"max_buckets text", "version: 1\ntokens:\n  - {name: a, sha256: " + h + ", scopes: [decide], key_prefix: x, max_buckets: many}\n", "cannot unmarshal"},
 		{"wrong type", "version: 1\ntokens: 7\n", "cannot unmarshal"},
 		{"too large", "version: 1\n#" + strings.Repeat("x", MaxFileSize), "larger than"},
 	}
@@ -195,5 +199,23 @@ func TestAllotScope(t *testing.T) {
 	}
 	if ScopeAllot.String() != "allot" {
 		t.Fatalf("ScopeAllot is %q", ScopeAllot)
+	}
+}
+
+// TestMaxBuckets: a token confined to a key prefix holds max_buckets, or
+// DefaultMaxBuckets when the file omits it; an unconfined one is not
+// counted (0).
+func TestMaxBuckets(t *testing.T) {
+	p, err := Parse([]byte("version: 1\ntokens:\n"+
+		"  - {name: set, sha256: "+HashToken("a")+", scopes: [decide], key_prefix: \"t1:\", max_buckets: 3}\n"+
+		"  - {name: default, sha256: "+HashToken("b")+", scopes: [decide], key_prefix: \"t2:\"}\n"+
+		"  - {name: free, sha256: "+HashToken("c")+", scopes: [decide]}\n"), "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for cred, want := range map[string]int64{"a": 3, "b": DefaultMaxBuckets, "c": 0} {
+		if got := p.Authenticate(cred).Token.MaxBuckets(); got != want {
+			t.Errorf("token %q: MaxBuckets %d, want %d", cred, got, want)
+		}
 	}
 }

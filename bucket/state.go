@@ -102,6 +102,19 @@ func TakeAt(l Limit, s *State, now time.Time, cost int64) (Decision, error) {
 	return take(l, s, now.UnixNano(), cost), nil
 }
 
+// PeekAt answers what the bucket holds at now without spending: the
+// Decision a take of nothing would return (Allowed true, RetryAfter zero,
+// Remaining and ResetAfter as of now). It reads s and changes nothing; a
+// missing bucket reads as full. An invalid limit is an error wrapping
+// ErrInvalid. Remaining is the largest cost a take at now would admit
+// (capped at Capacity), so a peek never promises more than a take grants.
+func PeekAt(l Limit, s State, now time.Time) (Decision, error) {
+	if err := l.Validate(); err != nil {
+		return Decision{}, err
+	}
+	return take(l, &s, now.UnixNano(), 0), nil
+}
+
 // checkCost reports a cost outside 1..l.Capacity.
 func checkCost(l Limit, cost int64) error {
 	if cost < 1 {
@@ -113,7 +126,16 @@ func checkCost(l Limit, cost int64) error {
 	return nil
 }
 
-// take is TakeAt for a valid limit and cost, with now in Unix ns.
+// checkSpend is checkCost for a Store check, where cost 0 is a peek.
+func checkSpend(l Limit, cost int64) error {
+	if cost == 0 {
+		return nil
+	}
+	return checkCost(l, cost)
+}
+
+// take is TakeAt for a valid limit and cost, with now in Unix ns. A cost
+// of 0 spends nothing and is always allowed (PeekAt).
 func take(l Limit, s *State, now int64, cost int64) Decision {
 	migrate(l, s, now)
 	switch l.Algorithm {

@@ -58,12 +58,22 @@ type Check struct {
 	Limit Limit
 	Key   string
 	Cost  int64
+	// Carry keeps Limit with the bucket when the take writes it: a limit
+	// that no limits file names (an inline limit, whose parameters come
+	// with each request), so the bucket's exports carry its definition
+	// (Entry.Limit) to a new owner or a replica. The latest take's Limit
+	// is the one kept.
+	Carry bool
 }
 
 // Entry is one exported bucket.
 type Entry struct {
 	Name, Key string
 	Snapshot  Snapshot
+	// Limit is the limit kept with the bucket (Check.Carry), which a
+	// receiver merges it under when it knows no limit of that name; the
+	// zero Limit when none was kept.
+	Limit Limit
 }
 
 // Store holds the buckets a node owns, in memory, bounded by MaxBuckets. It
@@ -82,6 +92,7 @@ type Store struct {
 	max       int64
 	shards    []shard
 	live      atomic.Int64 // buckets stored plus room reserved by takes in progress
+	tenants   tenantCounts // live buckets per tenant (TakeTenantAt)
 	evictions atomic.Uint64
 	sweep     atomic.Uint64
 }
@@ -123,7 +134,11 @@ type work struct {
 	idx   uint32 // slot in the shard, when found
 	found bool
 	later bool // a later check in the request spends from the same bucket
-	st    State
+	peek  bool // every check up to this one on the bucket costs 0: write nothing
+	// tenant is the store's copy of the tenant prefix a new bucket was
+	// counted for (makeRoom); "" for none.
+	tenant string
+	st     State
 }
 
 // TakeAt spends every check's cost at now, all or nothing: the request is
@@ -134,14 +149,27 @@ type work struct {
 // returns an error wrapping ErrInvalid, and a new key that finds its shard
 // full with nothing evictable returns ErrFull; in both cases nothing changes.
 // For an existing bucket and up to 8 checks it does not allocate.
+//
+// A check of cost 0 is a peek (PeekAt): it is always allowed, answers the
+// bucket's state as of now, and neither writes nor creates its bucket,
+// so a request of peeks alone changes nothing and needs no room.
 func (s *Store) TakeAt(now time.Time, checks []Check, out []Decision) ([]Decision, bool, error) {
+	return s.TakeTenantAt(now, Tenant{}, checks, out)
+}
+
+// TakeTenantAt is TakeAt for a request of tenant t: each bucket it creates
+// counts for t until it leaves the store (evicted, swept, exported or
+// extracted), and a request that would create one past t.Max returns
+// ErrTenantFull, changing nothing and evicting nothing. Buckets that exist
+// already, and peeks, need no room. The zero Tenant is TakeAt.
+func (s *Store) TakeTenantAt(now time.Time, t Tenant, checks []Check, out []Decision) ([]Decision, bool, error) {
 	out = out[:0]
 	for i := range checks {
 		c := &checks[i]
 		if err := c.Limit.Validate(); err != nil {
 			return out, false, fmt.Errorf("%w (limit %q)", err, c.Name)
 		}
-		if err := checkCost(c.Limit, c.Cost); err != nil {
+		if err := checkSpend(c.Limit, c.Cost); err != nil {
 			return out, false, fmt.Errorf("%w (limit %q)", err, c.Name)
 		}
 	}
@@ -173,9 +201,13 @@ func (s *Store) TakeAt(now time.Time, checks []Check, out []Decision) ([]Decisio
 		}
 		if dup >= 0 {
 			w.st, w.found, w.idx = ws[dup].st, ws[dup].found, ws[dup].idx
+			w.peek = ws[dup].peek && c.Cost == 0
 			ws[dup].later = true
-		} else if idx, ok := sh.find(w.hash, c.Name, c.Key); ok {
-			w.st, w.found, w.idx = sh.at(idx).st, true, idx
+		} else {
+			if idx, ok := sh.find(w.hash, c.Name, c.Key); ok {
+				w.st, w.found, w.idx = sh.at(idx).st, true, idx
+			}
+			w.peek = c.Cost == 0
 		}
 		d := take(c.Limit, &w.st, ns, c.Cost)
 		d.Instance = instance(w.shard, sh.gen)
@@ -185,20 +217,27 @@ func (s *Store) TakeAt(now time.Time, checks []Check, out []Decision) ([]Decisio
 	if !all {
 		return out, false, nil
 	}
-	if !s.makeRoom(now, ws) {
-		return out[:0], false, ErrFull
+	if err := s.makeRoom(now, t, ws); err != nil {
+		return out[:0], false, err
 	}
 	for i := range checks {
 		w := &ws[i]
-		if w.later {
+		if w.later || w.peek {
 			continue
 		}
 		sh := &s.shards[w.shard]
+		idx := w.idx
 		if w.found {
-			sh.at(w.idx).st = w.st
-			continue
+			sh.at(idx).st = w.st
+		} else {
+			idx = sh.insert(w.hash, checks[i].Name, checks[i].Key, w.st)
+			if w.tenant != "" {
+				sh.ownedBy(idx, w.tenant)
+			}
 		}
-		sh.insert(w.hash, checks[i].Name, checks[i].Key, w.st)
+		if checks[i].Carry {
+			sh.carry(idx, checks[i].Limit)
+		}
 	}
 	return out, true, nil
 }
@@ -233,23 +272,51 @@ func (s *Store) unlock(order []uint32) {
 	}
 }
 
-// makeRoom reserves room for every new bucket of a request, evicting full
-// buckets from the shard that gains one where the store is at its cap. On
-// failure it releases what it reserved. Shards are locked.
-func (s *Store) makeRoom(now time.Time, ws []work) bool {
+// makeRoom reserves room for every new bucket of a request: first in
+// tenant t's count (ErrTenantFull past t.Max, before anything is evicted),
+// then in the store, evicting full buckets from the shard that gains one
+// where the store is at its cap (ErrFull when none can go). On failure it
+// releases what it reserved. Shards are locked.
+func (s *Store) makeRoom(now time.Time, t Tenant, ws []work) error {
+	fresh := func(w *work) bool { return !w.found && !w.later && !w.peek }
+	if t != (Tenant{}) {
+		for i := range ws {
+			w := &ws[i]
+			if !fresh(w) {
+				continue
+			}
+			p, ok := s.tenants.reserve(t)
+			if !ok {
+				s.releaseTenants(ws[:i])
+				return ErrTenantFull
+			}
+			w.tenant = p
+		}
+	}
 	var reserved int64
 	for i := range ws {
 		w := &ws[i]
-		if w.found || w.later {
+		if !fresh(w) {
 			continue
 		}
 		if !s.reserve(w.shard, now, ws) {
 			s.live.Add(-reserved)
-			return false
+			s.releaseTenants(ws)
+			return ErrFull
 		}
 		reserved++
 	}
-	return true
+	return nil
+}
+
+// releaseTenants gives back the tenant counts makeRoom took for ws.
+func (s *Store) releaseTenants(ws []work) {
+	for i := range ws {
+		if p := ws[i].tenant; p != "" {
+			s.tenants.release(p)
+			ws[i].tenant = ""
+		}
+	}
 }
 
 // reserve makes room for one new bucket in shard si, evicting one of its
@@ -313,6 +380,9 @@ func pending(si, idx uint32, ws []work) bool {
 // remove deletes the bucket in slot idx of sh and counts it out. sh is
 // locked.
 func (s *Store) remove(sh *shard, idx uint32) {
+	if p, ok := sh.owners[idx]; ok {
+		s.tenants.release(p)
+	}
 	sh.remove(idx)
 	s.live.Add(-1)
 }
@@ -424,7 +494,7 @@ func (s *Store) ExportAt(now time.Time, pick func(name, key string) bool, remove
 			if pick != nil && !pick(name, sl.key) {
 				continue
 			}
-			out = append(out, Entry{Name: name, Key: sl.key, Snapshot: exportAt(sl.st, ns)})
+			out = append(out, Entry{Name: name, Key: sl.key, Snapshot: exportAt(sl.st, ns), Limit: sh.carried[idx]})
 			if remove {
 				s.remove(sh, idx)
 				sh.gen++
@@ -437,26 +507,32 @@ func (s *Store) ExportAt(now time.Time, pick func(name, key string) bool, remove
 
 // MergeAt folds exported entries into the store at now, conservatively: an
 // existing bucket keeps the fewer tokens of the two, a missing one is
-// created from the snapshot. limit returns the policy in force for a name;
-// entries whose name it does not know are skipped, and so are new buckets
-// that find their shard full with nothing evictable.
-func (s *Store) MergeAt(now time.Time, entries []Entry, limit func(name string) (Limit, bool)) {
+// created from the snapshot. limit returns the policy in force for an
+// entry's name and the Limit it carries (Entry.Limit, zero for none), and
+// whether that policy is the carried one, to be kept with the bucket as
+// Check.Carry keeps it; entries it refuses are skipped, and so are new
+// buckets that find their shard full with nothing evictable.
+func (s *Store) MergeAt(now time.Time, entries []Entry, limit func(name string, carried Limit) (l Limit, carry, ok bool)) {
 	ns := now.UnixNano()
 	for i := range entries {
 		e := &entries[i]
-		l, ok := limit(e.Name)
+		l, carry, ok := limit(e.Name, e.Limit)
 		if !ok || l.Validate() != nil {
 			continue
 		}
 		sh, h := s.locate(e.Name, e.Key)
 		sh.mu.Lock()
 		sh.gen++
-		if idx, ok := sh.find(h, e.Name, e.Key); ok {
+		idx, found := sh.find(h, e.Name, e.Key)
+		if found {
 			mergeAt(l, &sh.at(idx).st, e.Snapshot, ns)
 		} else if st := importAt(l, e.Snapshot, ns); st != (State{}) {
 			if s.reserve(uint32(h&s.mask), now, nil) {
-				sh.insert(h, e.Name, e.Key, st)
+				idx, found = sh.insert(h, e.Name, e.Key, st), true
 			}
+		}
+		if found && carry {
+			sh.carry(idx, l)
 		}
 		sh.mu.Unlock()
 	}
@@ -482,7 +558,7 @@ func (s *Store) SnapshotAt(now time.Time, name, key string) (Entry, bool) {
 	if !ok {
 		return Entry{}, false
 	}
-	return Entry{Name: name, Key: key, Snapshot: exportAt(sh.at(idx).st, now.UnixNano())}, true
+	return Entry{Name: name, Key: key, Snapshot: exportAt(sh.at(idx).st, now.UnixNano()), Limit: sh.carried[idx]}, true
 }
 
 // ExtractAt removes the bucket (name, key) and returns its snapshot as of
@@ -496,7 +572,7 @@ func (s *Store) ExtractAt(now time.Time, name, key string) (Entry, bool) {
 	if !ok {
 		return Entry{}, false
 	}
-	e := Entry{Name: name, Key: key, Snapshot: exportAt(sh.at(idx).st, now.UnixNano())}
+	e := Entry{Name: name, Key: key, Snapshot: exportAt(sh.at(idx).st, now.UnixNano()), Limit: sh.carried[idx]}
 	s.remove(sh, idx)
 	sh.gen++
 	return e, true

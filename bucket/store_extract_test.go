@@ -36,7 +36,7 @@ func TestStoreExtractAt(t *testing.T) {
 	// its debt: three tokens, not a fresh six.
 	other := NewStore(LocalConfig())
 	t1 := time.Unix(5_000_000, 0)
-	other.MergeAt(t1, []Entry{e}, func(string) (Limit, bool) { return l, true })
+	other.MergeAt(t1, []Entry{e}, func(string, Limit) (Limit, bool, bool) { return l, false, true })
 	ds, _, err := other.TakeAt(t1, []Check{{Name: "export", Limit: l, Key: "a", Cost: 1}}, nil)
 	if err != nil || ds[0].Remaining != 2 {
 		t.Fatalf("after handoff: %+v %v, want 2 remaining", ds, err)

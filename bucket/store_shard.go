@@ -69,6 +69,8 @@ type shard struct {
 	ids     map[string]uint32 // limit name -> id
 	freeIDs []uint32          // ids no bucket uses
 	gen     uint64            // bumped when a bucket changes other than by a take (Decision.Instance)
+	carried map[uint32]Limit  // slot -> the limit kept with its bucket (Check.Carry); nil until one is
+	owners  map[uint32]string // slot -> the tenant prefix its bucket counts for (TakeTenantAt); nil until one does
 	_       [64]byte          // keeps neighbouring shards' locks off one cache line
 }
 
@@ -100,8 +102,9 @@ func (sh *shard) find(h uint64, name, key string) (uint32, bool) {
 
 // insert adds the bucket (name, key) with hash h and state st, copying the
 // key so the store retains none of the caller's memory. The caller has
-// checked that it is missing and reserved room for it. sh is locked.
-func (sh *shard) insert(h uint64, name, key string, st State) {
+// checked that it is missing and reserved room for it. It returns the
+// bucket's slot. sh is locked.
+func (sh *shard) insert(h uint64, name, key string, st State) uint32 {
 	var idx uint32
 	if l := len(sh.free); l > 0 {
 		idx = sh.free[l-1]
@@ -119,6 +122,24 @@ func (sh *shard) insert(h uint64, name, key string, st State) {
 	}
 	sh.place(uint64(uint32(h>>32))<<32 | uint64(idx+1))
 	sh.n++
+	return idx
+}
+
+// ownedBy records that the bucket in slot idx counts for the tenant of
+// prefix (the store's copy). sh is locked.
+func (sh *shard) ownedBy(idx uint32, prefix string) {
+	if sh.owners == nil {
+		sh.owners = make(map[uint32]string)
+	}
+	sh.owners[idx] = prefix
+}
+
+// carry keeps l with the bucket in slot idx (Check.Carry). sh is locked.
+func (sh *shard) carry(idx uint32, l Limit) {
+	if sh.carried == nil {
+		sh.carried = make(map[uint32]Limit)
+	}
+	sh.carried[idx] = l
 }
 
 // place puts index entry e in the first empty position from its home. sh is
@@ -165,6 +186,8 @@ func (sh *shard) remove(idx uint32) {
 	}
 	sh.index[p] = 0
 	sh.release(sl.name - 1)
+	delete(sh.carried, idx)
+	delete(sh.owners, idx)
 	*sl = slot{}
 	sh.free = append(sh.free, idx)
 	sh.n--

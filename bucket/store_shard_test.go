@@ -108,7 +108,7 @@ func TestStoreExportAfterChurn(t *testing.T) {
 	want := map[[2]string]bool{}
 	for i := range 300 {
 		name, key := fmt.Sprint("limit", i%3), fmt.Sprint(i)
-		if _, ok, err := s.TakeAt(at(0), []Check{{name, l, key, 1}}, nil); !ok || err != nil {
+		if _, ok, err := s.TakeAt(at(0), []Check{{name, l, key, 1, false}}, nil); !ok || err != nil {
 			t.Fatal(ok, err)
 		}
 		want[[2]string{name, key}] = true
@@ -130,7 +130,7 @@ func TestStoreExportAfterChurn(t *testing.T) {
 	if got := len(s.shards[0].ids); got != 2 {
 		t.Fatalf("%d names interned, want 2", got)
 	}
-	if _, ok, _ := s.TakeAt(at(0), []Check{{"limit1", l, "back", 1}}, nil); !ok {
+	if _, ok, _ := s.TakeAt(at(0), []Check{{"limit1", l, "back", 1, false}}, nil); !ok {
 		t.Fatal("take denied")
 	}
 	want[[2]string{"limit1", "back"}] = true

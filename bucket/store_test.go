@@ -52,9 +52,9 @@ func TestStoreConcurrentExactlyCapacity(t *testing.T) {
 func TestStoreMultiCheckAllOrNothing(t *testing.T) {
 	s := NewStore(LocalConfig())
 	a, b := tb(10, 1, time.Hour), tb(2, 1, time.Hour)
-	checks := []Check{{"a", a, "x", 1}, {"a", a, "y", 1}, {"b", b, "x", 3}}
+	checks := []Check{{"a", a, "x", 1, false}, {"a", a, "y", 1, false}, {"b", b, "x", 3, false}}
 	// The last check cannot fit at first: first give b its last two tokens away.
-	if _, ok, _ := s.TakeAt(at(0), []Check{{"b", b, "x", 2}}, nil); !ok {
+	if _, ok, _ := s.TakeAt(at(0), []Check{{"b", b, "x", 2, false}}, nil); !ok {
 		t.Fatal("setup take denied")
 	}
 	checks[2].Cost = 1
@@ -73,26 +73,26 @@ func TestStoreMultiCheckAllOrNothing(t *testing.T) {
 	}
 	// The same bucket twice in one request sums.
 	c := tb(5, 1, time.Hour)
-	if _, ok, _ := s.TakeAt(at(0), []Check{{"c", c, "k", 3}, {"c", c, "k", 3}}, nil); ok {
+	if _, ok, _ := s.TakeAt(at(0), []Check{{"c", c, "k", 3, false}, {"c", c, "k", 3, false}}, nil); ok {
 		t.Fatal("3+3 on capacity 5 was allowed")
 	}
-	ds, ok, _ = s.TakeAt(at(0), []Check{{"c", c, "k", 3}, {"c", c, "k", 2}}, nil)
+	ds, ok, _ = s.TakeAt(at(0), []Check{{"c", c, "k", 3, false}, {"c", c, "k", 2, false}}, nil)
 	if !ok || ds[1].Remaining != 0 {
 		t.Fatalf("3+2 on capacity 5: %+v %v", ds, ok)
 	}
-	if _, ok, _ := s.TakeAt(at(0), []Check{{"c", c, "k", 1}}, nil); ok {
+	if _, ok, _ := s.TakeAt(at(0), []Check{{"c", c, "k", 1, false}}, nil); ok {
 		t.Fatal("duplicate checks spent only once")
 	}
 	// A bad check changes nothing.
 	before := s.Len()
-	_, ok, err = s.TakeAt(at(0), []Check{{"d", a, "new", 1}, {"c", c, "k", 6}}, nil)
+	_, ok, err = s.TakeAt(at(0), []Check{{"d", a, "new", 1, false}, {"c", c, "k", 6, false}}, nil)
 	if !errors.Is(err, ErrInvalid) || ok || s.Len() != before {
 		t.Fatalf("invalid check: %v %v Len %d", ok, err, s.Len())
 	}
 	// Many checks (beyond the scratch array) work too.
 	var many []Check
 	for i := range 20 {
-		many = append(many, Check{"m", a, fmt.Sprint(i), 1})
+		many = append(many, Check{"m", a, fmt.Sprint(i), 1, false})
 	}
 	if ds, ok, err := s.TakeAt(at(0), many, nil); !ok || err != nil || len(ds) != 20 {
 		t.Fatalf("20 checks: %v %v", ok, err)
@@ -103,7 +103,7 @@ func TestStoreFullEvictsOnlyFullBuckets(t *testing.T) {
 	s := NewStore(Config{MaxBuckets: 4, Shards: 1})
 	l := tb(2, 1, time.Second)
 	take := func(now time.Time, key string) (bool, error) {
-		_, ok, err := s.TakeAt(now, []Check{{"n", l, key, 1}}, nil)
+		_, ok, err := s.TakeAt(now, []Check{{"n", l, key, 1, false}}, nil)
 		return ok, err
 	}
 	for i := range 4 {
@@ -131,7 +131,7 @@ func TestStoreFullEvictsOnlyFullBuckets(t *testing.T) {
 		t.Fatalf("Evictions %d, want 3", s.Evictions())
 	}
 	// "0" still holds debt, so it survived: it has 1 token at 1 s, not 2.
-	ds, _, _ := s.TakeAt(at(time.Second), []Check{{"n", l, "0", 1}}, nil)
+	ds, _, _ := s.TakeAt(at(time.Second), []Check{{"n", l, "0", 1, false}}, nil)
 	if ds[0].Remaining != 0 {
 		t.Fatalf("the bucket in debt was dropped: %+v", ds[0])
 	}
@@ -147,11 +147,11 @@ func TestStoreFullEvictsOnlyFullBuckets(t *testing.T) {
 func TestStoreRefundExportMerge(t *testing.T) {
 	s := NewStore(LocalConfig())
 	l := tb(10, 1, time.Second)
-	lim := func(name string) (Limit, bool) { return l, name == "n" }
+	lim := func(name string, _ Limit) (Limit, bool, bool) { return l, false, name == "n" }
 	for i := range 5 {
-		s.TakeAt(at(0), []Check{{"n", l, fmt.Sprint(i), 1 + int64(i)}}, nil)
+		s.TakeAt(at(0), []Check{{"n", l, fmt.Sprint(i), 1 + int64(i), false}}, nil)
 	}
-	s.RefundAt(at(0), []Check{{"n", l, "4", 2}, {"n", l, "missing", 1}})
+	s.RefundAt(at(0), []Check{{"n", l, "4", 2, false}, {"n", l, "missing", 1, false}})
 	if s.Len() != 5 {
 		t.Fatalf("refund created a bucket: %d", s.Len())
 	}
@@ -167,14 +167,14 @@ func TestStoreRefundExportMerge(t *testing.T) {
 	}
 	want := map[string]int64{"1": 7, "2": 6, "3": 5, "4": 6}
 	for k, rem := range want {
-		ds, _, _ := r.TakeAt(at(time.Hour), []Check{{"n", l, k, 1}}, nil)
+		ds, _, _ := r.TakeAt(at(time.Hour), []Check{{"n", l, k, 1, false}}, nil)
 		if ds[0].Remaining != rem {
 			t.Errorf("key %s: remaining %d, want %d", k, ds[0].Remaining, rem)
 		}
 	}
 	// Merging the stale snapshots again keeps the fewer tokens.
 	r.MergeAt(at(time.Hour), out, lim)
-	ds, _, _ := r.TakeAt(at(time.Hour), []Check{{"n", l, "1", 1}}, nil)
+	ds, _, _ := r.TakeAt(at(time.Hour), []Check{{"n", l, "1", 1, false}}, nil)
 	if ds[0].Remaining != 6 {
 		t.Errorf("after re-merge: remaining %d, want 6", ds[0].Remaining)
 	}
@@ -183,7 +183,7 @@ func TestStoreRefundExportMerge(t *testing.T) {
 func TestStoreTakeDoesNotAllocate(t *testing.T) {
 	s := NewStore(LocalConfig())
 	l := tb(1_000_000, 1_000_000, time.Second)
-	checks := []Check{{"n", l, "k", 1}, {"m", l, "k", 1}}
+	checks := []Check{{"n", l, "k", 1, false}, {"m", l, "k", 1, false}}
 	out := make([]Decision, 0, 2)
 	s.TakeAt(at(0), checks, out)
 	if n := testing.AllocsPerRun(100, func() { out, _, _ = s.TakeAt(at(0), checks, out) }); n != 0 {
@@ -197,10 +197,10 @@ func TestStoreTakeDoesNotAllocate(t *testing.T) {
 func TestStoreInstance(t *testing.T) {
 	s := NewStore(Config{MaxBuckets: 16, Shards: 1})
 	l := tb(10, 1, time.Second)
-	lim := func(string) (Limit, bool) { return l, true }
+	lim := func(string, Limit) (Limit, bool, bool) { return l, false, true }
 	take := func(key string) uint64 {
 		t.Helper()
-		ds, _, err := s.TakeAt(at(0), []Check{{"n", l, key, 1}}, nil)
+		ds, _, err := s.TakeAt(at(0), []Check{{"n", l, key, 1, false}}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -223,7 +223,7 @@ func TestStoreInstance(t *testing.T) {
 		}
 		seen[got] = what
 	}
-	step("refund", func() { s.RefundAt(at(0), []Check{{"n", l, "a", 1}}) })
+	step("refund", func() { s.RefundAt(at(0), []Check{{"n", l, "a", 1, false}}) })
 	step("extract", func() { s.ExtractAt(at(0), "n", "a") })
 	step("merge", func() {
 		s.MergeAt(at(0), []Entry{{Name: "n", Key: "a", Snapshot: ExportAt(l, State{}, at(0))}}, lim)

@@ -92,11 +92,21 @@ const LostWindow = 90 * time.Millisecond
 func LostDebits(ops []Op, owners map[string]bool, at int64) float64 {
 	total := 0.0
 	for _, o := range ops {
-		if o.Result == Allowed && o.Source == "owner" && owners[o.Decider] && o.Return >= at-int64(LostWindow) && o.Call <= at {
+		if o.lostAt(at) && owners[o.Decider] {
 			total += float64(o.Cost)
 		}
 	}
 	return total
+}
+
+// lostAt reports whether o is a decision a crash at at may take away from
+// the successor's replica: allowed by an owner (Source "owner"; fallback
+// and allotment answers never were in the owner's bucket as decisions of
+// their own) and answered within LostWindow before at or still on its way
+// then. LostDebits and LostGrants both count with it, so a take and a
+// lease acquire of the same crash are counted alike.
+func (o Op) lostAt(at int64) bool {
+	return o.Result == Allowed && o.Source == "owner" && o.Return >= at-int64(LostWindow) && o.Call <= at
 }
 
 // Share is a local ceiling's capacity: max(1, floor(B/n)).

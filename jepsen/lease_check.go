@@ -80,12 +80,14 @@ func (lb LeaseBound) WithLost(lost int) LeaseBound {
 
 // LostGrants counts the grants of key id answered by an owner within
 // LostWindow before a crash at at: the leases the successor's replica may
-// not name.
+// not name. It filters as LostDebits does (Op.lostAt: allowed, Source
+// "owner", in the window); the decider is the key's owner, since lease
+// answers name no decider and the caller asks only for keys the crashed
+// node owned.
 func LostGrants(ops []Op, id BucketID, at int64) int {
 	n := 0
 	for _, o := range ops {
-		if o.Kind == KindAcquire && o.Result == Allowed && o.Source != "fallback" && o.Limit == id.Limit && o.Key == id.Key &&
-			o.Return >= at-int64(LostWindow) && o.Call <= at {
+		if o.Kind == KindAcquire && o.Limit == id.Limit && o.Key == id.Key && o.lostAt(at) {
 			n++
 		}
 	}

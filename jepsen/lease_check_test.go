@@ -288,3 +288,47 @@ func TestFencingHealthy(t *testing.T) {
 		t.Fatalf("a ceiling's token: %+v", k)
 	}
 }
+
+// TestLostGrantsFiltersAsLostDebits: a lease acquire and a take with the
+// same source, result and times are both lost or both kept: the two
+// checkers count one crash alike. Each case is one decision, counted by
+// LostDebits as a take of cost 1 by the crashed owner and by LostGrants
+// as an acquire of the crashed owner's key.
+func TestLostGrantsFiltersAsLostDebits(t *testing.T) {
+	at := int64(5 * time.Second)
+	w := int64(LostWindow)
+	id := BucketID{"conc", "k"}
+	cases := []struct {
+		name         string
+		source       string
+		result       Outcome
+		call, ret    int64
+		wantInWindow bool
+	}{
+		{"owner, in the window", "owner", Allowed, at - w/2, at - w/3, true},
+		{"owner, answered after the crash", "owner", Allowed, at - 1, at + w, true},
+		{"owner, answered before the window", "owner", Allowed, at - 3*w, at - 2*w, false},
+		{"owner, called after the crash", "owner", Allowed, at + 1, at + 2, false},
+		{"owner, denied", "owner", Denied, at - w/2, at - w/3, false},
+		{"fallback", "fallback", Allowed, at - w/2, at - w/3, false},
+		{"allotment", SourceAllotment, Allowed, at - w/2, at - w/3, false},
+		{"no source", "", Allowed, at - w/2, at - w/3, false},
+	}
+	for _, c := range cases {
+		take := Op{Result: c.result, Source: c.source, Decider: "n3", Cost: 1, Limit: id.Limit, Key: id.Key, Call: c.call, Return: c.ret}
+		grant := take
+		grant.Kind, grant.Cost, grant.Decider = KindAcquire, 0, ""
+		debits := LostDebits([]Op{take}, map[string]bool{"n3": true}, at)
+		grants := LostGrants([]Op{grant}, id, at)
+		if want := b01(c.wantInWindow); debits != float64(want) || grants != want {
+			t.Errorf("%s: LostDebits %v, LostGrants %d, want both %d", c.name, debits, grants, want)
+		}
+	}
+}
+
+func b01(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

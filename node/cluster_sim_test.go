@@ -480,7 +480,17 @@ func TestClusterWrongSecretCannotJoinOrForward(t *testing.T) {
 	c.add("n1", "10.0.0.1", "", good)
 	c.add("n2", "10.0.0.2", "10.0.0.1", good)
 	c.waitConverged(2)
+	var logs lockedLog
+	c.log = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	intruder := c.add("x", "10.0.0.9", "10.0.0.1", bad)
+	// The intruder says why within a few seconds, naming the secret.
+	const why = "no member accepted this node's gossip"
+	waitFor(t, 5*time.Second, "the intruder's warning", func() bool { return strings.Contains(logs.String(), why) })
+	for _, s := range []string{"the cluster secret differs", "--cluster-secret-file (WEIR_CLUSTER_SECRET_FILE)", "node=x"} {
+		if !strings.Contains(logs.String(), s) {
+			t.Fatalf("the warning does not say %q:\n%s", s, logs.String())
+		}
+	}
 	// Give gossip several rounds; the intruder never becomes a member.
 	deadline := time.Now().Add(2 * time.Second)
 	for time.Now().Before(deadline) {
@@ -550,3 +560,21 @@ func TestClusterUnjoinedNodeGrantsOnlyAShare(t *testing.T) {
 
 // clusterOf is n's cluster member; n must be clustered.
 func clusterOf(n *Node) *cluster.Cluster { return n.members.(*cluster.Cluster) }
+
+// lockedLog is a log buffer safe for the handlers of several goroutines.
+type lockedLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}

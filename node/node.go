@@ -175,6 +175,9 @@ func (n *Node) newMembers(version int64, listen func(network, addr string) (net.
 	if rc.OnDecryptFailure == nil {
 		rc.OnDecryptFailure = decryptFailures.Inc
 	}
+	if rc.KeyHint == "" {
+		rc.KeyHint = secretHint
+	}
 	c, err := cluster.New(cluster.Config{
 		Self: cfg.NodeName, Ring: rc, GossipKey: gossipKey, Forward: cfg.Forward, Credentials: creds,
 		PeerAddr: cfg.PeerListenAddr(), PeerAdvertise: cfg.PeerAdvertise,
@@ -277,6 +280,10 @@ func (n *Node) Release(ctx context.Context, id string) error { return n.eng.Rele
 func (n *Node) Cluster(_ context.Context, limit, key string) (api.ClusterInfo, error) {
 	return n.members.Info(limit, key), nil
 }
+
+// secretHint names where the cluster secret comes from, for the warning of
+// a node whose joins no member accepts (gossip.Config.KeyHint).
+const secretHint = "--cluster-secret-file (WEIR_CLUSTER_SECRET_FILE)"
 
 // Reasons a node is not ready, as Readiness names them.
 const (

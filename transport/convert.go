@@ -40,6 +40,7 @@ func encodeRequests(reqs []Request) []*peerpb.Request {
 		if r.RequestID != "" {
 			m.RequestId = []byte(r.RequestID)
 		}
+		m.TenantPrefix, m.TenantMaxBuckets = r.Tenant.Prefix, r.Tenant.MaxBuckets
 		if len(r.Checks) > 0 {
 			cp := checkPtrs[:len(r.Checks):len(r.Checks)]
 			checkPtrs = checkPtrs[len(r.Checks):]
@@ -83,6 +84,7 @@ func decodeRequests(msgs []*peerpb.Request) []Request {
 		if id := m.GetRequestId(); len(id) > 0 {
 			r.RequestID = string(id)
 		}
+		r.Tenant = api.Tenant{Prefix: m.GetTenantPrefix(), MaxBuckets: m.GetTenantMaxBuckets()}
 		if mc := m.GetChecks(); len(mc) > 0 {
 			cs := checks[:len(mc):len(mc)]
 			checks = checks[len(mc):]
@@ -239,6 +241,12 @@ func encodeState(st State) []*peerpb.HandoffEntry {
 		}
 		m := &msgs[i]
 		m.Kind, m.Limit, m.Key, m.Bucket = entryBucket, e.Name, e.Key, &states[i]
+		if l := e.Limit; l != (bucket.Limit{}) {
+			m.LimitDef = &peerpb.BucketLimit{
+				Algorithm: uint32(l.Algorithm), Capacity: l.Capacity, RateN: l.Rate.N, RatePerNs: int64(l.Rate.Per),
+				WindowNs: int64(l.Window), Calendar: uint32(l.Calendar),
+			}
+		}
 		ptrs[i] = m
 	}
 	for j, l := range st.Leases.Leases {
@@ -260,6 +268,19 @@ func encodeState(st State) []*peerpb.HandoffEntry {
 	return ptrs
 }
 
+// decodeLimit converts a bucket's carried limit back; nil is the zero
+// Limit (none carried). The receiver validates it before use.
+func decodeLimit(m *peerpb.BucketLimit) bucket.Limit {
+	if m == nil || m.GetAlgorithm() > uint32(bucket.FixedWindow) || m.GetCalendar() > 255 {
+		return bucket.Limit{}
+	}
+	return bucket.Limit{
+		Algorithm: bucket.Algorithm(m.GetAlgorithm()), Capacity: m.GetCapacity(),
+		Rate:   bucket.Rate{N: m.GetRateN(), Per: time.Duration(m.GetRatePerNs())},
+		Window: time.Duration(m.GetWindowNs()), Calendar: bucket.Calendar(m.GetCalendar()),
+	}
+}
+
 // decodeState converts handoff entries back. An entry of an unknown kind,
 // one without the state its kind names, and a bucket of an algorithm this
 // version does not know are dropped; the fencing floor is the highest one
@@ -277,7 +298,7 @@ func decodeState(msgs []*peerpb.HandoffEntry) State {
 				Algorithm: bucket.Algorithm(b.GetAlgorithm()), Full: b.GetFull(), Count: b.GetCount(), Frac: b.GetFrac(), Prev: b.GetPrev(),
 				Ahead: time.Duration(b.GetAheadNs()), Since: time.Duration(b.GetSinceNs()),
 				Left: time.Duration(b.GetLeftNs()), UntilFull: time.Duration(b.GetUntilFullNs()),
-			}})
+			}, Limit: decodeLimit(m.GetLimitDef())})
 		case entryLease:
 			l := m.GetLease()
 			if l == nil {

@@ -17,7 +17,7 @@ import (
 
 func TestRequestsRoundTrip(t *testing.T) {
 	in := []Request{
-		{Op: OpTake, Checks: []api.Check{{Limit: "a", Key: "k1", Cost: 1}, {Limit: "b", Key: "k2", Cost: 7}, {Limit: "c", Key: "{t}x", Cost: 3}}, Epoch: 9, RequestID: "\x00id-1", TraceParent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"},
+		{Op: OpTake, Checks: []api.Check{{Limit: "a", Key: "k1", Cost: 1}, {Limit: "b", Key: "k2", Cost: 7}, {Limit: "c", Key: "{t}x", Cost: 3}}, Epoch: 9, RequestID: "\x00id-1", TraceParent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", Tenant: api.Tenant{Prefix: "tenant:acme:", MaxBuckets: 500}},
 		{Op: OpTake, Checks: []api.Check{
 			{Limit: "cl.throttle", Key: "u", Cost: 2, Inline: &api.InlineLimit{Algorithm: "gcra", Burst: 16, Rate: "30/60s"}},
 			{Limit: "w", Key: "k", Cost: 1, Inline: &api.InlineLimit{Algorithm: "sliding_window", Limit: 100, Window: "1m"}},
@@ -76,6 +76,12 @@ func TestStateRoundTrip(t *testing.T) {
 				Algorithm: 2, Count: 5, Frac: 1500, Prev: -3, Ahead: time.Second, Since: -time.Millisecond, Left: 7, UntilFull: time.Minute,
 			}},
 			{Name: "a", Key: "full", Snapshot: bucket.Snapshot{Full: true}},
+			{Name: "cl.throttle", Key: "u", Snapshot: bucket.Snapshot{Algorithm: bucket.GCRA, Ahead: time.Second}, Limit: bucket.Limit{
+				Algorithm: bucket.GCRA, Capacity: 16, Rate: bucket.Rate{N: 30, Per: time.Minute},
+			}},
+			{Name: "w", Key: "u", Snapshot: bucket.Snapshot{Algorithm: bucket.FixedWindow, Count: 2}, Limit: bucket.Limit{
+				Algorithm: bucket.FixedWindow, Capacity: 100, Calendar: bucket.Hour,
+			}},
 		},
 		Leases: lease.Handoff{NextFencing: 18, Leases: []lease.Snapshot{
 			{ID: "id\nwith a newline", Limit: "db", Key: "k", Holder: "h", Fencing: 17, TTL: 2 * time.Second, Remaining: time.Second},

@@ -90,6 +90,9 @@ type Request struct {
 	// it is sampled, "" otherwise; the owner's span for this request is its
 	// child. Each request of a batch carries its own.
 	TraceParent string
+	// Tenant is the take's tenant (api.TenantFrom at the sender), whose
+	// new buckets the owner counts; the zero Tenant for none.
+	Tenant api.Tenant
 }
 
 // Reply is the owner's answer to one Request.

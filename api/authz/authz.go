@@ -130,6 +130,21 @@ func (c Config) AuthorizeChecks(ctx context.Context, checks []api.Check) error {
 	return nil
 }
 
+// withTenant returns ctx carrying the tenant of its caller's token as the
+// policy in force defines it (api.WithTenant): its key prefix and
+// max_buckets. A caller without a key prefix, or no policy, is no tenant.
+func (c Config) withTenant(ctx context.Context) context.Context {
+	p := c.policy()
+	if p == nil {
+		return ctx
+	}
+	t := p.Current(CallerFrom(ctx))
+	if t == nil || t.KeyPrefix() == "" {
+		return ctx
+	}
+	return api.WithTenant(ctx, api.Tenant{Prefix: t.KeyPrefix(), MaxBuckets: t.MaxBuckets()})
+}
+
 type callerKey struct{}
 
 // WithCaller returns ctx carrying the caller's token, as authenticated by

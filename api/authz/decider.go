@@ -72,12 +72,14 @@ func (a authDecider) authorizeLease(ctx context.Context, id string) error {
 	return a.cfg.authorize(ctx, auth.ScopeDecide, limit, key)
 }
 
-// Take implements api.Decider.
+// Take implements api.Decider. A caller confined to a key prefix is
+// passed on as the take's tenant (api.WithTenant), whose new buckets the
+// owners count against the token's max_buckets.
 func (a authDecider) Take(ctx context.Context, checks []api.Check) (api.TakeResponse, error) {
 	if err := a.cfg.AuthorizeChecks(ctx, checks); err != nil {
 		return api.TakeResponse{}, err
 	}
-	return a.d.Take(ctx, checks)
+	return a.d.Take(a.cfg.withTenant(ctx), checks)
 }
 
 // Acquire implements api.Decider.

@@ -28,7 +28,8 @@
 // Status maps input-check and Decider errors: CodeInvalid →
 // InvalidArgument, CodeNotFound → NotFound, CodeUnavailable → Unavailable,
 // CodeOverloaded → ResourceExhausted, CodeUnauthenticated →
-// Unauthenticated, CodeForbidden → PermissionDenied, with the detail as
+// Unauthenticated, CodeForbidden → PermissionDenied, CodeQuota →
+// ResourceExhausted, with the detail as
 // message; context errors map to their codes; anything else to Internal.
 //
 // # Caller tokens

@@ -81,6 +81,7 @@ func Register(s grpc.ServiceRegistrar, d api.Decider, cfg Config) {
 // answers with: CodeInvalid → InvalidArgument, CodeNotFound → NotFound,
 // CodeUnavailable → Unavailable, CodeOverloaded → ResourceExhausted,
 // CodeUnauthenticated → Unauthenticated, CodeForbidden → PermissionDenied,
+// CodeQuota → ResourceExhausted,
 // each with the detail as the message; a context error → its own code;
 // anything else → Internal "internal error".
 func Status(err error) *status.Status {
@@ -98,6 +99,8 @@ func Status(err error) *status.Status {
 			return status.New(codes.Unauthenticated, e.Detail)
 		case api.CodeForbidden:
 			return status.New(codes.PermissionDenied, e.Detail)
+		case api.CodeQuota:
+			return status.New(codes.ResourceExhausted, e.Detail)
 		}
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {

@@ -217,6 +217,9 @@ func (h *handler) writeError(w http.ResponseWriter, r *http.Request, err error) 
 		case api.CodeUnauthenticated, api.CodeForbidden:
 			writeRefusal(w, e)
 			return
+		case api.CodeQuota:
+			api.WriteJSON(w, http.StatusForbidden, errorBody{Error: "tenant_quota", Detail: e.Detail})
+			return
 		}
 	case errors.Is(err, context.DeadlineExceeded):
 		api.WriteJSON(w, http.StatusServiceUnavailable, errorBody{Error: "limiter_unavailable", Detail: "deadline exceeded"})

@@ -270,7 +270,7 @@ func writeNull(w *redcon.Writer, st *session) {
 // with none of its own.
 func errorPrefix(c api.Code) string {
 	switch c {
-	case api.CodeInvalid:
+	case api.CodeInvalid, api.CodeQuota:
 		return "ERR"
 	case api.CodeNotFound:
 		return "NOTFOUND"

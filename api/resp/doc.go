@@ -82,12 +82,12 @@
 // rounded as redis-cell rounds them (whole seconds, plus one when the rest
 // holds a whole millisecond). The tests replay redis-cell's README
 // example and its own decision table (it_rate_limits) through go-redis.
-// The differences that remain, each pinned by a test:
+// As in redis-cell, quantity 0 peeks (the key's state, not limited,
+// nothing spent) and a quantity above max_burst+1 answers limited with
+// retry_after -1 and the key's state, spending nothing: both are a take of
+// cost 0 at the key's owner (api.Check). The differences that remain, each
+// pinned by a test:
 //
-//   - quantity 0 (redis-cell's peek) is -ERR: Weir has no take that spends
-//     nothing;
-//   - a quantity above max_burst+1 is -ERR (redis-cell answers limited
-//     with retry_after -1);
 //   - negative values are -ERR: a negative quantity (redis-cell gives
 //     tokens back), max_burst (redis-cell limits every call), count or
 //     period (redis-cell computes a negative emission interval);
@@ -96,9 +96,9 @@
 //     key at most 512 bytes; errors say so in Weir's words (redis-cell:
 //     "Couldn't parse as integer", "Zero rates are not supported");
 //   - there is no keyspace: a bucket is not a Redis key with a TTL, so
-//     GET, DEL, TTL and SCAN do not see it, and it is neither persisted
-//     nor, as an inline bucket, handed over or replicated when the ring
-//     changes (a new owner starts it full);
+//     GET, DEL, TTL and SCAN do not see it, and it is not persisted (it
+//     is handed over and replicated like any bucket, with its
+//     parameters);
 //   - every CL.THROTTLE bucket belongs to the limit named
 //     Config.ThrottleLimit ("cl.throttle"): the limits file must not
 //     define it and must set inline_limits: true, and a token confined to

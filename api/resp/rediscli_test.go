@@ -53,7 +53,8 @@ func TestRedisCLI(t *testing.T) {
 		{[]string{"WEIR.TAKE", "export", "tenant:acme", "9"}, "ERR checks[0]: cost 9 exceeds capacity 6 of limit \"export\"\n\n"}, // redis-cli ends an error with a blank line
 		{[]string{"WEIR.MTAKE", "export", "t2", "1", "search", "t2", "1"}, "1\n0\n1\n5\n0\n500\n1\n2\n0\n1000\n"},
 		{[]string{"CL.THROTTLE", "user123", "15", "30", "60"}, "0\n16\n15\n-1\n2\n"},
-		{[]string{"CL.THROTTLE", "user123", "15", "30", "60", "0"}, "ERR quantity must be a positive integer: Weir has no take that spends nothing\n\n"},
+		{[]string{"CL.THROTTLE", "user123", "15", "30", "60", "0"}, "0\n16\n15\n-1\n2\n"},  // a peek: the take above, nothing more
+		{[]string{"CL.THROTTLE", "user123", "15", "30", "60", "17"}, "1\n16\n15\n-1\n2\n"}, // never fits: limited, retry -1
 		{[]string{"CLIENT", "SETNAME", "cli"}, "OK\n"},
 		{[]string{"SELECT", "0"}, "OK\n"},
 		{[]string{"COMMAND", "COUNT"}, "20\n"},

@@ -26,10 +26,13 @@ var errNoResult = errors.New("resp: decider answered without a result per check"
 // set inline_limits: true. Weir's gcra decides exactly like redis-cell's
 // (emission interval period/count, tolerance (max_burst+1) x interval),
 // and seconds are rounded as redis-cell rounds them: whole seconds, plus
-// one when the remainder has at least a millisecond. quantity must lie in
-// 1..max_burst+1: redis-cell's zero-quantity peek and its "limited, retry
-// -1" answer to a quantity above the limit are -ERR here, since Weir has
-// no take that spends nothing.
+// one when the remainder has at least a millisecond.
+//
+// As in redis-cell, quantity 0 peeks: it answers the key's state (not
+// limited, its remaining and reset) and spends nothing; and a quantity
+// above max_burst+1, which can never fit, answers limited with retry -1
+// and the key's state, spending nothing. Both are a take of cost 0 (a
+// peek, api.Check) at the key's owner.
 func (s *Server) throttle(ctx context.Context, _ *session, args [][]byte, w *redcon.Writer) {
 	if len(args) > 6 {
 		w.WriteError("ERR wrong number of arguments for 'cl.throttle' command")
@@ -49,16 +52,12 @@ func (s *Server) throttle(ctx context.Context, _ *session, args [][]byte, w *red
 		nums[i] = n
 	}
 	maxBurst, count, period, quantity := nums[0], nums[1], nums[2], nums[3]
-	if maxBurst < 0 {
+	switch {
+	case maxBurst < 0:
 		w.WriteError("ERR max_burst must be >= 0")
 		return
-	}
-	switch {
-	case quantity == 0:
-		w.WriteError("ERR quantity must be a positive integer: Weir has no take that spends nothing")
-		return
 	case quantity < 0:
-		w.WriteError("ERR quantity must be a positive integer: a negative quantity would give tokens back")
+		w.WriteError("ERR quantity must not be negative: a negative quantity would give tokens back")
 		return
 	}
 	burst := maxBurst
@@ -70,21 +69,39 @@ func (s *Server) throttle(ctx context.Context, _ *session, args [][]byte, w *red
 		Burst:     burst,
 		Rate:      strconv.FormatInt(count, 10) + "/" + strconv.FormatInt(period, 10) + "s",
 	}
-	resp, ok := s.decide(ctx, []api.Check{{Limit: s.cfg.ThrottleLimit, Key: string(args[1]), Cost: quantity, Inline: in}}, w)
+	check := api.Check{Limit: s.cfg.ThrottleLimit, Key: string(args[1]), Cost: quantity, Inline: in}
+	tooBig := quantity > burst
+	if tooBig {
+		check.Cost = 0 // never fits: answer the state, as redis-cell does
+	}
+	resp, ok := s.decidePeek(ctx, check, w)
 	if !ok {
 		return
 	}
 	r := resp.Results[0]
+	limited := !resp.Allowed || tooBig
 	retry := int64(-1)
-	if !resp.Allowed {
+	if limited && !tooBig {
 		retry = cellSeconds(r.RetryAfter)
 	}
 	w.WriteArray(5)
-	w.WriteInt64(bool01(!resp.Allowed))
+	w.WriteInt64(bool01(limited))
 	w.WriteInt64(r.Capacity)
 	w.WriteInt64(r.Remaining)
 	w.WriteInt64(retry)
 	w.WriteInt64(cellSeconds(r.ResetAfter))
+}
+
+// decidePeek is decide for one check that may be a peek (cost 0): the
+// check is validated as a take of cost 1 would be, then decided as it is.
+func (s *Server) decidePeek(ctx context.Context, c api.Check, w *redcon.Writer) (api.TakeResponse, bool) {
+	v := c
+	v.Cost = max(v.Cost, 1)
+	if err := api.ValidateChecks([]api.Check{v}, s.cfg.MaxKeyBytes, s.cfg.MaxChecks); err != nil {
+		s.writeError(w, err)
+		return api.TakeResponse{}, false
+	}
+	return s.ask(ctx, []api.Check{c}, w)
 }
 
 // cellSeconds rounds d to seconds as redis-cell does: the whole seconds,

@@ -32,13 +32,14 @@ func TestThrottleReadmeExample(t *testing.T) {
 // (src/cell/mod.rs, it_rate_limits: max_burst 4, 1 token per second)
 // through CL.THROTTLE on the fake clock, with redis-cell's rounding of the
 // durations to seconds (whole seconds, plus one for a millisecond or more
-// of remainder). Its case 0 (quantity 6, above the limit of 5) and case 12
-// (quantity 0) are what Weir refuses with -ERR instead; the test checks
-// that they are refused and change nothing.
+// of remainder). Every case is answered as redis-cell answers it, among
+// them the two that spend nothing: case 0 (quantity 6, above the limit of
+// 5: limited, retry -1, the key's state) and case 12 (quantity 0, a peek:
+// not limited, the key's state). The cases after each show that nothing
+// was spent.
 func TestThrottleReplaysRedisCell(t *testing.T) {
 	rn := startNode(t, testLimits, nil)
 	c := rn.client(t, nil)
-	ctx := context.Background()
 	type step struct {
 		at        time.Duration // since the start
 		quantity  string
@@ -49,7 +50,7 @@ func TestThrottleReplaysRedisCell(t *testing.T) {
 	}
 	const none = -time.Second
 	steps := []step{
-		{0, "6", 5, 0, none, true}, // refused by Weir
+		{0, "6", 5, 0, none, true}, // never fits: limited, retry -1, nothing spent
 		{0, "1", 4, time.Second, none, false},
 		{0, "1", 3, 2 * time.Second, none, false},
 		{0, "1", 2, 3 * time.Second, none, false},
@@ -61,7 +62,7 @@ func TestThrottleReplaysRedisCell(t *testing.T) {
 		{4000 * time.Millisecond, "1", 1, 4000 * time.Millisecond, none, false},
 		{8000 * time.Millisecond, "1", 4, 1000 * time.Millisecond, none, false},
 		{9500 * time.Millisecond, "1", 4, 1000 * time.Millisecond, none, false},
-		{9500 * time.Millisecond, "0", 4, time.Second, none, false}, // refused by Weir
+		{9500 * time.Millisecond, "0", 4, time.Second, none, false}, // a peek
 		{9500 * time.Millisecond, "2", 2, 3 * time.Second, none, false},
 		{9500 * time.Millisecond, "5", 2, 3 * time.Second, 3 * time.Second, true},
 	}
@@ -77,12 +78,6 @@ func TestThrottleReplaysRedisCell(t *testing.T) {
 		rn.clock.Advance(s.at - elapsed)
 		elapsed = s.at
 		args := []any{"CL.THROTTLE", "foo", "4", "1", "1", s.quantity}
-		if s.quantity == "6" || s.quantity == "0" {
-			if err := c.Do(ctx, args...).Err(); err == nil || !strings.HasPrefix(err.Error(), "ERR ") {
-				t.Fatalf("case %d (quantity %s): %v, want -ERR", i, s.quantity, err)
-			}
-			continue
-		}
 		retry := int64(-1)
 		if s.retry != none {
 			retry = seconds(s.retry)
@@ -130,5 +125,42 @@ func TestThrottleNeedsInlineLimits(t *testing.T) {
 	err := c.Do(context.Background(), "CL.THROTTLE", "k", "15", "30", "60").Err()
 	if err == nil || err.Error() != "ERR checks[0]: inline limits are disabled: the limits file sets inline_limits: false" {
 		t.Fatalf("CL.THROTTLE with inline limits off: %v", err)
+	}
+}
+
+// TestThrottleAnswersWithoutSpending states redis-cell's replies to the
+// two quantities that spend nothing (redis-cell's rate_limit: quantity 0
+// "peeks"; an increment above the tolerance is limited and leaves
+// retry_after at -1), on an untouched key and on one in debt, and checks
+// that neither creates, spends or moves anything: the take after them sees
+// what it would have seen without them.
+func TestThrottleAnswersWithoutSpending(t *testing.T) {
+	rn := startNode(t, testLimits, nil)
+	c := rn.client(t, nil)
+	// max_burst 4, 1 per second: limit 5, interval 1 s.
+	cases := []struct {
+		name     string
+		at       time.Duration // since the start
+		quantity string
+		want     []int64 // [limited, limit, remaining, retry_s, reset_s]
+	}{
+		{"peek, untouched key", 0, "0", []int64{0, 5, 5, -1, 0}},
+		{"too big, untouched key", 0, "6", []int64{1, 5, 5, -1, 0}},
+		{"far too big, untouched key", 0, "1000000", []int64{1, 5, 5, -1, 0}},
+		{"a take after them", 0, "2", []int64{0, 5, 3, -1, 2}},
+		{"peek, key in debt", 500 * time.Millisecond, "0", []int64{0, 5, 3, -1, 2}},
+		{"too big, key in debt", 500 * time.Millisecond, "6", []int64{1, 5, 3, -1, 2}},
+		{"peek once more", 500 * time.Millisecond, "0", []int64{0, 5, 3, -1, 2}},
+		{"a take after them", 500 * time.Millisecond, "3", []int64{0, 5, 0, -1, 5}},
+		{"peek, key empty", 500 * time.Millisecond, "0", []int64{0, 5, 0, -1, 5}},
+		{"a take denied", 500 * time.Millisecond, "1", []int64{1, 5, 0, 1, 5}},
+	}
+	elapsed := time.Duration(0)
+	for _, tc := range cases {
+		rn.clock.Advance(tc.at - elapsed)
+		elapsed = tc.at
+		if got := ints(t, c, "CL.THROTTLE", "spare", "4", "1", "1", tc.quantity); !slices.Equal(got, tc.want) {
+			t.Fatalf("%s (quantity %s at +%v): %v, want %v", tc.name, tc.quantity, tc.at, got, tc.want)
+		}
 	}
 }

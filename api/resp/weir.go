@@ -42,6 +42,12 @@ func (s *Server) decide(ctx context.Context, checks []api.Check, w *redcon.Write
 		s.writeError(w, err)
 		return api.TakeResponse{}, false
 	}
+	return s.ask(ctx, checks, w)
+}
+
+// ask asks the Decider about validated checks and checks its answer has a
+// result per check; on an error it writes it and reports false.
+func (s *Server) ask(ctx context.Context, checks []api.Check, w *redcon.Writer) (api.TakeResponse, bool) {
 	resp, err := s.d.Take(ctx, checks)
 	if err != nil {
 		s.writeError(w, err)

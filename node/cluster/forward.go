@@ -16,7 +16,7 @@ import (
 
 // Take implements engine.Peers.
 func (c *Cluster) Take(ctx context.Context, peer string, checks []api.Check, requestID string) ([]api.Result, bool, error) {
-	rep, err := c.do(ctx, peer, transport.Request{Op: transport.OpTake, Checks: checks, RequestID: requestID})
+	rep, err := c.do(ctx, peer, transport.Request{Op: transport.OpTake, Checks: checks, RequestID: requestID, Tenant: api.TenantFrom(ctx)})
 	if err != nil {
 		return nil, false, err
 	}

@@ -21,8 +21,9 @@ import (
 type Owner interface {
 	// Limits returns the limits in force.
 	Limits() *limits.File
-	// ServeTake decides a forwarded take (engine.Engine.ServeTake).
-	ServeTake(checks []api.Check, id string) ([]api.Result, bool, error)
+	// ServeTake decides a forwarded take (engine.Engine.ServeTake) for
+	// the sender's caller tenant.
+	ServeTake(checks []api.Check, id string, tn api.Tenant) ([]api.Result, bool, error)
 	// ServeRefund gives back what a forwarded take spent.
 	ServeRefund(checks []api.Check)
 	// ServeAcquire grants a forwarded acquire.
@@ -187,7 +188,7 @@ func (h peerHandler) serveTake(ctx context.Context, from string, r transport.Req
 	if !c.pull(ctx, r.Checks, pullFrom, c.run.Holdings.HasBucket, target.Kind == placement.Replica) {
 		return transport.Reply{NotOwner: true}
 	}
-	res, _, err := c.run.Owner.ServeTake(r.Checks, r.RequestID)
+	res, _, err := c.run.Owner.ServeTake(r.Checks, r.RequestID, r.Tenant)
 	if errors.Is(err, engine.ErrNotOwner) {
 		return transport.Reply{NotOwner: true}
 	}

@@ -131,7 +131,7 @@ func (rs *replicas) inspect(now time.Time, limit, key string) (bucket.Entry, boo
 
 func (rs *replicas) apply(now time.Time, f *limits.File, from string, st transport.State, dropped []transport.Key) error {
 	if len(st.Buckets) > 0 {
-		rs.buckets.MergeAt(now, st.Buckets, f.RateBucket)
+		rs.buckets.MergeAt(now, st.Buckets, f.MergeBucket)
 	}
 	for _, d := range dropped {
 		_, _ = rs.buckets.ExtractAt(now, d.Limit, d.Key)

@@ -78,9 +78,9 @@ type direct struct {
 	takes, allots, rets atomic.Int64
 }
 
-func (d *direct) Take(_ context.Context, _ string, checks []api.Check, id string) ([]api.Result, bool, error) {
+func (d *direct) Take(ctx context.Context, _ string, checks []api.Check, id string) ([]api.Result, bool, error) {
 	d.takes.Add(1)
-	return d.owner.ServeTake(checks, id)
+	return d.owner.ServeTake(checks, id, api.TenantFrom(ctx))
 }
 
 func (d *direct) Refund(_ context.Context, _ string, checks []api.Check) { d.owner.ServeRefund(checks) }

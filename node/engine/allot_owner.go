@@ -139,8 +139,9 @@ func unfit(checks []bucket.Check, lims []*limits.Limit, out []bucket.Decision) [
 // (allot.Ledger.Claim): each such check is taken at its cost plus the
 // claims (at most its capacity) and the claims are given back at once, so
 // the take is allowed only when the bucket holds both. Decisions report
-// what is left beside the claims. The caller holds the checks' stripes.
-func (e *Engine) takeLeavingClaims(now time.Time, checks []bucket.Check, lims []*limits.Limit, buf []bucket.Decision) ([]bucket.Decision, bool, error) {
+// what is left beside the claims. New buckets count for tenant tn
+// (bucket.Store.TakeTenantAt). The caller holds the checks' stripes.
+func (e *Engine) takeLeavingClaims(now time.Time, tn bucket.Tenant, checks []bucket.Check, lims []*limits.Limit, buf []bucket.Decision) ([]bucket.Decision, bool, error) {
 	var rbuf [4]int64
 	reserved := rbuf[:0]
 	claimed := false
@@ -155,12 +156,12 @@ func (e *Engine) takeLeavingClaims(now time.Time, checks []bucket.Check, lims []
 		claimed = claimed || p > 0
 	}
 	if !claimed {
-		return e.store.TakeAt(now, checks, buf)
+		return e.store.TakeTenantAt(now, tn, checks, buf)
 	}
 	for i := range checks {
 		checks[i].Cost += reserved[i]
 	}
-	ds, ok, err := e.store.TakeAt(now, checks, buf)
+	ds, ok, err := e.store.TakeTenantAt(now, tn, checks, buf)
 	back := make([]bucket.Check, 0, len(checks))
 	for i := range checks {
 		checks[i].Cost -= reserved[i]

@@ -38,8 +38,9 @@ func (e *Engine) SnapshotBucket(now time.Time, limit, key string) (bucket.Entry,
 
 // MergeBuckets folds handed-over bucket states into the owner store under
 // the limits in force, conservatively (the fewer tokens wins), so a state
-// arriving twice never mints tokens; states of limits no longer in force
-// are dropped.
+// arriving twice never mints tokens; an inline limit's state is merged
+// under the definition it carries (limits.File.MergeBucket); states of
+// limits no longer in force are dropped.
 func (e *Engine) MergeBuckets(now time.Time, entries []bucket.Entry) {
 	if len(entries) == 0 {
 		return
@@ -47,7 +48,7 @@ func (e *Engine) MergeBuckets(now time.Time, entries []bucket.Entry) {
 	for _, b := range entries {
 		e.changes.Bucket(b.Name, b.Key, now)
 	}
-	e.store.MergeAt(now, entries, e.limits().RateBucket)
+	e.store.MergeAt(now, entries, e.limits().MergeBucket)
 }
 
 // ExportLeases snapshots the owner leases of the keys pick selects (all

@@ -25,6 +25,7 @@ const (
 	denialConcurrency = "concurrency"
 	denialFallback    = "fallback"
 	denialError       = "error"
+	denialQuota       = "tenant_quota" // a tenant's new key past its max_buckets
 )
 
 // gauges are the functions behind the engine's gauges, read at scrape

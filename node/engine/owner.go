@@ -17,14 +17,20 @@ var errHandedOver = errors.New("engine: a key was handed over while its step was
 // ownerTakeOnce is ownerTake deduplicated by the caller's request id (""
 // for none): the owner's answer to a retried take is its first decision.
 // A take with an id is always a request's only step, so its spend is never
-// recorded.
-func (e *Engine) ownerTakeOnce(f *limits.File, checks []api.Check, id string, sp *Spend) ([]api.Result, bool, error) {
+// recorded. tn is the caller's tenant (api.TenantFrom), whose new buckets
+// count against its quota.
+func (e *Engine) ownerTakeOnce(f *limits.File, checks []api.Check, id string, tn api.Tenant, sp *Spend) ([]api.Result, bool, error) {
 	if id == "" {
-		return e.ownerTake(f, checks, sp)
+		return e.ownerTake(f, checks, tn, sp)
 	}
 	return e.dedup.once(e.now(), id, checks, func() ([]api.Result, bool, error) {
-		return e.ownerTake(f, checks, nil)
+		return e.ownerTake(f, checks, tn, nil)
 	})
+}
+
+// storeTenant is the store's view of a caller's tenant.
+func storeTenant(tn api.Tenant) bucket.Tenant {
+	return bucket.Tenant{Prefix: tn.Prefix, Max: tn.MaxBuckets}
 }
 
 // ownerTake is the owner's atomic step for checks it decides: the enforced
@@ -34,7 +40,7 @@ func (e *Engine) ownerTakeOnce(f *limits.File, checks []api.Check, id string, sp
 // admitted them. (Spends travel by pointer on the decision path: returned
 // by value through every frame, they grew the stack of a gRPC handler past
 // its first size.)
-func (e *Engine) ownerTake(f *limits.File, checks []api.Check, sp *Spend) ([]api.Result, bool, error) {
+func (e *Engine) ownerTake(f *limits.File, checks []api.Check, tn api.Tenant, sp *Spend) ([]api.Result, bool, error) {
 	// One frame, with the key hold released by hand on every path: the
 	// decision path runs on the caller's goroutine (a gRPC handler's, which
 	// starts small), and a deeper stack there costs a stack copy per call.
@@ -63,9 +69,9 @@ func (e *Engine) ownerTake(f *limits.File, checks []api.Check, sp *Spend) ([]api
 			release()
 			return nil, false, err
 		}
-		bc := bucket.Check{Name: l.Name, Limit: l.Bucket, Key: c.Key, Cost: c.Cost}
+		bc := bucket.Check{Name: l.Name, Limit: l.Bucket, Key: c.Key, Cost: c.Cost, Carry: l.Inline}
 		if l.Shadow {
-			out[i] = e.shadowTake(now, l, bc)
+			out[i] = e.shadowTake(now, l, bc, storeTenant(tn))
 			continue
 		}
 		enforced = append(enforced, bc)
@@ -80,7 +86,7 @@ func (e *Engine) ownerTake(f *limits.File, checks []api.Check, sp *Spend) ([]api
 	var ds []bucket.Decision
 	var err error
 	if e.capAllotted(now, enforced, enforcedLim) {
-		ds, ok, err = e.takeLeavingClaims(now, enforced, enforcedLim, decBuf[:0])
+		ds, ok, err = e.takeLeavingClaims(now, storeTenant(tn), enforced, enforcedLim, decBuf[:0])
 	} else {
 		ds, ok = unfit(enforced, enforcedLim, decBuf[:0]), false
 	}
@@ -91,6 +97,8 @@ func (e *Engine) ownerTake(f *limits.File, checks []api.Check, sp *Spend) ([]api
 	switch {
 	case errors.Is(err, bucket.ErrFull):
 		out, ok, err = e.overloaded(f, checks)
+	case errors.Is(err, bucket.ErrTenantFull):
+		out, ok, err = nil, false, e.quotaError(f, checks, tn)
 	case err != nil:
 		out, ok, err = nil, false, api.Errorf(api.CodeInvalid, "%v", err)
 	default:
@@ -112,8 +120,8 @@ func (e *Engine) ownerTake(f *limits.File, checks []api.Check, sp *Spend) ([]api
 }
 
 // shadowTake decides a shadow limit's check alone and reports it allowed.
-func (e *Engine) shadowTake(now time.Time, l *limits.Limit, bc bucket.Check) api.Result {
-	ds, _, err := e.store.TakeAt(now, []bucket.Check{bc}, nil)
+func (e *Engine) shadowTake(now time.Time, l *limits.Limit, bc bucket.Check, tn bucket.Tenant) api.Result {
+	ds, _, err := e.store.TakeTenantAt(now, tn, []bucket.Check{bc}, nil)
 	if err != nil || !ds[0].Allowed {
 		e.m.decisions.WithLabelValues(metricName(l), "shadow_denied", api.SourceOwner.String()).Inc()
 	}
@@ -145,11 +153,26 @@ func (e *Engine) overloaded(f *limits.File, checks []api.Check) ([]api.Result, b
 	return out, true, nil
 }
 
+// quotaError is the refusal of a step that would create a bucket past its
+// tenant's quota (bucket.ErrTenantFull), counted as an error of each
+// check's limit. Nothing was spent, created or evicted.
+func (e *Engine) quotaError(f *limits.File, checks []api.Check, tn api.Tenant) error {
+	for i, c := range checks {
+		if l, err := e.resolve(f, i, c); err == nil {
+			e.m.denials.WithLabelValues(metricName(l), denialQuota).Inc()
+		}
+	}
+	return api.Errorf(api.CodeQuota, "tenant_quota: the keys of this caller's key prefix hold its max_buckets (%d) live buckets "+
+		"at this key's owner: a new key is refused until some of them refill and are swept; existing keys keep working", tn.MaxBuckets)
+}
+
 // touchedAt tells the replication stream that the owner buckets of checks
-// changed at now.
+// changed at now. A peek (cost 0) changed nothing.
 func (e *Engine) touchedAt(now time.Time, checks []bucket.Check) {
 	for _, c := range checks {
-		e.changes.Bucket(c.Name, c.Key, now)
+		if c.Cost != 0 {
+			e.changes.Bucket(c.Name, c.Key, now)
+		}
 	}
 }
 
@@ -171,10 +194,11 @@ func (e *Engine) result(l *limits.Limit, d bucket.Decision, src api.Source, now 
 
 // ServeTake is the owner's step for a take a peer forwarded here, once the
 // cluster has placed it here (and fetched any state it needed):
-// deduplicated by the caller's request id ("" for none). ErrNotOwner means
-// a key was handed over meanwhile; semantic errors are *api.Error.
-func (e *Engine) ServeTake(checks []api.Check, id string) ([]api.Result, bool, error) {
-	out, ok, err := e.ownerTakeOnce(e.limits(), checks, id, nil)
+// deduplicated by the caller's request id ("" for none), its new buckets
+// counted for the sender's caller tenant tn. ErrNotOwner means a key was
+// handed over meanwhile; semantic errors are *api.Error.
+func (e *Engine) ServeTake(checks []api.Check, id string, tn api.Tenant) ([]api.Result, bool, error) {
+	out, ok, err := e.ownerTakeOnce(e.limits(), checks, id, tn, nil)
 	if errors.Is(err, errHandedOver) {
 		return nil, false, ErrNotOwner
 	}

@@ -173,7 +173,7 @@ func (e *Engine) decideGroup(ctx context.Context, f *limits.File, rs []resolved,
 	}
 	if g.place.DecidesHere() && e.router.Prepare(ctx, checks, g.place.Kind == placement.Replica, e.held) {
 		g.src = api.SourceOwner
-		out, ok, err := e.ownerTakeOnce(f, checks, id, sp)
+		out, ok, err := e.ownerTakeOnce(f, checks, id, api.TenantFrom(ctx), sp)
 		if errors.Is(err, errHandedOver) {
 			// Handed over while it was routed here: ask the new owner.
 			if p := e.router.Place(checks[0].Limit, checks[0].Key); p.Kind == placement.Forward {

@@ -33,8 +33,8 @@ func (e *Engine) validate(f *limits.File, checks []api.Check) ([]resolved, error
 			return nil, api.Errorf(api.CodeInvalid, "checks[%d]: empty key", i)
 		case len(c.Key) > e.maxKey:
 			return nil, api.Errorf(api.CodeInvalid, "checks[%d]: key longer than %d bytes", i, e.maxKey)
-		case c.Cost < 1:
-			return nil, api.Errorf(api.CodeInvalid, "checks[%d]: cost %d must be at least 1", i, c.Cost)
+		case c.Cost < 0:
+			return nil, api.Errorf(api.CodeInvalid, "checks[%d]: cost %d must not be negative", i, c.Cost)
 		case c.Cost > l.Bucket.Capacity:
 			return nil, api.Errorf(api.CodeInvalid, "checks[%d]: cost %d exceeds capacity %d of limit %q", i, c.Cost, l.Bucket.Capacity, c.Limit)
 		}

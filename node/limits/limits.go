@@ -226,6 +226,21 @@ func (f *File) RateBucket(name string) (bucket.Limit, bool) {
 	return l.Bucket, true
 }
 
+// MergeBucket is the policy a handed-over or replicated bucket of limit
+// name is merged under (bucket.Store.MergeAt): the file's rate limit of
+// that name; else, when the file allows inline limits, the limit the
+// bucket carries (an inline limit's definition, travelling with its
+// state), to be kept with it (carry). A bucket of neither is refused.
+func (f *File) MergeBucket(name string, carried bucket.Limit) (l bucket.Limit, carry, ok bool) {
+	if l, ok := f.Lookup(name); ok {
+		return l.Bucket, false, l.Kind == KindRate
+	}
+	if !f.InlineLimits || carried == (bucket.Limit{}) || carried.Validate() != nil {
+		return bucket.Limit{}, false, false
+	}
+	return carried, true, true
+}
+
 // Names returns the limit names in file order, in a new slice.
 func (f *File) Names() []string {
 	if f == nil {

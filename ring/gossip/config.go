@@ -64,11 +64,24 @@ type Config struct {
 	// Packets and streams that fail to decrypt are logged at most once per
 	// 10 s, with the number suppressed since.
 	Logger *slog.Logger
+	// KeyHint names, for an operator, where the gossip key comes from
+	// (the node: its --cluster-secret-file flag). A member that has never
+	// joined and whose every join fails logs a warning naming it as the
+	// likely cause, at most every 10 s. "" says "the gossip key".
+	KeyHint string
 	// OnDecryptFailure, when not nil, is called once for every gossip
 	// packet or stream that failed to decrypt (its sender lacks GossipKey),
 	// logged or not; the node counts weir_gossip_decrypt_failures_total.
 	// It must not block.
 	OnDecryptFailure func()
+}
+
+// keyHint is KeyHint, or "the gossip key" when unset.
+func (c Config) keyHint() string {
+	if c.KeyHint == "" {
+		return "the gossip key"
+	}
+	return c.KeyHint
 }
 
 // DefaultConfig returns the production defaults: gossip on 0.0.0.0:7946

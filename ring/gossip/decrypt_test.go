@@ -19,7 +19,7 @@ import (
 // decryptLogEvery are suppressed, and the next logged one says how many.
 func TestDecryptLogSteps(t *testing.T) {
 	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	var d decryptLog
+	d := rateLog{every: decryptLogEvery}
 	steps := []struct {
 		at         time.Duration
 		log        bool

@@ -104,8 +104,8 @@ func (delegate) MergeRemoteState([]byte, bool) {}
 // flood of junk packets cannot flood the log.
 type logWriter struct {
 	l         *slog.Logger
-	onDecrypt func() // nil: not counted
-	dec       *decryptLog
+	onDecrypt func()   // nil: not counted
+	dec       *rateLog // every decryptLogEvery
 }
 
 func (w logWriter) Write(p []byte) (int, error) {
@@ -157,22 +157,23 @@ func isDecryptFailure(line []byte) bool {
 // failures.
 const decryptLogEvery = 10 * time.Second
 
-// decryptLog rate-limits the log lines of decrypt failures: the first is
-// logged, then at most one per decryptLogEvery, each saying how many were
-// suppressed since the last. It is safe for concurrent use (memberlist
-// logs from several goroutines).
-type decryptLog struct {
-	mu         sync.Mutex // guards the fields below
-	last       time.Time  // when a failure was last logged; zero: never
-	suppressed int        // failures since then that were not logged
+// rateLog rate-limits the log lines of a repeated failure (decrypt
+// failures, failed joins): the first is logged, then at most one per
+// every, each saying how many were suppressed since the last. It is safe
+// for concurrent use (memberlist logs from several goroutines).
+type rateLog struct {
+	every      time.Duration // fixed at construction
+	mu         sync.Mutex    // guards the fields below
+	last       time.Time     // when a failure was last logged; zero: never
+	suppressed int           // failures since then that were not logged
 }
 
 // note records one failure at now and reports whether to log it, with the
 // number suppressed since the last logged one.
-func (d *decryptLog) note(now time.Time) (log bool, suppressed int) {
+func (d *rateLog) note(now time.Time) (log bool, suppressed int) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if !d.last.IsZero() && now.Sub(d.last) < decryptLogEvery {
+	if !d.last.IsZero() && now.Sub(d.last) < d.every {
 		d.suppressed++
 		return false, 0
 	}

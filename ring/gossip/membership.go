@@ -52,6 +52,7 @@ type Membership struct {
 	// its own first line before it starts.
 	logViews atomic.Bool
 	rounds   atomic.Uint64 // completed rejoin rounds (observed by tests)
+	joinFail rateLog       // failed join rounds before the first join, every joinFailLogEvery
 	left     atomic.Bool   // Leave was called
 
 	mu      sync.Mutex // guards tbl, epoch, closed and the changes channel
@@ -83,13 +84,14 @@ func New(cfg Config, meta ring.Meta) (*Membership, error) {
 	}
 	cfg.Join = append([]string(nil), cfg.Join...)
 	r := &Membership{
-		cfg:     cfg,
-		log:     logger.With("component", "gossip", "node", cfg.Name),
-		q:       newEventQueue(),
-		changes: make(chan *ring.View, 1),
-		tbl:     newTable(cfg.Name, meta, time.Now()),
-		kickCh:  make(chan struct{}, 1),
-		firstCh: make(chan struct{}),
+		cfg:      cfg,
+		log:      logger.With("component", "gossip", "node", cfg.Name),
+		q:        newEventQueue(),
+		changes:  make(chan *ring.View, 1),
+		tbl:      newTable(cfg.Name, meta, time.Now()),
+		kickCh:   make(chan struct{}, 1),
+		firstCh:  make(chan struct{}),
+		joinFail: rateLog{every: joinFailLogEvery},
 	}
 	b := appendMeta(nil, meta, 0)
 	r.meta.Store(&b)
@@ -121,7 +123,7 @@ func (r *Membership) Start(ctx context.Context) error {
 	mc := r.cfg.memberlistConfig()
 	mc.Delegate = delegate{q: r.q, meta: &r.meta}
 	mc.Events = delegate{q: r.q, meta: &r.meta}
-	mc.Logger = log.New(logWriter{l: r.log, onDecrypt: r.cfg.OnDecryptFailure, dec: &decryptLog{}}, "", 0)
+	mc.Logger = log.New(logWriter{l: r.log, onDecrypt: r.cfg.OnDecryptFailure, dec: &rateLog{every: decryptLogEvery}}, "", 0)
 	ml, err := memberlist.Create(mc)
 	if err != nil {
 		r.life.Unlock()

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -79,6 +80,8 @@ func (r *Membership) rejoinRound(ctx context.Context, ml *memberlist.Memberlist)
 		return
 	}
 	var wg sync.WaitGroup
+	var failMu sync.Mutex
+	var failures []string // "target: err" of the joins that failed
 	sem := make(chan struct{}, maxJoinsInFlight)
 	for _, t := range targets {
 		select {
@@ -97,12 +100,63 @@ func (r *Membership) rejoinRound(ctx context.Context, ml *memberlist.Memberlist)
 			if n > 0 {
 				r.joined.Store(true)
 				r.log.Debug("gossip: rejoined", "target", t)
-			} else {
-				r.log.Debug("gossip: rejoin failed", "target", t, "err", err)
+				return
 			}
+			r.log.Debug("gossip: rejoin failed", "target", t, "err", err)
+			failMu.Lock()
+			failures = append(failures, t+": "+errText(err))
+			failMu.Unlock()
 		}()
 	}
 	wg.Wait()
+	if !r.joined.Load() && len(failures) == len(targets) {
+		r.noteJoinFailed(failures)
+	}
+}
+
+// joinFailLogEvery is the shortest interval between two log lines saying
+// that this member cannot join.
+const joinFailLogEvery = 10 * time.Second
+
+// noteJoinFailed logs, at most once per joinFailLogEvery, that a round of
+// joins by a member that has never joined failed at every target. The
+// likely cause, when the targets are up, is a gossip key that differs
+// from theirs: a member that cannot decrypt a join closes the stream
+// without an answer (and logs a decrypt failure on its side), which is
+// all the joiner sees. The line says so, naming Config.KeyHint.
+func (r *Membership) noteJoinFailed(failures []string) {
+	log, suppressed := r.joinFail.note(time.Now())
+	if !log {
+		return
+	}
+	slices.Sort(failures)
+	cause := "the likely cause is a cluster secret that differs from the members' (check " + r.cfg.keyHint() +
+		" on this node and on the seeds, which log decrypt failures); otherwise check the seeds (--join) and " +
+		"that their gossip port is reachable"
+	if slices.ContainsFunc(failures, isKeyMismatch) {
+		cause = "a seed's answer does not decrypt with this node's key: the cluster secret differs from the " +
+			"members' (check " + r.cfg.keyHint() + " on this node and on the seeds)"
+	}
+	r.log.Warn("gossip: cannot join: no member accepted this node's gossip; "+cause+". Retrying; logged at most every 10s",
+		"seeds", r.cfg.Join, "failures", failures, "suppressed_since_last", suppressed,
+		"gossip_encrypted", len(r.cfg.GossipKey) > 0)
+}
+
+// isKeyMismatch reports whether a failed join's text says that the two
+// ends do not share a gossip key (memberlist: "no installed keys could
+// decrypt the message", "encryption is not configured", "not
+// encrypted").
+func isKeyMismatch(failure string) bool {
+	return strings.Contains(failure, "decrypt") || strings.Contains(failure, "encrypt")
+}
+
+// errText is err's text on one line, or "no answer" for nil (memberlist
+// joined no member without an error).
+func errText(err error) string {
+	if err == nil {
+		return "no answer"
+	}
+	return strings.Join(strings.Fields(err.Error()), " ")
 }
 
 // resolveSeeds returns the seeds as host:port addresses, resolving DNS

@@ -239,9 +239,13 @@ type Request struct {
 	// traceparent is the W3C trace context of the sender's forward span
 	// (package internal/tracing), set only when that span is sampled: the
 	// owner records its step as the span's child. Empty: not traced.
-	Traceparent   string `protobuf:"bytes,40,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Traceparent string `protobuf:"bytes,40,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
+	// take: the caller's tenant (api.Tenant), whose new buckets the owner
+	// counts against tenant_max_buckets; "" = no tenant.
+	TenantPrefix     string `protobuf:"bytes,41,opt,name=tenant_prefix,json=tenantPrefix,proto3" json:"tenant_prefix,omitempty"`
+	TenantMaxBuckets int64  `protobuf:"varint,42,opt,name=tenant_max_buckets,json=tenantMaxBuckets,proto3" json:"tenant_max_buckets,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Request) Reset() {
@@ -370,6 +374,20 @@ func (x *Request) GetTraceparent() string {
 		return x.Traceparent
 	}
 	return ""
+}
+
+func (x *Request) GetTenantPrefix() string {
+	if x != nil {
+		return x.TenantPrefix
+	}
+	return ""
+}
+
+func (x *Request) GetTenantMaxBuckets() int64 {
+	if x != nil {
+		return x.TenantMaxBuckets
+	}
+	return 0
 }
 
 // BatchRequest is a batch of requests from one sender.
@@ -864,13 +882,17 @@ func (x *BatchReply) GetReplies() []*Reply {
 // may add some without breaking an older receiver during a rolling
 // upgrade.
 type HandoffEntry struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Kind          uint32                 `protobuf:"varint,1,opt,name=kind,proto3" json:"kind,omitempty"`
-	Limit         string                 `protobuf:"bytes,2,opt,name=limit,proto3" json:"limit,omitempty"`
-	Key           string                 `protobuf:"bytes,3,opt,name=key,proto3" json:"key,omitempty"`
-	Bucket        *BucketState           `protobuf:"bytes,6,opt,name=bucket,proto3" json:"bucket,omitempty"`
-	Lease         *LeaseState            `protobuf:"bytes,7,opt,name=lease,proto3" json:"lease,omitempty"`
-	Holding       *HoldingState          `protobuf:"bytes,8,opt,name=holding,proto3" json:"holding,omitempty"` // kind 3: an allotment the owner granted (package allot)
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Kind    uint32                 `protobuf:"varint,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Limit   string                 `protobuf:"bytes,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	Key     string                 `protobuf:"bytes,3,opt,name=key,proto3" json:"key,omitempty"`
+	Bucket  *BucketState           `protobuf:"bytes,6,opt,name=bucket,proto3" json:"bucket,omitempty"`
+	Lease   *LeaseState            `protobuf:"bytes,7,opt,name=lease,proto3" json:"lease,omitempty"`
+	Holding *HoldingState          `protobuf:"bytes,8,opt,name=holding,proto3" json:"holding,omitempty"` // kind 3: an allotment the owner granted (package allot)
+	// limit_def is the bucket's own limit (kind 1) when no limits file
+	// names it: an inline limit's definition travels with its state
+	// (bucket.Entry.Limit). Unset for a limit of the file.
+	LimitDef      *BucketLimit `protobuf:"bytes,40,opt,name=limit_def,json=limitDef,proto3" json:"limit_def,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -947,6 +969,98 @@ func (x *HandoffEntry) GetHolding() *HoldingState {
 	return nil
 }
 
+func (x *HandoffEntry) GetLimitDef() *BucketLimit {
+	if x != nil {
+		return x.LimitDef
+	}
+	return nil
+}
+
+// BucketLimit is a bucket's policy (bucket.Limit).
+type BucketLimit struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Algorithm     uint32                 `protobuf:"varint,1,opt,name=algorithm,proto3" json:"algorithm,omitempty"` // bucket.Algorithm
+	Capacity      int64                  `protobuf:"varint,2,opt,name=capacity,proto3" json:"capacity,omitempty"`
+	RateN         int64                  `protobuf:"varint,3,opt,name=rate_n,json=rateN,proto3" json:"rate_n,omitempty"` // token_bucket, gcra: rate_n per rate_per_ns
+	RatePerNs     int64                  `protobuf:"varint,4,opt,name=rate_per_ns,json=ratePerNs,proto3" json:"rate_per_ns,omitempty"`
+	WindowNs      int64                  `protobuf:"varint,5,opt,name=window_ns,json=windowNs,proto3" json:"window_ns,omitempty"` // sliding_window
+	Calendar      uint32                 `protobuf:"varint,6,opt,name=calendar,proto3" json:"calendar,omitempty"`                 // fixed_window: bucket.Calendar
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BucketLimit) Reset() {
+	*x = BucketLimit{}
+	mi := &file_peer_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BucketLimit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BucketLimit) ProtoMessage() {}
+
+func (x *BucketLimit) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BucketLimit.ProtoReflect.Descriptor instead.
+func (*BucketLimit) Descriptor() ([]byte, []int) {
+	return file_peer_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *BucketLimit) GetAlgorithm() uint32 {
+	if x != nil {
+		return x.Algorithm
+	}
+	return 0
+}
+
+func (x *BucketLimit) GetCapacity() int64 {
+	if x != nil {
+		return x.Capacity
+	}
+	return 0
+}
+
+func (x *BucketLimit) GetRateN() int64 {
+	if x != nil {
+		return x.RateN
+	}
+	return 0
+}
+
+func (x *BucketLimit) GetRatePerNs() int64 {
+	if x != nil {
+		return x.RatePerNs
+	}
+	return 0
+}
+
+func (x *BucketLimit) GetWindowNs() int64 {
+	if x != nil {
+		return x.WindowNs
+	}
+	return 0
+}
+
+func (x *BucketLimit) GetCalendar() uint32 {
+	if x != nil {
+		return x.Calendar
+	}
+	return 0
+}
+
 // HoldingState is one holder's allotment of the entry's bucket as its owner
 // records it (allot.Entry): outstanding tokens and time left.
 type HoldingState struct {
@@ -962,7 +1076,7 @@ type HoldingState struct {
 
 func (x *HoldingState) Reset() {
 	*x = HoldingState{}
-	mi := &file_peer_proto_msgTypes[9]
+	mi := &file_peer_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -974,7 +1088,7 @@ func (x *HoldingState) String() string {
 func (*HoldingState) ProtoMessage() {}
 
 func (x *HoldingState) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[9]
+	mi := &file_peer_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -987,7 +1101,7 @@ func (x *HoldingState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldingState.ProtoReflect.Descriptor instead.
 func (*HoldingState) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{9}
+	return file_peer_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *HoldingState) GetHolder() string {
@@ -1044,7 +1158,7 @@ type BucketState struct {
 
 func (x *BucketState) Reset() {
 	*x = BucketState{}
-	mi := &file_peer_proto_msgTypes[10]
+	mi := &file_peer_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1056,7 +1170,7 @@ func (x *BucketState) String() string {
 func (*BucketState) ProtoMessage() {}
 
 func (x *BucketState) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[10]
+	mi := &file_peer_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1069,7 +1183,7 @@ func (x *BucketState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BucketState.ProtoReflect.Descriptor instead.
 func (*BucketState) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{10}
+	return file_peer_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *BucketState) GetAlgorithm() uint32 {
@@ -1150,7 +1264,7 @@ type LeaseState struct {
 
 func (x *LeaseState) Reset() {
 	*x = LeaseState{}
-	mi := &file_peer_proto_msgTypes[11]
+	mi := &file_peer_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1162,7 +1276,7 @@ func (x *LeaseState) String() string {
 func (*LeaseState) ProtoMessage() {}
 
 func (x *LeaseState) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[11]
+	mi := &file_peer_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1175,7 +1289,7 @@ func (x *LeaseState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseState.ProtoReflect.Descriptor instead.
 func (*LeaseState) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{11}
+	return file_peer_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *LeaseState) GetId() string {
@@ -1239,7 +1353,7 @@ type HandoffRequest struct {
 
 func (x *HandoffRequest) Reset() {
 	*x = HandoffRequest{}
-	mi := &file_peer_proto_msgTypes[12]
+	mi := &file_peer_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1251,7 +1365,7 @@ func (x *HandoffRequest) String() string {
 func (*HandoffRequest) ProtoMessage() {}
 
 func (x *HandoffRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[12]
+	mi := &file_peer_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1264,7 +1378,7 @@ func (x *HandoffRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandoffRequest.ProtoReflect.Descriptor instead.
 func (*HandoffRequest) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{12}
+	return file_peer_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *HandoffRequest) GetFrom() string {
@@ -1304,7 +1418,7 @@ type HandoffReply struct {
 
 func (x *HandoffReply) Reset() {
 	*x = HandoffReply{}
-	mi := &file_peer_proto_msgTypes[13]
+	mi := &file_peer_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1316,7 +1430,7 @@ func (x *HandoffReply) String() string {
 func (*HandoffReply) ProtoMessage() {}
 
 func (x *HandoffReply) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[13]
+	mi := &file_peer_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1329,7 +1443,7 @@ func (x *HandoffReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandoffReply.ProtoReflect.Descriptor instead.
 func (*HandoffReply) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{13}
+	return file_peer_proto_rawDescGZIP(), []int{14}
 }
 
 // ReportRequest asks a node for its summary.
@@ -1343,7 +1457,7 @@ type ReportRequest struct {
 
 func (x *ReportRequest) Reset() {
 	*x = ReportRequest{}
-	mi := &file_peer_proto_msgTypes[14]
+	mi := &file_peer_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1355,7 +1469,7 @@ func (x *ReportRequest) String() string {
 func (*ReportRequest) ProtoMessage() {}
 
 func (x *ReportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[14]
+	mi := &file_peer_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1368,7 +1482,7 @@ func (x *ReportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportRequest.ProtoReflect.Descriptor instead.
 func (*ReportRequest) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{14}
+	return file_peer_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ReportRequest) GetLimit() string {
@@ -1400,7 +1514,7 @@ type HotKey struct {
 
 func (x *HotKey) Reset() {
 	*x = HotKey{}
-	mi := &file_peer_proto_msgTypes[15]
+	mi := &file_peer_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1412,7 +1526,7 @@ func (x *HotKey) String() string {
 func (*HotKey) ProtoMessage() {}
 
 func (x *HotKey) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[15]
+	mi := &file_peer_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1425,7 +1539,7 @@ func (x *HotKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HotKey.ProtoReflect.Descriptor instead.
 func (*HotKey) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{15}
+	return file_peer_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *HotKey) GetKey() string {
@@ -1469,7 +1583,7 @@ type HotList struct {
 
 func (x *HotList) Reset() {
 	*x = HotList{}
-	mi := &file_peer_proto_msgTypes[16]
+	mi := &file_peer_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1481,7 +1595,7 @@ func (x *HotList) String() string {
 func (*HotList) ProtoMessage() {}
 
 func (x *HotList) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[16]
+	mi := &file_peer_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1494,7 +1608,7 @@ func (x *HotList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HotList.ProtoReflect.Descriptor instead.
 func (*HotList) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{16}
+	return file_peer_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *HotList) GetLimit() string {
@@ -1539,7 +1653,7 @@ type ReportReply struct {
 
 func (x *ReportReply) Reset() {
 	*x = ReportReply{}
-	mi := &file_peer_proto_msgTypes[17]
+	mi := &file_peer_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1551,7 +1665,7 @@ func (x *ReportReply) String() string {
 func (*ReportReply) ProtoMessage() {}
 
 func (x *ReportReply) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[17]
+	mi := &file_peer_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1564,7 +1678,7 @@ func (x *ReportReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportReply.ProtoReflect.Descriptor instead.
 func (*ReportReply) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{17}
+	return file_peer_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ReportReply) GetNode() string {
@@ -1645,7 +1759,7 @@ type HeldAllotment struct {
 
 func (x *HeldAllotment) Reset() {
 	*x = HeldAllotment{}
-	mi := &file_peer_proto_msgTypes[18]
+	mi := &file_peer_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1657,7 +1771,7 @@ func (x *HeldAllotment) String() string {
 func (*HeldAllotment) ProtoMessage() {}
 
 func (x *HeldAllotment) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[18]
+	mi := &file_peer_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1670,7 +1784,7 @@ func (x *HeldAllotment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeldAllotment.ProtoReflect.Descriptor instead.
 func (*HeldAllotment) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{18}
+	return file_peer_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *HeldAllotment) GetLimit() string {
@@ -1725,7 +1839,7 @@ const file_peer_proto_rawDesc = "" +
 	"\finline_limit\x18\" \x01(\x03R\vinlineLimit\x12\x1f\n" +
 	"\vinline_rate\x18# \x01(\tR\n" +
 	"inlineRate\x12#\n" +
-	"\rinline_window\x18$ \x01(\tR\finlineWindow\"\x84\x03\n" +
+	"\rinline_window\x18$ \x01(\tR\finlineWindow\"\xd7\x03\n" +
 	"\aRequest\x12 \n" +
 	"\x02op\x18\x01 \x01(\x0e2\x10.weir.peer.v1.OpR\x02op\x12+\n" +
 	"\x06checks\x18\x02 \x03(\v2\x13.weir.peer.v1.CheckR\x06checks\x12\x14\n" +
@@ -1742,7 +1856,9 @@ const file_peer_proto_rawDesc = "" +
 	" \x01(\x01R\x06demand\x12\x18\n" +
 	"\aunspent\x18\v \x01(\x03R\aunspent\x12\x10\n" +
 	"\x03seq\x18\f \x01(\x04R\x03seq\x12 \n" +
-	"\vtraceparent\x18( \x01(\tR\vtraceparent\"U\n" +
+	"\vtraceparent\x18( \x01(\tR\vtraceparent\x12#\n" +
+	"\rtenant_prefix\x18) \x01(\tR\ftenantPrefix\x12,\n" +
+	"\x12tenant_max_buckets\x18* \x01(\x03R\x10tenantMaxBuckets\"U\n" +
 	"\fBatchRequest\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x121\n" +
 	"\brequests\x18\x02 \x03(\v2\x15.weir.peer.v1.RequestR\brequests\"\x93\x02\n" +
@@ -1783,14 +1899,22 @@ const file_peer_proto_rawDesc = "" +
 	"\x03seq\x18\x06 \x01(\x04R\x03seq\";\n" +
 	"\n" +
 	"BatchReply\x12-\n" +
-	"\areplies\x18\x01 \x03(\v2\x13.weir.peer.v1.ReplyR\areplies\"\xef\x01\n" +
+	"\areplies\x18\x01 \x03(\v2\x13.weir.peer.v1.ReplyR\areplies\"\xa7\x02\n" +
 	"\fHandoffEntry\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\rR\x04kind\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\tR\x05limit\x12\x10\n" +
 	"\x03key\x18\x03 \x01(\tR\x03key\x121\n" +
 	"\x06bucket\x18\x06 \x01(\v2\x19.weir.peer.v1.BucketStateR\x06bucket\x12.\n" +
 	"\x05lease\x18\a \x01(\v2\x18.weir.peer.v1.LeaseStateR\x05lease\x124\n" +
-	"\aholding\x18\b \x01(\v2\x1a.weir.peer.v1.HoldingStateR\aholdingJ\x04\b\x04\x10\x05J\x04\b\x05\x10\x06\"\x8b\x01\n" +
+	"\aholding\x18\b \x01(\v2\x1a.weir.peer.v1.HoldingStateR\aholding\x126\n" +
+	"\tlimit_def\x18( \x01(\v2\x19.weir.peer.v1.BucketLimitR\blimitDefJ\x04\b\x04\x10\x05J\x04\b\x05\x10\x06\"\xb7\x01\n" +
+	"\vBucketLimit\x12\x1c\n" +
+	"\talgorithm\x18\x01 \x01(\rR\talgorithm\x12\x1a\n" +
+	"\bcapacity\x18\x02 \x01(\x03R\bcapacity\x12\x15\n" +
+	"\x06rate_n\x18\x03 \x01(\x03R\x05rateN\x12\x1e\n" +
+	"\vrate_per_ns\x18\x04 \x01(\x03R\tratePerNs\x12\x1b\n" +
+	"\twindow_ns\x18\x05 \x01(\x03R\bwindowNs\x12\x1a\n" +
+	"\bcalendar\x18\x06 \x01(\rR\bcalendar\"\x8b\x01\n" +
 	"\fHoldingState\x12\x16\n" +
 	"\x06holder\x18\x01 \x01(\tR\x06holder\x12\x16\n" +
 	"\x06tokens\x18\x02 \x01(\x03R\x06tokens\x12!\n" +
@@ -1882,7 +2006,7 @@ func file_peer_proto_rawDescGZIP() []byte {
 }
 
 var file_peer_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_peer_proto_goTypes = []any{
 	(Op)(0),                // 0: weir.peer.v1.Op
 	(*Check)(nil),          // 1: weir.peer.v1.Check
@@ -1894,16 +2018,17 @@ var file_peer_proto_goTypes = []any{
 	(*Allotment)(nil),      // 7: weir.peer.v1.Allotment
 	(*BatchReply)(nil),     // 8: weir.peer.v1.BatchReply
 	(*HandoffEntry)(nil),   // 9: weir.peer.v1.HandoffEntry
-	(*HoldingState)(nil),   // 10: weir.peer.v1.HoldingState
-	(*BucketState)(nil),    // 11: weir.peer.v1.BucketState
-	(*LeaseState)(nil),     // 12: weir.peer.v1.LeaseState
-	(*HandoffRequest)(nil), // 13: weir.peer.v1.HandoffRequest
-	(*HandoffReply)(nil),   // 14: weir.peer.v1.HandoffReply
-	(*ReportRequest)(nil),  // 15: weir.peer.v1.ReportRequest
-	(*HotKey)(nil),         // 16: weir.peer.v1.HotKey
-	(*HotList)(nil),        // 17: weir.peer.v1.HotList
-	(*ReportReply)(nil),    // 18: weir.peer.v1.ReportReply
-	(*HeldAllotment)(nil),  // 19: weir.peer.v1.HeldAllotment
+	(*BucketLimit)(nil),    // 10: weir.peer.v1.BucketLimit
+	(*HoldingState)(nil),   // 11: weir.peer.v1.HoldingState
+	(*BucketState)(nil),    // 12: weir.peer.v1.BucketState
+	(*LeaseState)(nil),     // 13: weir.peer.v1.LeaseState
+	(*HandoffRequest)(nil), // 14: weir.peer.v1.HandoffRequest
+	(*HandoffReply)(nil),   // 15: weir.peer.v1.HandoffReply
+	(*ReportRequest)(nil),  // 16: weir.peer.v1.ReportRequest
+	(*HotKey)(nil),         // 17: weir.peer.v1.HotKey
+	(*HotList)(nil),        // 18: weir.peer.v1.HotList
+	(*ReportReply)(nil),    // 19: weir.peer.v1.ReportReply
+	(*HeldAllotment)(nil),  // 20: weir.peer.v1.HeldAllotment
 }
 var file_peer_proto_depIdxs = []int32{
 	0,  // 0: weir.peer.v1.Request.op:type_name -> weir.peer.v1.Op
@@ -1914,25 +2039,26 @@ var file_peer_proto_depIdxs = []int32{
 	9,  // 5: weir.peer.v1.Reply.entries:type_name -> weir.peer.v1.HandoffEntry
 	7,  // 6: weir.peer.v1.Reply.allot:type_name -> weir.peer.v1.Allotment
 	6,  // 7: weir.peer.v1.BatchReply.replies:type_name -> weir.peer.v1.Reply
-	11, // 8: weir.peer.v1.HandoffEntry.bucket:type_name -> weir.peer.v1.BucketState
-	12, // 9: weir.peer.v1.HandoffEntry.lease:type_name -> weir.peer.v1.LeaseState
-	10, // 10: weir.peer.v1.HandoffEntry.holding:type_name -> weir.peer.v1.HoldingState
-	9,  // 11: weir.peer.v1.HandoffRequest.entries:type_name -> weir.peer.v1.HandoffEntry
-	1,  // 12: weir.peer.v1.HandoffRequest.dropped:type_name -> weir.peer.v1.Check
-	16, // 13: weir.peer.v1.HotList.keys:type_name -> weir.peer.v1.HotKey
-	17, // 14: weir.peer.v1.ReportReply.hot:type_name -> weir.peer.v1.HotList
-	19, // 15: weir.peer.v1.ReportReply.allotments:type_name -> weir.peer.v1.HeldAllotment
-	3,  // 16: weir.peer.v1.Peer.Batch:input_type -> weir.peer.v1.BatchRequest
-	13, // 17: weir.peer.v1.Peer.Handoff:input_type -> weir.peer.v1.HandoffRequest
-	15, // 18: weir.peer.v1.Peer.Report:input_type -> weir.peer.v1.ReportRequest
-	8,  // 19: weir.peer.v1.Peer.Batch:output_type -> weir.peer.v1.BatchReply
-	14, // 20: weir.peer.v1.Peer.Handoff:output_type -> weir.peer.v1.HandoffReply
-	18, // 21: weir.peer.v1.Peer.Report:output_type -> weir.peer.v1.ReportReply
-	19, // [19:22] is the sub-list for method output_type
-	16, // [16:19] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	12, // 8: weir.peer.v1.HandoffEntry.bucket:type_name -> weir.peer.v1.BucketState
+	13, // 9: weir.peer.v1.HandoffEntry.lease:type_name -> weir.peer.v1.LeaseState
+	11, // 10: weir.peer.v1.HandoffEntry.holding:type_name -> weir.peer.v1.HoldingState
+	10, // 11: weir.peer.v1.HandoffEntry.limit_def:type_name -> weir.peer.v1.BucketLimit
+	9,  // 12: weir.peer.v1.HandoffRequest.entries:type_name -> weir.peer.v1.HandoffEntry
+	1,  // 13: weir.peer.v1.HandoffRequest.dropped:type_name -> weir.peer.v1.Check
+	17, // 14: weir.peer.v1.HotList.keys:type_name -> weir.peer.v1.HotKey
+	18, // 15: weir.peer.v1.ReportReply.hot:type_name -> weir.peer.v1.HotList
+	20, // 16: weir.peer.v1.ReportReply.allotments:type_name -> weir.peer.v1.HeldAllotment
+	3,  // 17: weir.peer.v1.Peer.Batch:input_type -> weir.peer.v1.BatchRequest
+	14, // 18: weir.peer.v1.Peer.Handoff:input_type -> weir.peer.v1.HandoffRequest
+	16, // 19: weir.peer.v1.Peer.Report:input_type -> weir.peer.v1.ReportRequest
+	8,  // 20: weir.peer.v1.Peer.Batch:output_type -> weir.peer.v1.BatchReply
+	15, // 21: weir.peer.v1.Peer.Handoff:output_type -> weir.peer.v1.HandoffReply
+	19, // 22: weir.peer.v1.Peer.Report:output_type -> weir.peer.v1.ReportReply
+	20, // [20:23] is the sub-list for method output_type
+	17, // [17:20] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_peer_proto_init() }
@@ -1946,7 +2072,7 @@ func file_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_peer_proto_rawDesc), len(file_peer_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   19,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
