@@ -160,6 +160,9 @@ func (h peerHandler) serveTake(ctx context.Context, from string, r transport.Req
 	if !c.pull(ctx, r.Checks, pullFrom, c.run.Holdings.HasBucket, target.Kind == placement.Replica) {
 		return transport.Reply{NotOwner: true}
 	}
+	if c.expired(&r) {
+		return transport.Reply{Expired: true}
+	}
 	res, _, err := c.run.Owner.ServeTake(r.Checks, r.RequestID)
 	if errors.Is(err, engine.ErrNotOwner) {
 		return transport.Reply{NotOwner: true}
@@ -206,6 +209,9 @@ func (h peerHandler) serveAllot(ctx context.Context, from string, r transport.Re
 		}
 		return transport.Reply{}
 	}
+	if c.expired(&r) {
+		return transport.Reply{Expired: true}
+	}
 	resp, err := c.run.Owner.ServeAllot(ctx, api.AllotRequest{
 		Limit: ch.Limit, Key: ch.Key, Holder: r.Holder, Want: r.Want, Demand: r.Demand, Unspent: r.Unspent, Seq: r.Seq,
 	})
@@ -241,6 +247,9 @@ func (h peerHandler) serveLease(ctx context.Context, from string, r transport.Re
 	owner := h.c.run.Owner
 	switch r.Op {
 	case transport.OpAcquire:
+		if h.c.expired(&r) {
+			return transport.Reply{Expired: true}
+		}
 		resp, err := owner.ServeAcquire(ctx, api.AcquireRequest{Limit: limit, Key: key, Holder: r.Holder, TTL: r.TTL, Wait: r.Wait})
 		if err != nil {
 			return errReply(err)
@@ -259,6 +268,20 @@ func (h peerHandler) serveLease(ctx context.Context, from string, r transport.Re
 		owner.ServeRelease(r.LeaseID)
 		return transport.Reply{}
 	}
+}
+
+// expired reports, and counts, a forwarded take, allotment or acquire
+// that reached its owner's decision only after its sender's deadline: the
+// sender has answered its caller without it, so spending for it would only
+// lose tokens. The check is the last before the owner's step, on the
+// transport's clock (the one its deadline is on). Refunds, returns,
+// renewals and releases are never refused: undoing is right however late.
+func (c *Cluster) expired(r *transport.Request) bool {
+	if !r.ExpiredAt(time.Now()) {
+		return false
+	}
+	c.m.expired.Inc()
+	return true
 }
 
 // errReply carries an owner's error back to the sender: an *api.Error

@@ -31,7 +31,12 @@ func (e *Engine) Acquire(ctx context.Context, req api.AcquireRequest) (api.Acqui
 		fwd.Limit = l.Name // an alias is forwarded as the limit it names
 		resp, err = e.peers.Acquire(ctx, p.Addr, fwd)
 		forwarded = err == nil
-		if _, semantic := errors.AsType[*api.Error](err); err != nil && !semantic {
+		_, semantic := errors.AsType[*api.Error](err)
+		switch {
+		case err == nil || semantic:
+		case ownerLate(err, e.router.PlaceLease(l.Name, req.Key)):
+			resp, err = e.acquireLate(ctx, l, req)
+		default:
 			resp, err = e.acquireFallback(ctx, l, req)
 		}
 	default:

@@ -41,10 +41,15 @@ type Router interface {
 }
 
 // Peers forwards a step to the owner of its keys, at the peer address a
-// Placement named. An error that is not an *api.Error means the owner
-// could not be reached (or, ErrNotOwner, that its ring disagreed); the
-// engine then answers from a local ceiling. Methods are called
-// concurrently.
+// Placement named, and waits for its answer as long as ctx allows (a
+// default bound when ctx has no deadline). An error wrapping ErrOwnerLate
+// means the owner gave no answer in that time, or refused the step as past
+// it: the owner may be slow, not gone, and the engine does not decide the
+// step from a local ceiling while the router still places it at a live
+// owner (see Engine.Take). Any other error that is not an *api.Error means
+// the owner could not be reached (or, ErrNotOwner, that its ring
+// disagreed); the engine then answers from a local ceiling. Methods are
+// called concurrently.
 type Peers interface {
 	// Take runs one atomic take at the owner, with the caller's request
 	// id ("" for none). The results carry the owner's decision and
@@ -85,6 +90,11 @@ type Changes interface {
 
 // ErrNotOwner is a forward the owner refused because its ring disagreed.
 var ErrNotOwner = errors.New("engine: the owner's ring disagrees")
+
+// ErrOwnerLate is a forward that got no answer from its owner within its
+// deadline, or that the owner refused because the deadline had passed when
+// it got to it. It says nothing about whether the owner is down.
+var ErrOwnerLate = errors.New("engine: the owner did not answer within the deadline")
 
 // errNoPeers is what NoPeers answers: a cluster of one has nobody to ask.
 var errNoPeers = errors.New("engine: no peers in a cluster of one")

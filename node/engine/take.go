@@ -158,7 +158,8 @@ func (e *Engine) split(rs []resolved) []group {
 
 // decideGroup runs one atomic step for g: at this node if it decides the
 // keys here, at the owner otherwise, and from local ceilings when the owner
-// cannot be reached. It fills results for g's checks and, with sp, records
+// cannot be reached. An owner still placed alive that did not answer in
+// time is overload, answered by lateTake, never from a local ceiling. It fills results for g's checks and, with sp, records
 // in *sp what the step spent. id is the caller's request id ("" for
 // none), deduplicated by the owner. all, when not nil, is g's checks in g's
 // order (the request itself, when g is its only group), and is not
@@ -216,6 +217,10 @@ func (e *Engine) decideGroup(ctx context.Context, f *limits.File, rs []resolved,
 				}
 			}
 			return ok, nil
+		}
+		if ownerLate(err, e.router.Place(checks[0].Limit, checks[0].Key)) {
+			g.src = api.SourceFallback
+			return e.lateTake(rs, g, results)
 		}
 	}
 	g.src = api.SourceFallback
