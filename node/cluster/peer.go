@@ -157,8 +157,8 @@ func (h peerHandler) serveTake(ctx context.Context, from string, r transport.Req
 		c.m.proxied.Inc()
 		return rep
 	}
-	if !c.pull(ctx, r.Checks, pullFrom, c.run.Holdings.HasBucket, target.Kind == placement.Replica) {
-		return transport.Reply{NotOwner: true}
+	if err := c.pull(ctx, r.Checks, pullFrom, c.run.Holdings.HasBucket, target.Kind == placement.Replica); err != nil {
+		return pullFailed(err)
 	}
 	if c.expired(&r) {
 		return transport.Reply{Expired: true}
@@ -200,8 +200,8 @@ func (h peerHandler) serveAllot(ctx context.Context, from string, r transport.Re
 	if p.Kind == placement.Here {
 		pullFrom = p.Peer
 	}
-	if !c.pull(ctx, r.Checks, pullFrom, c.run.Holdings.HasBucket, p.Kind == placement.Replica) {
-		return transport.Reply{NotOwner: true}
+	if err := c.pull(ctx, r.Checks, pullFrom, c.run.Holdings.HasBucket, p.Kind == placement.Replica); err != nil {
+		return pullFailed(err)
 	}
 	if r.Op == transport.OpReturn {
 		if err := c.run.Owner.ServeReturn(api.ReturnRequest{Limit: ch.Limit, Key: ch.Key, Holder: r.Holder, Unspent: r.Unspent, Seq: r.Seq}); err != nil {
@@ -282,6 +282,17 @@ func (c *Cluster) expired(r *transport.Request) bool {
 	}
 	c.m.expired.Inc()
 	return true
+}
+
+// pullFailed answers a forward whose keys' state this node could not pull
+// before deciding them: Expired when the member holding it (alive) did
+// not answer within the forward's deadline, so the sender answers it as
+// overload; NotOwner otherwise, and the sender falls back.
+func pullFailed(err error) transport.Reply {
+	if errors.Is(err, engine.ErrOwnerLate) {
+		return transport.Reply{Expired: true}
+	}
+	return transport.Reply{NotOwner: true}
 }
 
 // errReply carries an owner's error back to the sender: an *api.Error

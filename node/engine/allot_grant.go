@@ -272,7 +272,7 @@ func (e *Engine) Allot(ctx context.Context, req api.AllotRequest) (api.AllotResp
 	req.Limit = l.Name
 	p := e.router.Place(l.Name, req.Key)
 	switch {
-	case p.DecidesHere() && e.router.Prepare(ctx, []api.Check{{Limit: l.Name, Key: req.Key}}, false, e.held):
+	case p.DecidesHere() && e.router.Prepare(ctx, []api.Check{{Limit: l.Name, Key: req.Key}}, false, e.held) == nil:
 		return e.ServeAllot(ctx, req)
 	case p.Kind == placement.Forward:
 		return e.peers.Allot(ctx, p.Addr, req)

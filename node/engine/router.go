@@ -25,11 +25,14 @@ type Router interface {
 	// one: local ceilings divide a limit by it.
 	Known() int
 	// Prepare makes sure this node holds the state of the checks' keys
-	// before it decides them here: a key held reports true; adopt (the
+	// before it decides them here: a key held reports nil; adopt (the
 	// keys were placed Replica) starts a key it holds no state for from
-	// its replica. False means a needed state could not be fetched, and
-	// the checks must not be decided from fresh state.
-	Prepare(ctx context.Context, checks []api.Check, adopt bool, held func(limit, key string) bool) bool
+	// its replica. An error means a needed state could not be fetched,
+	// and the checks must not be decided from fresh state: one wrapping
+	// ErrOwnerLate means the member holding it is alive but did not
+	// answer within ctx's deadline (overload, see Peers), any other that
+	// it could not be reached.
+	Prepare(ctx context.Context, checks []api.Check, adopt bool, held func(limit, key string) bool) error
 	// Hold keeps the checks' keys from being handed over until release is
 	// called, and reports whether this node may still decide them (false:
 	// one was handed over since it was placed here).
@@ -121,8 +124,8 @@ func (SingleNode) PlaceLease(string, string) placement.Placement {
 func (SingleNode) Known() int { return 1 }
 
 // Prepare implements Router: everything is held already.
-func (SingleNode) Prepare(context.Context, []api.Check, bool, func(string, string) bool) bool {
-	return true
+func (SingleNode) Prepare(context.Context, []api.Check, bool, func(string, string) bool) error {
+	return nil
 }
 
 // Hold implements Router: nothing is ever handed over.

@@ -172,7 +172,14 @@ func (e *Engine) decideGroup(ctx context.Context, f *limits.File, rs []resolved,
 			checks[j] = rs[i].check
 		}
 	}
-	if g.place.DecidesHere() && e.router.Prepare(ctx, checks, g.place.Kind == placement.Replica, e.held) {
+	if g.place.DecidesHere() {
+		if err := e.router.Prepare(ctx, checks, g.place.Kind == placement.Replica, e.held); err != nil {
+			g.src = api.SourceFallback
+			if errors.Is(err, ErrOwnerLate) {
+				return e.lateTake(rs, g, results)
+			}
+			return e.fallbackTake(rs, g, results, sp)
+		}
 		g.src = api.SourceOwner
 		out, ok, err := e.ownerTakeOnce(f, checks, id, sp)
 		if errors.Is(err, errHandedOver) {
