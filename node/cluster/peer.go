@@ -152,7 +152,7 @@ func (h peerHandler) serveTake(ctx context.Context, from string, r transport.Req
 		r.Proxied = true
 		rep, err := c.pool.Do(ctx, target.Addr, r)
 		if err != nil {
-			return transport.Reply{NotOwner: true}
+			return proxyFailed(err)
 		}
 		c.m.proxied.Inc()
 		return rep
@@ -189,7 +189,7 @@ func (h peerHandler) serveAllot(ctx context.Context, from string, r transport.Re
 		r.Proxied = true
 		rep, err := c.pool.Do(ctx, p.Addr, r)
 		if err != nil {
-			return transport.Reply{NotOwner: true}
+			return proxyFailed(err)
 		}
 		c.m.proxied.Inc()
 		return rep
@@ -290,6 +290,17 @@ func (c *Cluster) expired(r *transport.Request) bool {
 // overload; NotOwner otherwise, and the sender falls back.
 func pullFailed(err error) transport.Reply {
 	if errors.Is(err, engine.ErrOwnerLate) {
+		return transport.Reply{Expired: true}
+	}
+	return transport.Reply{NotOwner: true}
+}
+
+// proxyFailed answers a forward this node passed on to the owner in its
+// view and got no answer for: Expired when the deadline passed first (the
+// owner may be late, not gone: the sender answers overload), NotOwner
+// otherwise.
+func proxyFailed(err error) transport.Reply {
+	if errors.Is(err, transport.ErrDeadline) || errors.Is(err, context.Canceled) {
 		return transport.Reply{Expired: true}
 	}
 	return transport.Reply{NotOwner: true}
