@@ -159,9 +159,10 @@ func (e *Engine) split(rs []resolved) []group {
 // decideGroup runs one atomic step for g: at this node if it decides the
 // keys here, at the owner otherwise, and from local ceilings when the owner
 // cannot be reached. An owner still placed alive that did not answer in
-// time is overload, answered by lateTake, never from a local ceiling. It fills results for g's checks and, with sp, records
-// in *sp what the step spent. id is the caller's request id ("" for
-// none), deduplicated by the owner. all, when not nil, is g's checks in g's
+// time (a forward, or the pull before deciding here) is overload, answered
+// by lateTake, never from a local ceiling. It fills results for g's checks
+// and, with sp, records in *sp what the step spent. id is the caller's
+// request id ("" for none), deduplicated by the owner. all, when not nil, is g's checks in g's
 // order (the request itself, when g is its only group), and is not
 // modified.
 func (e *Engine) decideGroup(ctx context.Context, f *limits.File, rs []resolved, g *group, results []api.Result, id string, all []api.Check, sp *Spend) (bool, error) {
