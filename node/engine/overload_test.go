@@ -35,6 +35,14 @@ limits:
     capacity: 50
     rate: 1/h
     on_owner_unreachable: open
+  - name: allotted
+    algorithm: token_bucket
+    capacity: 50
+    rate: 1/h
+    allotments: auto
+    allotment_threshold: 10/s
+    allotment_horizon: 50ms
+    allotment_ttl: 500ms
   - name: db
     kind: concurrency
     permits: 4
@@ -84,6 +92,10 @@ func (s *slowOwner) Take(ctx context.Context, peer string, checks []api.Check, i
 		_, _, _ = s.direct.Take(ctx, peer, checks, id)
 	}
 	return nil, false, s.late()
+}
+
+func (s *slowOwner) Allot(context.Context, string, api.AllotRequest) (api.AllotResponse, error) {
+	return api.AllotResponse{}, s.late()
 }
 
 func (s *slowOwner) Acquire(ctx context.Context, peer string, req api.AcquireRequest) (api.AcquireResponse, error) {
@@ -191,6 +203,12 @@ func TestSlowOwnerIsOverloadNotFallback(t *testing.T) {
 				t.Fatal("acquire with a slow owner granted")
 			} else if apiErr, ok := errors.AsType[*api.Error](err); !ok || apiErr.Code != api.CodeOverloaded {
 				t.Fatalf("acquire with a slow owner: %v, want limiter_overloaded", err)
+			}
+
+			if _, err := sender.Allot(ctx, api.AllotRequest{Limit: "allotted", Key: "k", Holder: "c1", Want: 5}); err == nil {
+				t.Fatal("allotment with a slow owner granted")
+			} else if apiErr, ok := errors.AsType[*api.Error](err); !ok || apiErr.Code != api.CodeOverloaded {
+				t.Fatalf("allotment with a slow owner: %v, want limiter_overloaded", err)
 			}
 
 			// Gossip comes to hold the owner suspect while each forward
