@@ -31,9 +31,10 @@ type Config struct {
 	// MaxBatch is the size cap: a batch that reaches it is sent at once.
 	// Default 128; range 1 to 4096.
 	MaxBatch int
-	// Deadline bounds one forward, from Do's call to the reply; the
-	// caller's context deadline applies when it is sooner. A request with
-	// Wait > 0 gets Deadline + Wait. Default 50ms; range (0, 1m].
+	// Deadline bounds one forward whose caller's context has no deadline,
+	// from Do's call to the reply; a caller's own deadline replaces it
+	// (see Pool.Do). A request with Wait > 0 gets Deadline + Wait.
+	// Default 50ms; range (0, 1m].
 	Deadline time.Duration
 	// HandoffDeadline bounds one Handoff RPC (one chunk of entries).
 	// Default 5s; range (0, 10m].
@@ -106,4 +107,8 @@ var (
 	ErrDropped = errors.New("transport: peer dropped")
 	// ErrInvalidOp is returned by Do for a Request whose Op is not defined.
 	ErrInvalidOp = errors.New("transport: invalid op")
+	// ErrDeadline is wrapped by Do's error when the forward's deadline
+	// passed before the owner answered: the owner may be slow, not gone.
+	// It wraps context.DeadlineExceeded.
+	ErrDeadline = fmt.Errorf("transport: no reply within the forward deadline: %w", context.DeadlineExceeded)
 )

@@ -15,8 +15,10 @@ import (
 // generated messages. Messages and checks of one batch are allocated as one
 // slice each and pointed into, rather than one allocation per element.
 
-// encodeRequests converts reqs into the requests of a BatchRequest.
-func encodeRequests(reqs []Request) []*peerpb.Request {
+// encodeRequests converts reqs into the requests of a BatchRequest sent
+// at now: a request's Deadline travels as its time left at now (at least
+// 1 ns; the sender drops a request whose time is up before encoding it).
+func encodeRequests(reqs []Request, now time.Time) []*peerpb.Request {
 	n := 0
 	for i := range reqs {
 		n += len(reqs[i].Checks)
@@ -37,6 +39,9 @@ func encodeRequests(reqs []Request) []*peerpb.Request {
 		m.Proxied = r.Proxied
 		m.Want, m.Demand, m.Unspent, m.Seq = r.Want, r.Demand, r.Unspent, r.Seq
 		m.Traceparent = r.TraceParent
+		if !r.Deadline.IsZero() {
+			m.BudgetNs = max(int64(r.Deadline.Sub(now)), 1)
+		}
 		if r.RequestID != "" {
 			m.RequestId = []byte(r.RequestID)
 		}
@@ -62,8 +67,9 @@ func encodeRequests(reqs []Request) []*peerpb.Request {
 	return ptrs
 }
 
-// decodeRequests converts the requests of a BatchRequest back.
-func decodeRequests(msgs []*peerpb.Request) []Request {
+// decodeRequests converts the requests of a BatchRequest that arrived at
+// now back: a request's budget becomes a Deadline that long after now.
+func decodeRequests(msgs []*peerpb.Request, now time.Time) []Request {
 	n := 0
 	for _, m := range msgs {
 		n += len(m.GetChecks())
@@ -81,6 +87,9 @@ func decodeRequests(msgs []*peerpb.Request) []Request {
 		r.Proxied = m.GetProxied()
 		r.Want, r.Demand, r.Unspent, r.Seq = m.GetWant(), m.GetDemand(), m.GetUnspent(), m.GetSeq()
 		r.TraceParent = m.GetTraceparent()
+		if b := m.GetBudgetNs(); b > 0 {
+			r.Deadline = now.Add(time.Duration(b))
+		}
 		if id := m.GetRequestId(); len(id) > 0 {
 			r.RequestID = string(id)
 		}
@@ -123,6 +132,7 @@ func encodeReplies(reps []Reply) []*peerpb.Reply {
 		m.ErrCode = uint32(r.ErrCode)
 		m.ErrDetail = r.ErrDetail
 		m.NotOwner = r.NotOwner
+		m.Expired = r.Expired
 		m.Epoch = r.Epoch
 		m.RulesVersion = r.RulesVersion
 		if r.State.Len() > 0 {
@@ -178,6 +188,7 @@ func decodeReply(m *peerpb.Reply) Reply {
 		ErrCode:      uint8(m.GetErrCode()),
 		ErrDetail:    m.GetErrDetail(),
 		NotOwner:     m.GetNotOwner(),
+		Expired:      m.GetExpired(),
 		Epoch:        m.GetEpoch(),
 		RulesVersion: m.GetRulesVersion(),
 	}

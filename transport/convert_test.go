@@ -30,12 +30,41 @@ func TestRequestsRoundTrip(t *testing.T) {
 		{Op: OpAllot, Checks: []api.Check{{Limit: "a", Key: "k"}}, Holder: "n2", Want: 30, Demand: 612.25, Unspent: 4, Seq: 77},
 		{Op: OpReturn, Checks: []api.Check{{Limit: "a", Key: "k"}}, Holder: "n2", Unspent: 3, Seq: 78},
 	}
-	got := decodeRequests(encodeRequests(in))
+	now := time.Unix(1_700_000_000, 0)
+	got := decodeRequests(encodeRequests(in, now), now)
 	if !reflect.DeepEqual(got, in) {
 		t.Fatalf("round trip:\n got %+v\nwant %+v", got, in)
 	}
-	if got := decodeRequests(encodeRequests(nil)); len(got) != 0 {
+	if got := decodeRequests(encodeRequests(nil, now), now); len(got) != 0 {
 		t.Fatalf("empty round trip: %v", got)
+	}
+}
+
+// TestDeadlineTravelsAsBudget: a request's deadline crosses as the time
+// left at send and lands on the receiver's clock as arrival plus that, so
+// a receiver whose clock is a day off (or any skew) sees the same budget;
+// the time in transit is not deducted. A deadline already past is sent as
+// 1 ns, which the receiver refuses; none stays none (an older sender).
+func TestDeadlineTravelsAsBudget(t *testing.T) {
+	sent := time.Unix(1_700_000_000, 0)
+	arrived := sent.Add(24*time.Hour + 7*time.Millisecond) // skewed a day, 7 ms in transit
+	for _, tc := range []struct {
+		name     string
+		deadline time.Time
+		want     time.Time
+	}{
+		{"30ms left", sent.Add(30 * time.Millisecond), arrived.Add(30 * time.Millisecond)},
+		{"already past", sent.Add(-time.Second), arrived.Add(1)},
+		{"none", time.Time{}, time.Time{}},
+	} {
+		in := []Request{{Op: OpTake, Checks: []api.Check{{Limit: "a", Key: "k", Cost: 1}}, Deadline: tc.deadline}}
+		got := decodeRequests(encodeRequests(in, sent), arrived)[0]
+		if !got.Deadline.Equal(tc.want) {
+			t.Errorf("%s: deadline at the receiver %v, want %v", tc.name, got.Deadline, tc.want)
+		}
+		if expired := got.ExpiredAt(arrived.Add(time.Millisecond)); expired != (tc.name == "already past") {
+			t.Errorf("%s: expired 1ms after arrival = %v", tc.name, expired)
+		}
 	}
 }
 
@@ -50,6 +79,7 @@ func TestRepliesRoundTrip(t *testing.T) {
 		}, RulesVersion: 3},
 		{ErrCode: 2, ErrDetail: "lease not found"},
 		{NotOwner: true, Epoch: 12},
+		{Expired: true, Epoch: 13},
 		{Lease: api.AcquireResponse{Granted: true, ID: "id", FencingToken: 17, TTL: 30 * time.Second, Permits: 8}, RulesVersion: 4},
 		{Lease: api.AcquireResponse{RetryAfter: time.Second, Permits: 8}},
 		{Allot: api.AllotResponse{Tokens: 25, TTL: 2 * time.Second, Capacity: 200, Window: 2 * time.Second, Seq: 99}},

@@ -26,13 +26,21 @@
 //
 // Each request is one atomic step at the owner and gets its own Reply; a
 // batch is a transport optimisation only, not a transaction. Every Do ends
-// within its forward deadline (Config.Deadline, default 50ms, or the
-// caller's sooner context deadline) with a Reply or an error, and an error
-// always means "owner unreachable": the node then applies the limit's
-// on_owner_unreachable policy. A caller that gave up before its batch was
-// sent is left out of it, so an abandoned forward is not spent at the
-// owner; one that gave up after may still have been applied there (the
-// ordinary ambiguity of a timed-out request).
+// within its forward deadline (the caller's context deadline, or
+// Config.Deadline, default 50ms, for a caller without one) with a Reply or
+// an error. An error wrapping ErrDeadline means no answer came in time,
+// which says nothing about whether the owner is down; any other means it
+// could not be reached. A caller that gave up before its batch was sent is
+// left out of it, so an abandoned forward is not spent at the owner.
+//
+// Each request carries its deadline to the owner as the time its sender
+// has left (budget_ns), which the receiver counts from the batch's arrival
+// on its own clock (Request.Deadline, Request.ExpiredAt): skew between
+// hosts cannot move it, the request's time in transit does (later at the
+// owner by that much). An owner that gets to a request after its deadline
+// refuses it unspent (Reply.Expired); one that gets to it before may still
+// spend for a caller that stopped waiting meanwhile (the ordinary ambiguity
+// of a timed-out request, bounded by the transit time).
 //
 // An acquire that may queue (Request.Wait > 0) is sent alone with a
 // deadline extended by Wait, so that it cannot hold up the replies of a

@@ -9,9 +9,11 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/weir-rl/weir/api"
@@ -69,22 +71,38 @@ func NewPool(cfg Config) *Pool {
 // otherwise joins its next batch (see Batcher); one with Wait > 0, which
 // the owner may hold while it queues, is always sent alone.
 //
-// Do returns within the forward deadline: the sooner of ctx's deadline and
-// Config.Deadline (+ req.Wait) from the call. An error means the owner was
-// not reached or did not answer in time (deadline, connection error,
-// Unauthenticated, ...; status.Code reports the gRPC code), so the caller
-// should treat the owner as unreachable; a semantic error of the owner is
-// in Reply.ErrCode instead. ErrInvalidOp, ErrClosed and ErrDropped are
-// returned as themselves.
+// Do returns within the forward deadline: ctx's deadline when it has one
+// (at most a minute, plus req.Wait, from the call), Config.Deadline
+// (+ req.Wait) from the call when it has none, and in either case no later
+// than a Deadline req already carries (a request passed on). A forward
+// waits for its owner as long as its caller does. The request carries its
+// deadline to the owner, which refuses it once that has passed
+// (Reply.Expired).
+//
+// An error means the owner did not answer: one wrapping ErrDeadline (or
+// the caller's context.Canceled) means the deadline passed before a reply
+// came, which is no sign that the owner is down; any other (connection
+// refused, Unauthenticated, ...; status.Code reports the gRPC code) means
+// it was not reached. A semantic error of the owner is in Reply.ErrCode
+// instead. ErrInvalidOp, ErrClosed and ErrDropped are returned as
+// themselves.
 func (p *Pool) Do(ctx context.Context, peerAddr string, req Request) (Reply, error) {
 	if !req.Op.Valid() {
 		return Reply{}, ErrInvalidOp
 	}
 	start := time.Now()
-	deadline := start.Add(p.cfg.Deadline + min(max(req.Wait, 0), api.MaxLeaseWait)) // no overflow whatever a caller sent
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
+	wait := min(max(req.Wait, 0), api.MaxLeaseWait) // no overflow whatever a caller sent
+	deadline := start.Add(p.cfg.Deadline + wait)
+	if d, ok := ctx.Deadline(); ok {
+		deadline = start.Add(maxDeadline + wait)
+		if d.Before(deadline) {
+			deadline = d
+		}
 	}
+	if !req.Deadline.IsZero() && req.Deadline.Before(deadline) {
+		deadline = req.Deadline
+	}
+	req.Deadline = deadline
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 
@@ -100,7 +118,11 @@ func (p *Pool) Do(ctx context.Context, peerAddr string, req Request) (Reply, err
 	select {
 	case o = <-c.done:
 	case <-ctx.Done():
-		o.err = fmt.Errorf("transport: forward to %s: %w", peerAddr, ctx.Err())
+		err := ctx.Err()
+		if errors.Is(err, context.DeadlineExceeded) {
+			err = ErrDeadline
+		}
+		o.err = fmt.Errorf("transport: forward to %s: %w", peerAddr, err)
 	}
 	if obs := p.cfg.Observer; obs != nil {
 		obs.Forwarded(peerAddr, time.Since(start), o.err)
@@ -343,13 +365,19 @@ func (pr *peer) run(batch []*call) {
 }
 
 // send performs one Batch RPC for the calls whose callers still wait, with
-// the latest of their deadlines, and hands each caller its own reply.
+// the latest of their deadlines, and hands each caller its own reply. A
+// call whose deadline has passed by the clock is dropped even before its
+// context's timer fires, so a sender that was paused (SIGSTOP, a long GC)
+// does not send what its callers were already answered for.
 func (pr *peer) send(batch []*call) {
+	now := time.Now()
 	live := batch[:0]
 	var deadline time.Time
 	for _, c := range batch {
-		if c.ctx.Err() != nil {
-			continue // the caller gave up; do not spend at the owner
+		if c.ctx.Err() != nil || !now.Before(c.deadline) {
+			// The caller gave up or is giving up: do not spend at the owner.
+			c.done <- outcome{err: fmt.Errorf("transport: forward to %s: %w", pr.addr, ErrDeadline)}
+			continue
 		}
 		live = append(live, c)
 		if c.deadline.After(deadline) {
@@ -367,13 +395,19 @@ func (pr *peer) send(batch []*call) {
 		pr.obs.BatchSent(pr.addr, len(live))
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
-	out, err := pr.client.Batch(ctx, &peerpb.BatchRequest{From: pr.self, Requests: encodeRequests(reqs)})
+	out, err := pr.client.Batch(ctx, &peerpb.BatchRequest{From: pr.self, Requests: encodeRequests(reqs, time.Now())})
 	cancel()
 	if err == nil && len(out.GetReplies()) != len(live) {
 		err = fmt.Errorf("transport: %d replies to %d requests", len(out.GetReplies()), len(live))
 	}
-	if err != nil {
+	switch code := status.Code(err); {
+	case err == nil:
+	case code == codes.DeadlineExceeded || code == codes.Canceled:
+		err = fmt.Errorf("transport: forward to %s: %w: %w", pr.addr, ErrDeadline, err)
+	default:
 		err = fmt.Errorf("transport: forward to %s: %w", pr.addr, err)
+	}
+	if err != nil {
 		for _, c := range live {
 			c.done <- outcome{err: err}
 		}

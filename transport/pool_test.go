@@ -40,15 +40,24 @@ type recorder struct {
 	calls    atomic.Int64
 
 	handoffErr error
-	short      bool // answer one reply too few
+	short      bool          // answer one reply too few
+	hold       time.Duration // a slow owner: Serve takes this long
+	// deadlines are the Deadline of every request served, less the time
+	// Serve was called: the budget left at arrival.
+	deadlines []time.Duration
 }
 
 func (r *recorder) Serve(_ context.Context, from string, reqs []Request) []Reply {
+	now := time.Now()
 	r.calls.Add(1)
 	r.mu.Lock()
 	r.batches = append(r.batches, len(reqs))
 	r.from = append(r.from, from)
+	for _, q := range reqs {
+		r.deadlines = append(r.deadlines, q.Deadline.Sub(now))
+	}
 	r.mu.Unlock()
+	time.Sleep(r.hold) // the owner's own slowness, not a wait for an event
 	if r.block != nil {
 		if r.entered != nil {
 			r.entered <- struct{}{}
@@ -313,8 +322,8 @@ func TestBlockedOwnerHitsDeadline(t *testing.T) {
 	if err == nil {
 		t.Fatal("Do returned no error from a blocked owner")
 	}
-	if !errors.Is(err, context.DeadlineExceeded) && status.Code(err) != codes.DeadlineExceeded {
-		t.Errorf("err = %v, want a deadline error", err)
+	if !errors.Is(err, ErrDeadline) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("err = %v, want ErrDeadline", err)
 	}
 	if elapsed < cfg.Deadline || elapsed > cfg.Deadline+slack {
 		t.Errorf("Do returned after %v, want within [%v, %v]", elapsed, cfg.Deadline, cfg.Deadline+slack)
@@ -690,5 +699,46 @@ func TestStopDoesNotWaitForAStalledHandshake(t *testing.T) {
 	}
 	if err := <-served; err != nil {
 		t.Fatalf("Serve: %v", err)
+	}
+}
+
+// TestCallerDeadlineReplacesDefault: a forward waits for a slow owner as
+// long as its caller does, not Config.Deadline; without a deadline of its
+// own the caller gets Config.Deadline and ErrDeadline. The owner sees each
+// request's deadline as the budget left at arrival, never more than the
+// caller's.
+func TestCallerDeadlineReplacesDefault(t *testing.T) {
+	rec := &recorder{hold: 150 * time.Millisecond}
+	addr := startServer(t, rec, nil)
+	cfg := LocalConfig()
+	cfg.Deadline = 20 * time.Millisecond
+	p := newTestPool(t, cfg)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	begin := time.Now()
+	rep, err := p.Do(ctx, addr, take(0))
+	if err != nil {
+		t.Fatalf("Do with a 10s caller deadline and a 150ms owner: %v", err)
+	}
+	checkEcho(t, 0, rep)
+	if elapsed := time.Since(begin); elapsed < rec.hold {
+		t.Fatalf("answered after %v, before the owner's %v", elapsed, rec.hold)
+	}
+
+	if _, err := p.Do(context.Background(), addr, take(1)); !errors.Is(err, ErrDeadline) {
+		t.Fatalf("Do without a caller deadline: %v, want ErrDeadline after Config.Deadline", err)
+	}
+	rec.mu.Lock()
+	got := append([]time.Duration(nil), rec.deadlines...)
+	rec.mu.Unlock()
+	if len(got) != 2 {
+		t.Fatalf("owner saw %d requests, want 2", len(got))
+	}
+	if got[0] <= 5*time.Second || got[0] > 10*time.Second {
+		t.Errorf("budget at arrival with a 10s caller deadline: %v, want in (5s, 10s]", got[0])
+	}
+	if got[1] <= 0 || got[1] > cfg.Deadline {
+		t.Errorf("budget at arrival without a caller deadline: %v, want in (0, %v]", got[1], cfg.Deadline)
 	}
 }

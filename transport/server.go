@@ -75,7 +75,9 @@ type service struct {
 
 // Batch implements peerpb.PeerServer.
 func (s *service) Batch(ctx context.Context, in *peerpb.BatchRequest) (*peerpb.BatchReply, error) {
-	reqs := decodeRequests(in.GetRequests())
+	// The batch's arrival starts its requests' budgets: read the clock
+	// before anything else.
+	reqs := decodeRequests(in.GetRequests(), time.Now())
 	for i := range reqs {
 		if !reqs[i].Op.Valid() {
 			return nil, status.Errorf(codes.InvalidArgument, "transport: request %d: invalid op %d", i, reqs[i].Op)

@@ -93,6 +93,21 @@ type Request struct {
 	// Tenant is the take's tenant (api.TenantFrom at the sender), whose
 	// new buckets the owner counts; the zero Tenant for none.
 	Tenant api.Tenant
+	// Deadline is when the sender stops waiting for the reply, on the
+	// clock of the node that holds the Request. Pool.Do sets it to the
+	// forward's deadline (sooner than any Deadline given). It crosses the
+	// wire as the time left when the batch is sent, and the receiver sets
+	// it to the batch's arrival plus that on its own clock, so clock skew
+	// between nodes does not move it; the request's time in transit does,
+	// later by that much at the receiver (docs/architecture.md §6.3). The
+	// zero time means none: a sender that predates it.
+	Deadline time.Time
+}
+
+// ExpiredAt reports whether r's Deadline has passed at now: its sender no
+// longer waits for the reply, so the owner must not spend for it.
+func (r *Request) ExpiredAt(now time.Time) bool {
+	return !r.Deadline.IsZero() && !now.Before(r.Deadline)
 }
 
 // Reply is the owner's answer to one Request.
@@ -119,6 +134,9 @@ type Reply struct {
 	// Allot is the owner's answer to OpAllot: Tokens, TTL, RetryAfter,
 	// Capacity, Window and Seq.
 	Allot api.AllotResponse
+	// Expired says the owner reached the request only after its Deadline
+	// and refused it: nothing was spent.
+	Expired bool
 }
 
 // State is owner state crossing nodes: buckets and leases moving to a new

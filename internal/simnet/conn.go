@@ -21,9 +21,44 @@ type half struct {
 
 	mu           sync.Mutex    // guards the fields below
 	buf          []byte        // written, not yet read
-	eof          bool          // the writer closed; reads return io.EOF once buf is drained
+	held         []heldBytes   // written under a Delay, not yet readable, in order after buf
+	heldLen      int           // bytes in held
+	eof          bool          // the writer closed; reads return io.EOF once buf and held are drained
 	readerClosed bool          // the reader closed; writes fail (once the link carries the reset)
 	wake         chan struct{} // closed and replaced on every change above
+}
+
+// heldBytes are bytes written under a Delay, readable from at on.
+type heldBytes struct {
+	at   time.Time
+	data []byte
+}
+
+// releaseLocked moves the held bytes that are due at now into buf and
+// returns when the next ones are due (zero when none are held). h.mu must
+// be held.
+func (h *half) releaseLocked(now time.Time) time.Time {
+	for len(h.held) > 0 && !now.Before(h.held[0].at) {
+		h.buf = append(h.buf, h.held[0].data...)
+		h.heldLen -= len(h.held[0].data)
+		h.held = h.held[1:]
+	}
+	if len(h.held) == 0 {
+		h.held = nil
+		return time.Time{}
+	}
+	return h.held[0].at
+}
+
+// holdLocked appends p to the held bytes, readable d from now and never
+// before bytes written earlier. h.mu must be held.
+func (h *half) holdLocked(p []byte, now time.Time, d time.Duration) {
+	at := now.Add(d)
+	if k := len(h.held); k > 0 && at.Before(h.held[k-1].at) {
+		at = h.held[k-1].at
+	}
+	h.held = append(h.held, heldBytes{at: at, data: append([]byte(nil), p...)})
+	h.heldLen += len(p)
 }
 
 func newHalf(from, to string) *half {
@@ -76,6 +111,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 		}
 		h.mu.Lock()
 		open, changed := c.n.linkState(h.from, h.to)
+		next := h.releaseLocked(time.Now())
 		if open && len(h.buf) > 0 {
 			k := copy(p, h.buf)
 			h.buf = h.buf[k:]
@@ -86,7 +122,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 			h.mu.Unlock()
 			return k, nil
 		}
-		if open && h.eof {
+		if open && h.eof && next.IsZero() {
 			h.mu.Unlock()
 			return 0, io.EOF
 		}
@@ -96,11 +132,21 @@ func (c *Conn) Read(p []byte) (int, error) {
 		}
 		wake := h.wake
 		h.mu.Unlock()
+		var due <-chan time.Time
+		var t *time.Timer
+		if !next.IsZero() {
+			t = time.NewTimer(time.Until(next))
+			due = t.C
+		}
 		select {
 		case <-wake:
 		case <-changed:
 		case <-c.done:
 		case <-c.readDL.wait():
+		case <-due:
+		}
+		if t != nil {
+			t.Stop()
 		}
 	}
 }
@@ -125,9 +171,13 @@ func (c *Conn) Write(p []byte) (int, error) {
 			h.mu.Unlock()
 			return written, c.opErr("write", syscall.EPIPE)
 		}
-		if room := window - len(h.buf); room > 0 {
+		if room := window - len(h.buf) - h.heldLen; room > 0 {
 			k := min(room, len(p)-written)
-			h.buf = append(h.buf, p[written:written+k]...)
+			if d := c.n.delayOf(h.from); d > 0 || len(h.held) > 0 {
+				h.holdLocked(p[written:written+k], time.Now(), d)
+			} else {
+				h.buf = append(h.buf, p[written:written+k]...)
+			}
 			written += k
 			h.signalLocked()
 		}
@@ -158,6 +208,7 @@ func (c *Conn) Close() error {
 		c.rd.mu.Lock()
 		c.rd.readerClosed = true
 		c.rd.buf = nil
+		c.rd.held, c.rd.heldLen = nil, 0
 		c.rd.signalLocked()
 		c.rd.mu.Unlock()
 		c.readDL.set(time.Time{})

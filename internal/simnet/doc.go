@@ -38,6 +38,10 @@
 //
 // Loss applies to packets only: streams are reliable, like TCP.
 //
+// Delay(host, d) makes a host slow without making it unreachable: every
+// stream byte it writes becomes readable d later (in order), while its
+// packets, and so its gossip, are on time.
+//
 // # Shutdown
 //
 // Transport.Shutdown closes the transport's listener, every stream it dialed

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // ErrClosed is returned by operations on a closed Network, Listener or
@@ -50,6 +51,7 @@ type Network struct {
 	nextPort  map[string]int
 	conns     map[*Conn]struct{}
 	dials     map[string]uint64
+	delay     map[string]time.Duration // by writing host: stream bytes held that long
 	stats     Stats
 	closed    bool
 }
@@ -74,7 +76,30 @@ func New(seed uint64) *Network {
 		nextPort:  make(map[string]int),
 		conns:     make(map[*Conn]struct{}),
 		dials:     make(map[string]uint64),
+		delay:     make(map[string]time.Duration),
 	}
+}
+
+// Delay holds every stream byte that host writes for d before its reader
+// can read it, in order: a host that answers late, as one with a saturated
+// CPU does. Packets are not delayed, so gossip still finds the host alive.
+// A d of 0 or less removes the delay; bytes already held keep their time.
+// Heal does not change it.
+func (n *Network) Delay(host string, d time.Duration) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if d <= 0 {
+		delete(n.delay, host)
+		return
+	}
+	n.delay[host] = d
+}
+
+// delayOf returns the stream delay of bytes written by host.
+func (n *Network) delayOf(host string) time.Duration {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.delay[host]
 }
 
 // notifyLocked wakes every waiter that depends on the matrix. n.mu must be held.

@@ -381,3 +381,51 @@ func TestGRPC(t *testing.T) {
 		t.Fatalf("after heal: %v", err)
 	}
 }
+
+// TestDelayHoldsStreamBytes: bytes a delayed host writes are readable only
+// its delay later, in order with bytes written after the delay is lifted;
+// the other direction, and EOF after held bytes, are unchanged.
+func TestDelayHoldsStreamBytes(t *testing.T) {
+	n := New(1)
+	defer n.Close()
+	c, s := pair(t, n)
+	const d = 150 * time.Millisecond
+	n.Delay("h1", d)
+	start := time.Now()
+	if _, err := c.Write([]byte("a")); err != nil {
+		t.Fatal(err)
+	}
+	n.Delay("h1", 0)
+	if _, err := c.Write([]byte("b")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Write([]byte("z")); err != nil { // h2 is not delayed
+		t.Fatal(err)
+	}
+	if got, err := readTimeout(c, time.Second); got != "z" || err != nil {
+		t.Fatalf("undelayed direction: %q %v", got, err)
+	}
+	if elapsed := time.Since(start); elapsed >= d {
+		t.Fatalf("undelayed bytes took %v", elapsed)
+	}
+	got := ""
+	for len(got) < 2 {
+		part, err := readTimeout(s, time.Second)
+		if err != nil {
+			t.Fatalf("read: %q %v", got, err)
+		}
+		got += part
+	}
+	if elapsed := time.Since(start); got != "ab" || elapsed < d {
+		t.Fatalf("read %q after %v, want \"ab\" after at least %v", got, elapsed, d)
+	}
+	n.Delay("h1", d)
+	c.Write([]byte("c"))
+	c.Close()
+	if got, err := readTimeout(s, time.Second); got != "c" || err != nil {
+		t.Fatalf("held bytes before EOF: %q %v", got, err)
+	}
+	if _, err := readTimeout(s, time.Second); !errors.Is(err, io.EOF) {
+		t.Fatalf("want EOF after the held bytes, got %v", err)
+	}
+}

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/weir-rl/weir/api"
@@ -11,7 +12,9 @@ import (
 )
 
 // This file forwards steps to their owners: the engine.Peers side of the
-// cluster. A transport error means the owner is unreachable; a reply's
+// cluster. A missed deadline (transport.ErrDeadline, the caller's
+// cancellation, or the owner's Expired refusal) is engine.ErrOwnerLate;
+// any other transport error means the owner is unreachable; a reply's
 // error code is the owner's semantic error, returned as an *api.Error.
 
 // Take implements engine.Peers.
@@ -108,7 +111,9 @@ func (c *Cluster) Reachable(ctx context.Context, peer string) bool {
 
 // do sends req to the owner at peer with this node's epoch and turns the
 // reply's owner errors into errors: *api.Error for a semantic one,
-// engine.ErrNotOwner when the owner's ring disagreed.
+// engine.ErrNotOwner when the owner's ring disagreed, engine.ErrOwnerLate
+// when no answer came in time or the owner refused the request as past its
+// deadline.
 func (c *Cluster) do(ctx context.Context, peer string, req transport.Request) (transport.Reply, error) {
 	req.Epoch = c.ring.View().Epoch
 	ctx, span, parent := c.tracer.Forward(ctx, peer, req.Op.String())
@@ -116,8 +121,12 @@ func (c *Cluster) do(ctx context.Context, peer string, req transport.Request) (t
 	rep, err := c.pool.Do(ctx, peer, req)
 	span.EndForward(err, err == nil && rep.NotOwner)
 	switch {
+	case errors.Is(err, transport.ErrDeadline) || errors.Is(err, context.Canceled):
+		return rep, fmt.Errorf("%w: %w", engine.ErrOwnerLate, err)
 	case err != nil:
 		return rep, err
+	case rep.Expired:
+		return rep, fmt.Errorf("%w: %s refused the request as past its deadline", engine.ErrOwnerLate, peer)
 	case rep.ErrCode != 0:
 		return rep, &api.Error{Code: api.Code(rep.ErrCode), Detail: rep.ErrDetail}
 	case rep.NotOwner:

@@ -15,6 +15,7 @@ type metrics struct {
 	pulls          *prometheus.CounterVec // result: ok|error
 	proxied        prometheus.Counter
 	notOwner       prometheus.Counter
+	expired        prometheus.Counter
 	epoch          prometheus.Gauge
 	members        *prometheus.GaugeVec // state
 }
@@ -26,7 +27,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1},
 		}, []string{"peer"}),
 		forwardErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "weir_forward_errors_total", Help: "Forwards that did not reach the owner in time, by peer address.",
+			Name: "weir_forward_errors_total", Help: "Forwards that got no answer from the owner (unreachable, or not within the deadline), by peer address.",
 		}, []string{"peer"}),
 		batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "weir_forward_batch_size", Help: "Requests per forwarded batch.",
@@ -44,6 +45,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		notOwner: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "weir_forward_not_owner_total", Help: "Forwards the receiver refused because its ring disagreed.",
 		}),
+		expired: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "weir_forward_expired_total", Help: "Forwards this node, as their owner, refused unspent because their sender's deadline had passed before it got to them.",
+		}),
 		epoch: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "weir_ring_epoch", Help: "This node's ring epoch: the number of ring changes it has seen.",
 		}),
@@ -51,7 +55,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "weir_members", Help: "Known members by state.",
 		}, []string{"state"}),
 	}
-	reg.MustRegister(m.forwardLatency, m.forwardErrors, m.batchSize, m.handoff, m.pulls, m.proxied, m.notOwner, m.epoch, m.members)
+	reg.MustRegister(m.forwardLatency, m.forwardErrors, m.batchSize, m.handoff, m.pulls, m.proxied, m.notOwner, m.expired, m.epoch, m.members)
 	return m
 }
 

@@ -180,13 +180,16 @@ func (h peerHandler) serveTake(ctx context.Context, from string, r transport.Req
 		rep, err := c.pool.Do(ctx, target.Addr, r)
 		span.EndForward(err, err == nil && rep.NotOwner)
 		if err != nil {
-			return transport.Reply{NotOwner: true}
+			return proxyFailed(err)
 		}
 		c.m.proxied.Inc()
 		return rep
 	}
-	if !c.pull(ctx, r.Checks, pullFrom, c.run.Holdings.HasBucket, target.Kind == placement.Replica) {
-		return transport.Reply{NotOwner: true}
+	if err := c.pull(ctx, r.Checks, pullFrom, c.run.Holdings.HasBucket, target.Kind == placement.Replica); err != nil {
+		return pullFailed(err)
+	}
+	if c.expired(&r) {
+		return transport.Reply{Expired: true}
 	}
 	res, _, err := c.run.Owner.ServeTake(r.Checks, r.RequestID, r.Tenant)
 	if errors.Is(err, engine.ErrNotOwner) {
@@ -214,7 +217,7 @@ func (h peerHandler) serveAllot(ctx context.Context, from string, r transport.Re
 		r.Proxied = true
 		rep, err := c.pool.Do(ctx, p.Addr, r)
 		if err != nil {
-			return transport.Reply{NotOwner: true}
+			return proxyFailed(err)
 		}
 		c.m.proxied.Inc()
 		return rep
@@ -225,14 +228,17 @@ func (h peerHandler) serveAllot(ctx context.Context, from string, r transport.Re
 	if p.Kind == placement.Here {
 		pullFrom = p.Peer
 	}
-	if !c.pull(ctx, r.Checks, pullFrom, c.run.Holdings.HasBucket, p.Kind == placement.Replica) {
-		return transport.Reply{NotOwner: true}
+	if err := c.pull(ctx, r.Checks, pullFrom, c.run.Holdings.HasBucket, p.Kind == placement.Replica); err != nil {
+		return pullFailed(err)
 	}
 	if r.Op == transport.OpReturn {
 		if err := c.run.Owner.ServeReturn(api.ReturnRequest{Limit: ch.Limit, Key: ch.Key, Holder: r.Holder, Unspent: r.Unspent, Seq: r.Seq}); err != nil {
 			return errReply(err)
 		}
 		return transport.Reply{}
+	}
+	if c.expired(&r) {
+		return transport.Reply{Expired: true}
 	}
 	resp, err := c.run.Owner.ServeAllot(ctx, api.AllotRequest{
 		Limit: ch.Limit, Key: ch.Key, Holder: r.Holder, Want: r.Want, Demand: r.Demand, Unspent: r.Unspent, Seq: r.Seq,
@@ -269,6 +275,9 @@ func (h peerHandler) serveLease(ctx context.Context, from string, r transport.Re
 	owner := h.c.run.Owner
 	switch r.Op {
 	case transport.OpAcquire:
+		if h.c.expired(&r) {
+			return transport.Reply{Expired: true}
+		}
 		resp, err := owner.ServeAcquire(ctx, api.AcquireRequest{Limit: limit, Key: key, Holder: r.Holder, TTL: r.TTL, Wait: r.Wait})
 		if err != nil {
 			return errReply(err)
@@ -287,6 +296,42 @@ func (h peerHandler) serveLease(ctx context.Context, from string, r transport.Re
 		owner.ServeRelease(r.LeaseID)
 		return transport.Reply{}
 	}
+}
+
+// expired reports, and counts, a forwarded take, allotment or acquire
+// that reached its owner's decision only after its sender's deadline: the
+// sender has answered its caller without it, so spending for it would only
+// lose tokens. The check is the last before the owner's step, on the
+// transport's clock (the one its deadline is on). Refunds, returns,
+// renewals and releases are never refused: undoing is right however late.
+func (c *Cluster) expired(r *transport.Request) bool {
+	if !r.ExpiredAt(time.Now()) {
+		return false
+	}
+	c.m.expired.Inc()
+	return true
+}
+
+// pullFailed answers a forward whose keys' state this node could not pull
+// before deciding them: Expired when the member holding it (alive) did
+// not answer within the forward's deadline, so the sender answers it as
+// overload; NotOwner otherwise, and the sender falls back.
+func pullFailed(err error) transport.Reply {
+	if errors.Is(err, engine.ErrOwnerLate) {
+		return transport.Reply{Expired: true}
+	}
+	return transport.Reply{NotOwner: true}
+}
+
+// proxyFailed answers a forward this node passed on to the owner in its
+// view and got no answer for: Expired when the deadline passed first (the
+// owner may be late, not gone: the sender answers overload), NotOwner
+// otherwise.
+func proxyFailed(err error) transport.Reply {
+	if errors.Is(err, transport.ErrDeadline) || errors.Is(err, context.Canceled) {
+		return transport.Reply{Expired: true}
+	}
+	return transport.Reply{NotOwner: true}
 }
 
 // errReply carries an owner's error back to the sender: an *api.Error

@@ -2,18 +2,24 @@ package cluster
 
 import (
 	"context"
+	"errors"
+	"fmt"
 
 	"github.com/weir-rl/weir/api"
 	"github.com/weir-rl/weir/bucket"
 	"github.com/weir-rl/weir/lease"
+	"github.com/weir-rl/weir/node/engine"
 	"github.com/weir-rl/weir/ring"
 	"github.com/weir-rl/weir/transport"
 )
 
 // Prepare implements engine.Router: see pull.
-func (c *Cluster) Prepare(ctx context.Context, checks []api.Check, adopt bool, held func(limit, key string) bool) bool {
+func (c *Cluster) Prepare(ctx context.Context, checks []api.Check, adopt bool, held func(limit, key string) bool) error {
 	return c.pull(ctx, checks, "", held, adopt)
 }
+
+// errPull is a pull that failed for another reason than its deadline.
+var errPull = errors.New("cluster: the key's state could not be pulled")
 
 // pull makes sure this node holds the state of every check's key before
 // it decides them: a key it does not hold (held reports false) is pulled
@@ -21,12 +27,14 @@ func (c *Cluster) Prepare(ctx context.Context, checks []api.Check, adopt bool, h
 // within HandoffWindow of a view change, from the key's owner in the view
 // without this node. A key pulled once since the last view change is not
 // pulled again, so a lease key that holds no lease is not pulled on every
-// acquire. It reports false when a state it needed could not be pulled:
-// the caller must not decide from a fresh bucket then.
+// acquire. It returns an error when a state it needed could not be
+// pulled, and the caller must not decide from a fresh bucket then: one
+// wrapping engine.ErrOwnerLate when the member holding it (alive) did not
+// answer within ctx's deadline, errPull otherwise.
 //
 // With adopt (the checks were placed Replica), a key it holds no state for
 // is first started from this node's replica of it.
-func (c *Cluster) pull(ctx context.Context, checks []api.Check, from string, held func(limit, key string) bool, adopt bool) bool {
+func (c *Cluster) pull(ctx context.Context, checks []api.Check, from string, held func(limit, key string) bool, adopt bool) error {
 	snap := c.placement()
 	now := c.now()
 	if adopt {
@@ -39,9 +47,9 @@ func (c *Cluster) pull(ctx context.Context, checks []api.Check, from string, hel
 		}
 	}
 	if from == "" && !snap.Recent(now) {
-		return true
+		return nil
 	}
-	ok := true
+	var failed error
 	for _, ch := range checks {
 		if held(ch.Limit, ch.Key) || c.wasFetched(ch.Limit, ch.Key) {
 			continue
@@ -55,11 +63,11 @@ func (c *Cluster) pull(ctx context.Context, checks []api.Check, from string, hel
 		if addr == "" {
 			continue
 		}
-		if !c.pullOne(ctx, addr, ch) {
-			ok = false
+		if err := c.pullOne(ctx, addr, ch); err != nil && !errors.Is(failed, errPull) {
+			failed = err // a key that could not be fetched at all outranks a late one
 		}
 	}
-	return ok
+	return failed
 }
 
 // addrOf returns a live member's peer address, or "" when it is unreachable.
@@ -81,27 +89,29 @@ func (c *Cluster) wasFetched(limit, key string) bool {
 }
 
 // pullOne pulls one key's state from addr, once even when many requests
-// miss it together (they share the pull's outcome). It reports whether
-// the state is now known here.
-func (c *Cluster) pullOne(ctx context.Context, addr string, ch api.Check) bool {
+// miss it together (they share the pull's outcome). It returns nil when
+// the state is now known here, and pull's errors otherwise.
+func (c *Cluster) pullOne(ctx context.Context, addr string, ch api.Check) error {
 	res := c.pulls.DoChan(ch.Limit+"\x00"+ch.Key, func() (any, error) {
-		return c.fetch(ctx, addr, ch), nil
+		return nil, c.fetch(ctx, addr, ch)
 	})
 	select {
 	case r := <-res:
-		ok, _ := r.Val.(bool)
-		return ok
+		return r.Err
 	case <-ctx.Done():
-		return false
+		return fmt.Errorf("%w: pull from %s: %w", engine.ErrOwnerLate, addr, ctx.Err())
 	}
 }
 
 // fetch pulls (limit, key)'s state from addr and takes it in.
-func (c *Cluster) fetch(ctx context.Context, addr string, ch api.Check) bool {
+func (c *Cluster) fetch(ctx context.Context, addr string, ch api.Check) error {
 	rep, err := c.pool.Do(ctx, addr, transport.Request{Op: transport.OpPull, Checks: []api.Check{{Limit: ch.Limit, Key: ch.Key}}})
 	if err != nil || rep.ErrCode != 0 {
 		c.m.pulls.WithLabelValues("error").Inc()
-		return false
+		if errors.Is(err, transport.ErrDeadline) || errors.Is(err, context.Canceled) {
+			return fmt.Errorf("%w: pull from %s: %w", engine.ErrOwnerLate, addr, err)
+		}
+		return errPull
 	}
 	c.m.pulls.WithLabelValues("ok").Inc()
 	c.takeIn(rep.State)
@@ -115,7 +125,7 @@ func (c *Cluster) fetch(ctx context.Context, addr string, ch api.Check) bool {
 		}
 	}
 	c.fetched[keyID{Limit: ch.Limit, Key: ch.Key}] = c.changed
-	return true
+	return nil
 }
 
 // takeIn stores handed-over state: buckets merged conservatively, leases

@@ -272,10 +272,14 @@ func (e *Engine) Allot(ctx context.Context, req api.AllotRequest) (api.AllotResp
 	req.Limit = l.Name
 	p := e.router.Place(l.Name, req.Key)
 	switch {
-	case p.DecidesHere() && e.router.Prepare(ctx, []api.Check{{Limit: l.Name, Key: req.Key}}, false, e.held):
+	case p.DecidesHere() && e.router.Prepare(ctx, []api.Check{{Limit: l.Name, Key: req.Key}}, false, e.held) == nil:
 		return e.ServeAllot(ctx, req)
 	case p.Kind == placement.Forward:
-		return e.peers.Allot(ctx, p.Addr, req)
+		resp, err := e.peers.Allot(ctx, p.Addr, req)
+		if errors.Is(err, ErrOwnerLate) {
+			return api.AllotResponse{}, api.Errorf(api.CodeOverloaded, "limiter_overloaded: the owner of the key did not answer within the deadline: no allotment")
+		}
+		return resp, err
 	}
 	return api.AllotResponse{}, api.Errorf(api.CodeUnavailable, "the owner of the key is unreachable: no allotment")
 }

@@ -23,7 +23,12 @@
 //     owner step (ServeTake);
 //   - from a local ceiling when the owner cannot be reached: the limit's
 //     on_owner_unreachable policy (local: a share of the limit, the known
-//     members dividing it; open; closed).
+//     members dividing it; open; closed);
+//   - as overload when the owner, still placed alive, did not answer
+//     within the caller's deadline (ErrOwnerLate): limiter_overloaded, or
+//     allowed without spending for an open limit; never from a local
+//     ceiling, so with every owner alive the owners' buckets alone bound
+//     what is admitted.
 //
 // Each step that admitted returns a Spend: where it debited (this node's
 // owner store, its fallback store, or the owner at a peer) and what (the

@@ -31,7 +31,12 @@ func (e *Engine) Acquire(ctx context.Context, req api.AcquireRequest) (api.Acqui
 		fwd.Limit = l.Name // an alias is forwarded as the limit it names
 		resp, err = e.peers.Acquire(ctx, p.Addr, fwd)
 		forwarded = err == nil
-		if _, semantic := errors.AsType[*api.Error](err); err != nil && !semantic {
+		_, semantic := errors.AsType[*api.Error](err)
+		switch {
+		case err == nil || semantic:
+		case ownerLate(err, e.router.PlaceLease(l.Name, req.Key)):
+			resp, err = e.acquireLate(ctx, l, req)
+		default:
 			resp, err = e.acquireFallback(ctx, l, req)
 		}
 	default:
@@ -52,7 +57,10 @@ func (e *Engine) Acquire(ctx context.Context, req api.AcquireRequest) (api.Acqui
 // window (Router.LeaseCeiling) it grants only up to a local share, or
 // nothing for strict limits.
 func (e *Engine) acquireOwned(ctx context.Context, l *limits.Limit, req api.AcquireRequest, p placement.Placement) (api.AcquireResponse, error) {
-	if !e.router.Prepare(ctx, []api.Check{{Limit: l.Name, Key: req.Key}}, p.Kind == placement.Replica, pulledOnly) {
+	if err := e.router.Prepare(ctx, []api.Check{{Limit: l.Name, Key: req.Key}}, p.Kind == placement.Replica, pulledOnly); err != nil {
+		if errors.Is(err, ErrOwnerLate) {
+			return e.acquireLate(ctx, l, req)
+		}
 		return e.acquireFallback(ctx, l, req)
 	}
 	if left, known, ok := e.router.LeaseCeiling(l.Name, req.Key, l.MaxLeaseTTL); ok {

@@ -11,6 +11,7 @@ import (
 type metrics struct {
 	decisions   *prometheus.CounterVec     // limit, outcome, source
 	denials     *prometheus.CounterVec     // limit, kind: policy|concurrency|fallback|error
+	overloaded  *prometheus.CounterVec     // limit, answer: refused|open
 	latency     *prometheus.HistogramVec   // op
 	takeLatency func() prometheus.Observer // latency{op="take"}, looked up once
 	bucketsMax  prometheus.Gauge           // Store.MaxBuckets, for alerts on the cap
@@ -44,6 +45,10 @@ func newMetrics(reg prometheus.Registerer, g gauges) *metrics {
 			Name: "weir_denials_total",
 			Help: "Refusals by limit and kind: policy (the owner's bucket), concurrency (no lease permit), fallback (a local ceiling), error (fail-closed or overloaded).",
 		}, []string{"limit", "kind"}),
+		overloaded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "weir_overloaded_total",
+			Help: "Checks forwarded to an owner that gossip holds alive and that did not answer within the caller's deadline, by limit and answer: refused (limiter_overloaded) or open (allowed by an open limit, spending nothing). Never decided from a local ceiling.",
+		}, []string{"limit", "answer"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "weir_decision_duration_seconds",
 			Help:    "Time to decide one request, from validation to answer.",
@@ -76,7 +81,7 @@ func newMetrics(reg prometheus.Registerer, g gauges) *metrics {
 	evict := prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "weir_bucket_evictions_total", Help: "Idle, fully refilled buckets forgotten to bound memory.",
 	}, g.evictions)
-	reg.MustRegister(m.decisions, m.denials, m.latency, m.bucketsMax,
+	reg.MustRegister(m.decisions, m.denials, m.overloaded, m.latency, m.bucketsMax,
 		buckets, fbBuckets, evict, m.leaseEvents, m.leaseWait, held)
 	return m
 }

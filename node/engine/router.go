@@ -25,11 +25,14 @@ type Router interface {
 	// one: local ceilings divide a limit by it.
 	Known() int
 	// Prepare makes sure this node holds the state of the checks' keys
-	// before it decides them here: a key held reports true; adopt (the
+	// before it decides them here: a key held reports nil; adopt (the
 	// keys were placed Replica) starts a key it holds no state for from
-	// its replica. False means a needed state could not be fetched, and
-	// the checks must not be decided from fresh state.
-	Prepare(ctx context.Context, checks []api.Check, adopt bool, held func(limit, key string) bool) bool
+	// its replica. An error means a needed state could not be fetched,
+	// and the checks must not be decided from fresh state: one wrapping
+	// ErrOwnerLate means the member holding it is alive but did not
+	// answer within ctx's deadline (overload, see Peers), any other that
+	// it could not be reached.
+	Prepare(ctx context.Context, checks []api.Check, adopt bool, held func(limit, key string) bool) error
 	// Hold keeps the checks' keys from being handed over until release is
 	// called, and reports whether this node may still decide them (false:
 	// one was handed over since it was placed here).
@@ -41,10 +44,15 @@ type Router interface {
 }
 
 // Peers forwards a step to the owner of its keys, at the peer address a
-// Placement named. An error that is not an *api.Error means the owner
-// could not be reached (or, ErrNotOwner, that its ring disagreed); the
-// engine then answers from a local ceiling. Methods are called
-// concurrently.
+// Placement named, and waits for its answer as long as ctx allows (a
+// default bound when ctx has no deadline). An error wrapping ErrOwnerLate
+// means the owner gave no answer in that time, or refused the step as past
+// it: the owner may be slow, not gone, and the engine does not decide the
+// step from a local ceiling while the router still places it at a live
+// owner (see Engine.Take). Any other error that is not an *api.Error means
+// the owner could not be reached (or, ErrNotOwner, that its ring
+// disagreed); the engine then answers from a local ceiling. Methods are
+// called concurrently.
 type Peers interface {
 	// Take runs one atomic take at the owner, with the caller's request
 	// id ("" for none). The results carry the owner's decision and
@@ -86,6 +94,11 @@ type Changes interface {
 // ErrNotOwner is a forward the owner refused because its ring disagreed.
 var ErrNotOwner = errors.New("engine: the owner's ring disagrees")
 
+// ErrOwnerLate is a forward that got no answer from its owner within its
+// deadline, or that the owner refused because the deadline had passed when
+// it got to it. It says nothing about whether the owner is down.
+var ErrOwnerLate = errors.New("engine: the owner did not answer within the deadline")
+
 // errNoPeers is what NoPeers answers: a cluster of one has nobody to ask.
 var errNoPeers = errors.New("engine: no peers in a cluster of one")
 
@@ -111,8 +124,8 @@ func (SingleNode) PlaceLease(string, string) placement.Placement {
 func (SingleNode) Known() int { return 1 }
 
 // Prepare implements Router: everything is held already.
-func (SingleNode) Prepare(context.Context, []api.Check, bool, func(string, string) bool) bool {
-	return true
+func (SingleNode) Prepare(context.Context, []api.Check, bool, func(string, string) bool) error {
+	return nil
 }
 
 // Hold implements Router: nothing is ever handed over.

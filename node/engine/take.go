@@ -158,9 +158,11 @@ func (e *Engine) split(rs []resolved) []group {
 
 // decideGroup runs one atomic step for g: at this node if it decides the
 // keys here, at the owner otherwise, and from local ceilings when the owner
-// cannot be reached. It fills results for g's checks and, with sp, records
-// in *sp what the step spent. id is the caller's request id ("" for
-// none), deduplicated by the owner. all, when not nil, is g's checks in g's
+// cannot be reached. An owner still placed alive that did not answer in
+// time (a forward, or the pull before deciding here) is overload, answered
+// by lateTake, never from a local ceiling. It fills results for g's checks
+// and, with sp, records in *sp what the step spent. id is the caller's
+// request id ("" for none), deduplicated by the owner. all, when not nil, is g's checks in g's
 // order (the request itself, when g is its only group), and is not
 // modified.
 func (e *Engine) decideGroup(ctx context.Context, f *limits.File, rs []resolved, g *group, results []api.Result, id string, all []api.Check, sp *Spend) (bool, error) {
@@ -171,7 +173,14 @@ func (e *Engine) decideGroup(ctx context.Context, f *limits.File, rs []resolved,
 			checks[j] = rs[i].check
 		}
 	}
-	if g.place.DecidesHere() && e.router.Prepare(ctx, checks, g.place.Kind == placement.Replica, e.held) {
+	if g.place.DecidesHere() {
+		if err := e.router.Prepare(ctx, checks, g.place.Kind == placement.Replica, e.held); err != nil {
+			g.src = api.SourceFallback
+			if errors.Is(err, ErrOwnerLate) {
+				return e.lateTake(rs, g, results)
+			}
+			return e.fallbackTake(rs, g, results, sp)
+		}
 		g.src = api.SourceOwner
 		out, ok, err := e.ownerTakeOnce(f, checks, id, api.TenantFrom(ctx), sp)
 		if errors.Is(err, errHandedOver) {
@@ -216,6 +225,10 @@ func (e *Engine) decideGroup(ctx context.Context, f *limits.File, rs []resolved,
 				}
 			}
 			return ok, nil
+		}
+		if ownerLate(err, e.router.Place(checks[0].Limit, checks[0].Key)) {
+			g.src = api.SourceFallback
+			return e.lateTake(rs, g, results)
 		}
 	}
 	g.src = api.SourceFallback

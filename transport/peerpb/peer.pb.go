@@ -244,8 +244,14 @@ type Request struct {
 	// counts against tenant_max_buckets; "" = no tenant.
 	TenantPrefix     string `protobuf:"bytes,41,opt,name=tenant_prefix,json=tenantPrefix,proto3" json:"tenant_prefix,omitempty"`
 	TenantMaxBuckets int64  `protobuf:"varint,42,opt,name=tenant_max_buckets,json=tenantMaxBuckets,proto3" json:"tenant_max_buckets,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// budget_ns is the time the sender still waits for the reply, as it
+	// sends the batch: relative, so no clock crosses nodes. The receiver
+	// measures it from the batch's arrival on its own clock and refuses a
+	// take, acquire or allotment it reaches only after that (Reply.expired).
+	// 0 = no budget (a sender before this field): decided whenever reached.
+	BudgetNs      int64 `protobuf:"varint,13,opt,name=budget_ns,json=budgetNs,proto3" json:"budget_ns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Request) Reset() {
@@ -386,6 +392,13 @@ func (x *Request) GetTenantPrefix() string {
 func (x *Request) GetTenantMaxBuckets() int64 {
 	if x != nil {
 		return x.TenantMaxBuckets
+	}
+	return 0
+}
+
+func (x *Request) GetBudgetNs() int64 {
+	if x != nil {
+		return x.BudgetNs
 	}
 	return 0
 }
@@ -639,16 +652,19 @@ func (x *Grant) GetPermits() int64 {
 
 // Reply answers one Request.
 type Reply struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Results       []*Result              `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
-	ErrCode       uint32                 `protobuf:"varint,2,opt,name=err_code,json=errCode,proto3" json:"err_code,omitempty"` // semantic error from the owner; 0 = none
-	ErrDetail     string                 `protobuf:"bytes,3,opt,name=err_detail,json=errDetail,proto3" json:"err_detail,omitempty"`
-	NotOwner      bool                   `protobuf:"varint,4,opt,name=not_owner,json=notOwner,proto3" json:"not_owner,omitempty"` // the owner's ring disagrees: fall back or retry
-	RulesVersion  int64                  `protobuf:"varint,5,opt,name=rules_version,json=rulesVersion,proto3" json:"rules_version,omitempty"`
-	Lease         *Grant                 `protobuf:"bytes,6,opt,name=lease,proto3" json:"lease,omitempty"`
-	Epoch         uint64                 `protobuf:"varint,7,opt,name=epoch,proto3" json:"epoch,omitempty"`    // the owner's ring epoch
-	Entries       []*HandoffEntry        `protobuf:"bytes,8,rep,name=entries,proto3" json:"entries,omitempty"` // pull: the state handed over
-	Allot         *Allotment             `protobuf:"bytes,9,opt,name=allot,proto3" json:"allot,omitempty"`     // allot: the grant
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Results      []*Result              `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	ErrCode      uint32                 `protobuf:"varint,2,opt,name=err_code,json=errCode,proto3" json:"err_code,omitempty"` // semantic error from the owner; 0 = none
+	ErrDetail    string                 `protobuf:"bytes,3,opt,name=err_detail,json=errDetail,proto3" json:"err_detail,omitempty"`
+	NotOwner     bool                   `protobuf:"varint,4,opt,name=not_owner,json=notOwner,proto3" json:"not_owner,omitempty"` // the owner's ring disagrees: fall back or retry
+	RulesVersion int64                  `protobuf:"varint,5,opt,name=rules_version,json=rulesVersion,proto3" json:"rules_version,omitempty"`
+	Lease        *Grant                 `protobuf:"bytes,6,opt,name=lease,proto3" json:"lease,omitempty"`
+	Epoch        uint64                 `protobuf:"varint,7,opt,name=epoch,proto3" json:"epoch,omitempty"`    // the owner's ring epoch
+	Entries      []*HandoffEntry        `protobuf:"bytes,8,rep,name=entries,proto3" json:"entries,omitempty"` // pull: the state handed over
+	Allot        *Allotment             `protobuf:"bytes,9,opt,name=allot,proto3" json:"allot,omitempty"`     // allot: the grant
+	// expired: the request's budget_ns ran out at the receiver before it was
+	// decided; nothing was spent. Its sender has stopped waiting.
+	Expired       bool `protobuf:"varint,10,opt,name=expired,proto3" json:"expired,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -744,6 +760,13 @@ func (x *Reply) GetAllot() *Allotment {
 		return x.Allot
 	}
 	return nil
+}
+
+func (x *Reply) GetExpired() bool {
+	if x != nil {
+		return x.Expired
+	}
+	return false
 }
 
 // Allotment is an owner's answer to OP_ALLOT (api.AllotResponse).
@@ -1839,7 +1862,7 @@ const file_peer_proto_rawDesc = "" +
 	"\finline_limit\x18\" \x01(\x03R\vinlineLimit\x12\x1f\n" +
 	"\vinline_rate\x18# \x01(\tR\n" +
 	"inlineRate\x12#\n" +
-	"\rinline_window\x18$ \x01(\tR\finlineWindow\"\xd7\x03\n" +
+	"\rinline_window\x18$ \x01(\tR\finlineWindow\"\xf4\x03\n" +
 	"\aRequest\x12 \n" +
 	"\x02op\x18\x01 \x01(\x0e2\x10.weir.peer.v1.OpR\x02op\x12+\n" +
 	"\x06checks\x18\x02 \x03(\v2\x13.weir.peer.v1.CheckR\x06checks\x12\x14\n" +
@@ -1858,7 +1881,8 @@ const file_peer_proto_rawDesc = "" +
 	"\x03seq\x18\f \x01(\x04R\x03seq\x12 \n" +
 	"\vtraceparent\x18( \x01(\tR\vtraceparent\x12#\n" +
 	"\rtenant_prefix\x18) \x01(\tR\ftenantPrefix\x12,\n" +
-	"\x12tenant_max_buckets\x18* \x01(\x03R\x10tenantMaxBuckets\"U\n" +
+	"\x12tenant_max_buckets\x18* \x01(\x03R\x10tenantMaxBuckets\x12\x1b\n" +
+	"\tbudget_ns\x18\r \x01(\x03R\bbudgetNs\"U\n" +
 	"\fBatchRequest\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x121\n" +
 	"\brequests\x18\x02 \x03(\v2\x15.weir.peer.v1.RequestR\brequests\"\x93\x02\n" +
@@ -1878,7 +1902,7 @@ const file_peer_proto_rawDesc = "" +
 	"\afencing\x18\x03 \x01(\x04R\afencing\x12\x15\n" +
 	"\x06ttl_ns\x18\x04 \x01(\x03R\x05ttlNs\x12$\n" +
 	"\x0eretry_after_ns\x18\x05 \x01(\x03R\fretryAfterNs\x12\x18\n" +
-	"\apermits\x18\x06 \x01(\x03R\apermits\"\xd9\x02\n" +
+	"\apermits\x18\x06 \x01(\x03R\apermits\"\xf3\x02\n" +
 	"\x05Reply\x12.\n" +
 	"\aresults\x18\x01 \x03(\v2\x14.weir.peer.v1.ResultR\aresults\x12\x19\n" +
 	"\berr_code\x18\x02 \x01(\rR\aerrCode\x12\x1d\n" +
@@ -1889,7 +1913,9 @@ const file_peer_proto_rawDesc = "" +
 	"\x05lease\x18\x06 \x01(\v2\x13.weir.peer.v1.GrantR\x05lease\x12\x14\n" +
 	"\x05epoch\x18\a \x01(\x04R\x05epoch\x124\n" +
 	"\aentries\x18\b \x03(\v2\x1a.weir.peer.v1.HandoffEntryR\aentries\x12-\n" +
-	"\x05allot\x18\t \x01(\v2\x17.weir.peer.v1.AllotmentR\x05allot\"\xab\x01\n" +
+	"\x05allot\x18\t \x01(\v2\x17.weir.peer.v1.AllotmentR\x05allot\x12\x18\n" +
+	"\aexpired\x18\n" +
+	" \x01(\bR\aexpired\"\xab\x01\n" +
 	"\tAllotment\x12\x16\n" +
 	"\x06tokens\x18\x01 \x01(\x03R\x06tokens\x12\x15\n" +
 	"\x06ttl_ns\x18\x02 \x01(\x03R\x05ttlNs\x12$\n" +
