@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/weir-rl/weir/api"
+	"github.com/weir-rl/weir/transport"
 )
 
 // offsetClock is an injected decision clock: the wall time shifted by an
@@ -171,11 +172,22 @@ func TestStateDirRefusesBadFile(t *testing.T) {
 }
 
 // TestStateDirWholeClusterRestart: three members, each with its own state
-// dir, spend a slow bucket; all are stopped at once (graceful), and a new
-// cluster is started on the same state dirs a minute later. The spent key
-// is still denied at every member; an hour later exactly one token has
-// refilled.
+// dir, spend a slow bucket; all are stopped (graceful: at once, as a scale
+// to zero does, or one at a time, as a rollout does, which leaves every
+// debit on the last member), and a new cluster is started on the same
+// state dirs a minute later. The spent key is still denied at every
+// member; an hour later exactly one token has refilled.
 func TestStateDirWholeClusterRestart(t *testing.T) {
+	for _, atOnce := range []bool{true, false} {
+		name := "one-at-a-time"
+		if atOnce {
+			name = "at-once"
+		}
+		t.Run(name, func(t *testing.T) { wholeClusterRestart(t, atOnce) })
+	}
+}
+
+func wholeClusterRestart(t *testing.T, atOnce bool) {
 	dirs := map[string]string{}
 	for _, name := range []string{"n1", "n2", "n3"} {
 		dirs[name] = t.TempDir()
@@ -193,23 +205,14 @@ func TestStateDirWholeClusterRestart(t *testing.T) {
 	if owner, fallback := takeMany(t, all, "hot", key, 70); owner != 60 || fallback != 0 {
 		t.Fatalf("first life: %d admitted by owner, %d by fallback; want 60 and 0", owner, fallback)
 	}
-	var wg sync.WaitGroup
-	for _, n := range all {
-		wg.Go(func() {
-			if err := n.Shutdown(context.Background()); err != nil {
-				t.Errorf("shutdown of %s: %v", n.cfg.NodeName, err)
-			}
-		})
-	}
-	wg.Wait()
-	saved := 0
-	for _, d := range dirs {
-		if _, err := os.Stat(statePath(d)); err == nil {
-			saved++
-		}
-	}
-	if saved == 0 {
-		t.Fatal("no member wrote a state file")
+	stopNodes(t, all, atOnce)
+	holders := filesHolding(t, dirs, "hot", key)
+	t.Logf("the spent key is in the state files of %v", holders)
+	switch {
+	case len(holders) == 0:
+		t.Fatal("no member saved the spent key")
+	case !atOnce && (len(holders) != 1 || holders[0] != "n3"):
+		t.Fatalf("stopped in order: the spent key is saved by %v, want only the last one stopped (n3)", holders)
 	}
 
 	clock.advance(time.Minute)
@@ -237,4 +240,47 @@ func TestStateDirWholeClusterRestart(t *testing.T) {
 			t.Errorf("%s: state file still there after it was applied: %v", name, err)
 		}
 	}
+}
+
+// stopNodes shuts the nodes down gracefully, all at once or in order, and
+// fails t unless every Shutdown returns nil.
+func stopNodes(t *testing.T, nodes []*Node, atOnce bool) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for _, n := range nodes {
+		stop := func() {
+			if err := n.Shutdown(context.Background()); err != nil {
+				t.Errorf("shutdown of %s: %v", n.cfg.NodeName, err)
+			}
+		}
+		if atOnce {
+			wg.Go(stop)
+		} else {
+			stop()
+		}
+	}
+	wg.Wait()
+}
+
+// filesHolding names the members whose state file holds a bucket in debt
+// for (limit, key).
+func filesHolding(t *testing.T, dirs map[string]string, limit, key string) []string {
+	t.Helper()
+	var out []string
+	for _, name := range []string{"n1", "n2", "n3"} {
+		b, err := os.ReadFile(statePath(dirs[name]))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		st, _, err := transport.DecodeStateFile(b)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for _, e := range st.Buckets {
+			if e.Name == limit && e.Key == key {
+				out = append(out, name)
+			}
+		}
+	}
+	return out
 }
