@@ -173,9 +173,9 @@ func TestStateDirRefusesBadFile(t *testing.T) {
 
 // TestStateDirWholeClusterRestart: three members, each with its own state
 // dir, spend a slow bucket; all are stopped (graceful: at once, as a scale
-// to zero does, or one at a time, as a rollout does, which leaves every
-// debit on the last member), and a new cluster is started on the same
-// state dirs a minute later. The spent key is still denied at every
+// to zero does, or one at a time, each leave handing its keys to the
+// members still up while they hold a majority), and a new cluster is
+// started on the same state dirs a minute later. The spent key is still denied at every
 // member; an hour later exactly one token has refilled.
 func TestStateDirWholeClusterRestart(t *testing.T) {
 	for _, atOnce := range []bool{true, false} {
@@ -208,11 +208,8 @@ func wholeClusterRestart(t *testing.T, atOnce bool) {
 	stopNodes(t, all, atOnce)
 	holders := filesHolding(t, dirs, "hot", key)
 	t.Logf("the spent key is in the state files of %v", holders)
-	switch {
-	case len(holders) == 0:
+	if len(holders) == 0 {
 		t.Fatal("no member saved the spent key")
-	case !atOnce && (len(holders) != 1 || holders[0] != "n3"):
-		t.Fatalf("stopped in order: the spent key is saved by %v, want only the last one stopped (n3)", holders)
 	}
 
 	clock.advance(time.Minute)
