@@ -75,12 +75,10 @@ func EncodeStateFile(st State, written time.Time) ([]byte, error) {
 // Nothing is returned from a refused file.
 func DecodeStateFile(b []byte) (State, time.Time, error) {
 	switch {
-	case len(b) < stateHeader+stateSum && !bytes.HasPrefix(b, []byte(stateMagic)) && !bytes.HasPrefix([]byte(stateMagic), b):
+	case !bytes.HasPrefix(b, []byte(stateMagic)) && !(len(b) < len(stateMagic) && bytes.HasPrefix([]byte(stateMagic), b)):
 		return State{}, time.Time{}, fmt.Errorf("%w: not a weir state file (bad magic)", ErrStateFile)
 	case len(b) < stateHeader+stateSum:
 		return State{}, time.Time{}, fmt.Errorf("%w: truncated: %d bytes, a header and sum need %d", ErrStateFile, len(b), stateHeader+stateSum)
-	case string(b[:8]) != stateMagic:
-		return State{}, time.Time{}, fmt.Errorf("%w: not a weir state file (bad magic)", ErrStateFile)
 	}
 	if v := binary.BigEndian.Uint32(b[8:]); v != StateFileVersion {
 		return State{}, time.Time{}, fmt.Errorf("%w: version %d, this build reads %d", ErrStateFile, v, StateFileVersion)
