@@ -74,8 +74,10 @@ func EncodeStateFile(st State, written time.Time) ([]byte, error) {
 // overlong file, a sum that does not match, a body that does not parse).
 // Nothing is returned from a refused file.
 func DecodeStateFile(b []byte) (State, time.Time, error) {
+	// A file shorter than the magic is truncated when it begins like it.
+	startsLikeMagic := bytes.HasPrefix(b, []byte(stateMagic)) || (len(b) < len(stateMagic) && bytes.HasPrefix([]byte(stateMagic), b))
 	switch {
-	case !bytes.HasPrefix(b, []byte(stateMagic)) && !(len(b) < len(stateMagic) && bytes.HasPrefix([]byte(stateMagic), b)):
+	case !startsLikeMagic:
 		return State{}, time.Time{}, fmt.Errorf("%w: not a weir state file (bad magic)", ErrStateFile)
 	case len(b) < stateHeader+stateSum:
 		return State{}, time.Time{}, fmt.Errorf("%w: truncated: %d bytes, a header and sum need %d", ErrStateFile, len(b), stateHeader+stateSum)
