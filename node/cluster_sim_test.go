@@ -42,6 +42,9 @@ type simCluster struct {
 	log *slog.Logger
 	// tracing is every member's tracing configuration (off by default).
 	tracing tracing.Config
+	// configure, when set, adjusts each member's configuration and
+	// dependencies before it is built (a state dir, a clock).
+	configure func(name string, cfg *Config, deps *Deps)
 }
 
 // simLimits: slow refills, so wall-clock time during a test mints nothing
@@ -121,7 +124,11 @@ func (c *simCluster) add(name, host, seed, secretFile string) *Node {
 	if seed != "" {
 		cfg.Ring.Join = []string{seed + ":7946"}
 	}
-	n, err := New(cfg, Deps{Logger: c.log, ListenPeer: func(string, string) (net.Listener, error) { return c.net.Listen(host, 7947) }})
+	deps := Deps{Logger: c.log, ListenPeer: func(string, string) (net.Listener, error) { return c.net.Listen(host, 7947) }}
+	if c.configure != nil {
+		c.configure(name, &cfg, &deps)
+	}
+	n, err := New(cfg, deps)
 	if err != nil {
 		c.t.Fatal(err)
 	}

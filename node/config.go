@@ -103,6 +103,10 @@ type Config struct {
 	LeaveTimeout time.Duration
 	// ShutdownTimeout bounds a graceful shutdown: in-flight requests get this long. Default 10s.
 	ShutdownTimeout time.Duration
+	// StateDir is a directory the node keeps its owner state in across a
+	// restart (statefile.go): written on a graceful Shutdown, read and
+	// removed on Start. Empty (the default) keeps nothing.
+	StateDir string
 	// TakeDedup bounds the owner's memory of takes' request ids, which
 	// answers a caller's retry with the first decision (package
 	// internal/dedup). Default a 10 s window over 65,536 ids; the zero

@@ -28,6 +28,12 @@ func (n *Node) Start(ctx context.Context) error {
 	if n.started {
 		return errors.New("node: already started")
 	}
+	// The saved state goes in before the node serves or joins; its file
+	// is removed once the node runs (a failed start keeps it).
+	restored, err := n.restoreState()
+	if err != nil {
+		return err
+	}
 	lns, err := n.listen()
 	if err != nil {
 		return err
@@ -60,6 +66,9 @@ func (n *Node) Start(ctx context.Context) error {
 	n.runSecurity(runCtx)
 	n.cancel = cancel
 	n.started = true
+	if restored {
+		n.dropState()
+	}
 	for i, ln := range serving {
 		n.goRun(func() { serve[i](ln) })
 	}
@@ -240,6 +249,11 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	}
 	n.cancel()
 	n.wg.Wait()
+	// Nothing decides any more and the peers took what they would: what
+	// is left in debt goes to the state file (Config.StateDir).
+	if e := n.saveState(); e != nil && err == nil {
+		err = e
+	}
 	// Every span has ended: the servers answered their last request. What
 	// the batch processor still holds leaves now, within ctx.
 	if e := n.tracer.Shutdown(ctx); e != nil && err == nil {

@@ -37,6 +37,7 @@ func TestEnvName(t *testing.T) {
 		"http-addr":           "WEIR_HTTP_ADDR",
 		"limits":              "WEIR_LIMITS",
 		"cluster-secret-file": "WEIR_CLUSTER_SECRET_FILE",
+		"state-dir":           "WEIR_STATE_DIR",
 	} {
 		if got := envName(in); got != want {
 			t.Errorf("envName(%q) = %q, want %q", in, got, want)

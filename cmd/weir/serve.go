@@ -105,6 +105,7 @@ func serveFlags(fs *flag.FlagSet, cfg *node.Config, cf *clusterFlags, logFormat 
 	fs.StringVar(&cfg.EnvoyConfigDir, "envoy-config-dir", cfg.EnvoyConfigDir, "a directory of envoyproxy/ratelimit configuration files that Envoy's rate limit service decides by (watched; empty: the generic_key mapping)")
 	fs.BoolVar(&cfg.HTTP.LegacyHeaders, "legacy-headers", cfg.HTTP.LegacyHeaders, "send X-RateLimit-Limit/Remaining/Reset")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "how long in-flight requests get on SIGTERM")
+	fs.StringVar(&cfg.StateDir, "state-dir", cfg.StateDir, "directory the buckets in debt and the leases are saved to on SIGTERM and restored from on start, so a restart of every node keeps its debits (empty: nothing kept)")
 	fs.StringVar(logFormat, "log-format", *logFormat, "log format: text or json")
 	tracingFlags(fs, &cfg.Tracing)
 	securityFlags(fs, cfg)
