@@ -47,8 +47,20 @@ func TestProtocolFollowsMembership(t *testing.T) {
 			t.Errorf("%s: gauge %v, want %d", tc.name, got, tc.want)
 		}
 	}
+	// Nothing in common (a release skipped): the gauge says 0, and the
+	// node sends in a version it speaks, which a peer refuses by name.
+	future := newer
+	future.Meta.Protocol = ring.Versions{Min: transport.MaxVersion + 1, Max: transport.MaxVersion + 2}
+	c.observe(ring.NewView(2, "n1", []ring.Member{self, future}))
+	var g dto.Metric
+	if err := c.m.protocol.Write(&g); err != nil || g.GetGauge().GetValue() != 0 {
+		t.Errorf("no common version: gauge %v, %v; want 0", g.GetGauge().GetValue(), err)
+	}
+	if got := c.pool.Protocol(); got < transport.MinVersion || got > transport.MaxVersion {
+		t.Errorf("no common version: sends in %d, which this build does not speak", got)
+	}
 	old.State = ring.Dead
-	c.observe(ring.NewView(2, "n1", []ring.Member{old, self}))
+	c.observe(ring.NewView(3, "n1", []ring.Member{old, self}))
 	if got := c.pool.Protocol(); got != transport.MaxVersion {
 		t.Errorf("a failed older member still holds the cluster at %d", got)
 	}
