@@ -17,7 +17,7 @@ STAMP      := -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.buildT
 
 .PHONY: hostile fuzz-long traefik traefik-test overload
 .PHONY: release image version
-.PHONY: all build test check fmt fmt-check vet lint tidy-check proto proto-check bench gubernator bench-repl bench-micro bench-load bench-cluster compose-test jepsen-quick jepsen jepsen-compose run clean
+.PHONY: all build test check fmt fmt-check vet lint tidy-check proto proto-check bench gubernator bench-repl bench-micro bench-load bench-cluster compose-test jepsen-quick jepsen jepsen-upgrade jepsen-compose run clean
 
 all: build
 
@@ -180,6 +180,18 @@ jepsen-quick: build ## fault suite (root): 3 nodes through kill, pause, isolate,
 jepsen: build ## the full fault matrix (root): 3 and 5 nodes x every nemesis, and the hot key with allotments
 	$(GO) build -o $(BIN)/jepsen ./jepsen/cmd/jepsen
 	$(BIN)/jepsen -bin $(BIN)/weir -nodes 3,5 -faults all -seed $(JEPSEN_SEED) -xfail=$(JEPSEN_XFAIL)
+
+# A rolling upgrade from FROM (a git ref at or after the versioned peer
+# protocol; README, "Upgrades"): scripts/build-ref.sh builds it in a
+# temporary git worktree into bin/weir-from, every node of a 3-node cluster
+# starts from it, and under load each in turn leaves gracefully and starts
+# again as bin/weir, with graceful leave's excess, lease and linearizability
+# checkers.
+jepsen-upgrade: build ## rolling upgrade FROM=<git ref> to this tree (root): 3 nodes replaced one at a time under load
+	@if [ -z "$(FROM)" ]; then echo "jepsen-upgrade: set FROM=<git ref>, e.g. make jepsen-upgrade FROM=v0.1.0"; exit 2; fi
+	$(GO) build -o $(BIN)/jepsen ./jepsen/cmd/jepsen
+	./scripts/build-ref.sh $(FROM) $(BIN)/weir-from
+	$(BIN)/jepsen -bin $(BIN)/weir -from-bin $(BIN)/weir-from -nodes 3 -faults upgrade -seed $(JEPSEN_SEED)
 
 # The same scenarios and checkers against deploy/docker-compose.yml (3 nodes),
 # on the image built like compose-test builds it (FROM scratch, static binary).

@@ -30,6 +30,11 @@ const (
 	// same one. With 3 nodes each cut is one-way: each node is deaf to its
 	// predecessor.
 	Ring Fault = "ring"
+	// Upgrade is a rolling upgrade: each node in turn leaves gracefully
+	// (SIGTERM) and starts again from the new binary
+	// (ClusterConfig.FromBin is the old one), the next only once every
+	// node agrees on the members again.
+	Upgrade Fault = "upgrade"
 )
 
 // Relation says how a bucket's owner (before the fault) relates to the
@@ -196,7 +201,7 @@ func FaultBound(f Fault, rel Relation, n int) Bound {
 			OwnerChanges: n + 1, Members: n,
 			Why: "every node sees a majority: up to N takeovers from a full bucket plus the owner's return (+(N+1)B)",
 		}
-	case Leave, Skew:
+	case Leave, Skew, Upgrade:
 		// A graceful leave is forgotten at once, so ceilings divide by n-1;
 		// the leaving owner hands its buckets over, keeping their debt.
 		return Bound{Members: max(n-1, 1), Why: "a leaving owner hands its buckets over (debt kept)"}

@@ -25,18 +25,21 @@ type NodesConfig struct {
 
 // NetnsNodes returns the Nodes constructor of a scenario run as weir
 // processes started from bin in nw.
-func NetnsNodes(bin string, nw *Net) func(NodesConfig) (Nodes, error) {
+func NetnsNodes(bin, fromBin string, nw *Net) func(NodesConfig) (Nodes, error) {
 	return func(cfg NodesConfig) (Nodes, error) {
-		return NewCluster(ClusterConfig{Bin: bin, Net: nw, Limits: cfg.Limits, LogDir: cfg.LogDir, Standalone: cfg.Standalone}), nil
+		return NewCluster(ClusterConfig{Bin: bin, FromBin: fromBin, Net: nw, Limits: cfg.Limits, LogDir: cfg.LogDir, Standalone: cfg.Standalone}), nil
 	}
 }
 
 // ClusterConfig describes N weir processes in a Net.
 type ClusterConfig struct {
-	Bin    string // the weir binary
-	Net    *Net
-	Limits string // limits file path
-	LogDir string // node i appends to LogDir/n<i>.log across restarts
+	Bin string // the weir binary
+	// FromBin, when set, is the older weir binary every node runs until
+	// Upgrade moves it to Bin (the rolling-upgrade scenario).
+	FromBin string
+	Net     *Net
+	Limits  string // limits file path
+	LogDir  string // node i appends to LogDir/n<i>.log across restarts
 	// Standalone starts every node with --cluster=false: each decides every
 	// key alone from a full bucket. This is the deliberately broken build of
 	// the acceptance test.
@@ -48,9 +51,10 @@ type ClusterConfig struct {
 type Cluster struct {
 	cfg ClusterConfig
 
-	mu      sync.Mutex      // guards procs and offsets
-	procs   []*proc         // index i-1 for node i; nil when not running
-	offsets []time.Duration // index i-1: decision clock offset for node i's next start
+	mu       sync.Mutex      // guards procs, offsets and upgraded
+	procs    []*proc         // index i-1 for node i; nil when not running
+	offsets  []time.Duration // index i-1: decision clock offset for node i's next start
+	upgraded []bool          // index i-1: node i runs Bin, not FromBin
 }
 
 type proc struct {
@@ -63,9 +67,10 @@ type proc struct {
 // NewCluster returns a Cluster with no process running.
 func NewCluster(cfg ClusterConfig) *Cluster {
 	return &Cluster{
-		cfg:     cfg,
-		procs:   make([]*proc, cfg.Net.N),
-		offsets: make([]time.Duration, cfg.Net.N),
+		cfg:      cfg,
+		procs:    make([]*proc, cfg.Net.N),
+		offsets:  make([]time.Duration, cfg.Net.N),
+		upgraded: make([]bool, cfg.Net.N),
 	}
 }
 
@@ -78,8 +83,12 @@ func (c *Cluster) URL(i int) string { return "http://" + c.cfg.Net.IP(i) + ":808
 func (c *Cluster) args(i int) []string {
 	nw := c.cfg.Net
 	ip := nw.IP(i)
+	bin := c.cfg.Bin
+	if c.cfg.FromBin != "" && !c.upgraded[i-1] {
+		bin = c.cfg.FromBin
+	}
 	a := []string{
-		"netns", "exec", nw.NS(i), c.cfg.Bin, "serve",
+		"netns", "exec", nw.NS(i), bin, "serve",
 		"--node-name", Name(i), "--http-addr", ip + ":8080", "--grpc-addr", ip + ":8081",
 		"--limits", c.cfg.Limits,
 	}
@@ -98,6 +107,15 @@ func (c *Cluster) args(i int) []string {
 		a = append(a, "--test-clock-offset", off.String())
 	}
 	return a
+}
+
+// Upgrade makes node i's next start run Bin. Without FromBin every start
+// runs Bin and Upgrade changes nothing: a rolling restart.
+func (c *Cluster) Upgrade(i int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.upgraded[i-1] = true
+	return nil
 }
 
 // SetClockOffset sets the decision clock offset node i gets at its next
@@ -121,8 +139,9 @@ func (c *Cluster) Start(i int) error {
 	if err != nil {
 		return fmt.Errorf("jepsen: %w", err)
 	}
-	fmt.Fprintf(f, "=== jepsen: start %s at %s\n", Name(i), time.Now().Format(time.RFC3339Nano))
-	cmd := exec.Command("ip", c.args(i)...)
+	args := c.args(i)
+	fmt.Fprintf(f, "=== jepsen: start %s (%s) at %s\n", Name(i), args[3], time.Now().Format(time.RFC3339Nano))
+	cmd := exec.Command("ip", args...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

@@ -287,6 +287,11 @@ func (c *Compose) node(i int) (*composeNode, error) {
 	return n, nil
 }
 
+// Upgrade is refused: the compose cluster runs one image.
+func (c *Compose) Upgrade(int) error {
+	return errors.New("jepsen: the compose backend runs one image; the upgrade scenario needs network namespaces")
+}
+
 // SetClockOffset sets the decision clock offset node i gets at its next
 // start (0: none); a start with a new offset recreates the container.
 func (c *Compose) SetClockOffset(i int, d time.Duration) error {

@@ -52,7 +52,7 @@ func TestBrokenBuildIsDetected(t *testing.T) {
 	sc := DefaultScenario()
 	sc.Name, sc.Fault, sc.Before = "3-broken", None, 5*time.Second
 	sc.Standalone, sc.ExpectViolation = true, true
-	sc.Seed, sc.Nodes, sc.Dir = 1, NetnsNodes(bin, nw), t.TempDir()
+	sc.Seed, sc.Nodes, sc.Dir = 1, NetnsNodes(bin, "", nw), t.TempDir()
 	res, err := Run(ctx, sc)
 	if err != nil {
 		t.Fatal(err)

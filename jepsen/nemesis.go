@@ -14,7 +14,8 @@ type Nemesis struct {
 	Fault   Fault
 	Targets []int
 	Loss    float64 // packet loss probability for Fault Loss
-	// Order is the ring order of Fault Ring (every node, shuffled).
+	// Order is the ring order of Fault Ring and the replacement order of
+	// Fault Upgrade (every node, shuffled).
 	Order []int
 }
 

@@ -33,6 +33,10 @@ type Nodes interface {
 	// Pause freezes node i; Resume thaws it.
 	Pause(i int) error
 	Resume(i int) error
+	// Upgrade makes node i's next Start run the new binary instead of
+	// the old one (a rolling upgrade); an error when the backend has one
+	// binary only.
+	Upgrade(i int) error
 	// SetClockOffset sets the decision clock offset node i gets at its
 	// next Start; an error when the backend cannot.
 	SetClockOffset(i int, d time.Duration) error

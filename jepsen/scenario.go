@@ -337,13 +337,13 @@ func (r *scenarioRun) chooseTargets() {
 		switch r.sc.Fault {
 		case Split:
 			hit = r.n / 2
-		case Ring:
+		case Ring, Upgrade:
 			hit = r.n
 		}
 	}
 	perm := rng.Perm(r.n)
 	r.nm = Nemesis{Fault: r.sc.Fault, Loss: r.sc.Loss}
-	if r.sc.Fault == Ring {
+	if r.sc.Fault == Ring || r.sc.Fault == Upgrade {
 		for _, p := range perm {
 			r.nm.Order = append(r.nm.Order, p+1)
 		}
@@ -455,7 +455,11 @@ func (r *scenarioRun) playFault(ctx context.Context) (tInject, tHeal int64, conv
 		return 0, 0, done, nil
 	}
 	tInject = r.rec.Event("inject", r.nm.String())
-	if err := r.nm.Inject(ctx, r.c); err != nil {
+	inject := r.nm.Inject
+	if r.sc.Fault == Upgrade {
+		inject = r.rollingUpgrade
+	}
+	if err := inject(ctx, r.c); err != nil {
 		return 0, 0, nil, err
 	}
 	if err := sleepCtx(ctx, r.sc.During); err != nil {
@@ -471,6 +475,32 @@ func (r *scenarioRun) playFault(ctx context.Context) (tInject, tHeal int64, conv
 		return 0, 0, nil, err
 	}
 	return tInject, tHeal, done, nil
+}
+
+// rollingUpgrade replaces the targets one at a time, in their shuffled
+// order: each leaves gracefully and starts again from the new binary, and
+// the next goes only once every node agrees on the members again (within
+// 30 s each), as an operator's rollout waits for readiness.
+func (r *scenarioRun) rollingUpgrade(ctx context.Context, c Nodes) error {
+	for _, t := range r.nm.Order {
+		r.rec.Event("upgrade", Name(t))
+		if err := c.Upgrade(t); err != nil {
+			return err
+		}
+		if err := c.Stop(t, 10*time.Second); err != nil {
+			return err
+		}
+		if err := c.Start(t); err != nil {
+			return err
+		}
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		_, err := r.pr.WaitConverged(wctx, r.all, r.names, nil)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("jepsen: after upgrading %s: %w", Name(t), err)
+		}
+	}
+	return nil
 }
 
 // watchConvergence waits, for at most ConvergeWithin, until every node

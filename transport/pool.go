@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -47,10 +48,23 @@ type Pool struct {
 	cfg   Config
 	creds credentials.TransportCredentials
 
+	// protocol is the version every message is sent in (SetProtocol).
+	protocol *atomic.Uint32
+
 	mu     sync.Mutex // guards peers and closed
 	peers  map[string]*peer
 	closed bool
 }
+
+// SetProtocol sets the peer protocol version of the messages sent from now
+// on: the cluster's version, the highest every live member speaks. A
+// version this build does not speak (0 when members have none in common)
+// is clamped into MinVersion..MaxVersion: a receiver that cannot read it
+// refuses the call, saying why.
+func (p *Pool) SetProtocol(v Version) { p.protocol.Store(min(max(v, MinVersion), MaxVersion)) }
+
+// Protocol returns the version messages are sent in.
+func (p *Pool) Protocol() Version { return p.protocol.Load() }
 
 // NewPool returns a Pool with cfg. It panics if cfg.Validate fails: the
 // node validates its configuration at start, so an invalid one here is a
@@ -63,7 +77,9 @@ func NewPool(cfg Config) *Pool {
 	if cfg.Credentials != nil {
 		creds = credentials.NewTLS(cfg.Credentials.ClientConfig())
 	}
-	return &Pool{cfg: cfg, creds: creds, peers: make(map[string]*peer)}
+	p := &Pool{cfg: cfg, creds: creds, protocol: new(atomic.Uint32), peers: make(map[string]*peer)}
+	p.protocol.Store(MinVersion)
+	return p
 }
 
 // Do sends req to the peer at peerAddr and returns that peer's Reply. The
@@ -168,7 +184,7 @@ func (p *Pool) handoff(ctx context.Context, peerAddr string, replica bool, st St
 		entries = entries[len(chunk):]
 		drop := dropped[:min(len(dropped), handoffChunk)]
 		dropped = dropped[len(drop):]
-		req := &peerpb.HandoffRequest{From: p.cfg.Self, Entries: chunk, Replica: replica, Dropped: encodeKeys(drop)}
+		req := &peerpb.HandoffRequest{From: p.cfg.Self, Entries: chunk, Replica: replica, Dropped: encodeKeys(drop), Protocol: p.Protocol()}
 		cctx, cancel := context.WithTimeout(ctx, p.cfg.HandoffDeadline)
 		_, err := pr.client.Handoff(cctx, req)
 		cancel()
@@ -244,6 +260,7 @@ func (p *Pool) peer(addr string) (*peer, error) {
 	pr := &peer{
 		addr:   addr,
 		self:   p.cfg.Self,
+		proto:  p.protocol,
 		obs:    p.cfg.Observer,
 		conn:   conn,
 		client: peerpb.NewPeerClient(conn),
@@ -276,6 +293,7 @@ type outcome struct {
 type peer struct {
 	addr   string
 	self   string
+	proto  *atomic.Uint32 // the pool's protocol
 	obs    Observer
 	conn   *grpc.ClientConn
 	client peerpb.PeerClient
@@ -395,7 +413,7 @@ func (pr *peer) send(batch []*call) {
 		pr.obs.BatchSent(pr.addr, len(live))
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
-	out, err := pr.client.Batch(ctx, &peerpb.BatchRequest{From: pr.self, Requests: encodeRequests(reqs, time.Now())})
+	out, err := pr.client.Batch(ctx, &peerpb.BatchRequest{From: pr.self, Requests: encodeRequests(reqs, time.Now()), Protocol: pr.proto.Load()})
 	cancel()
 	if err == nil && len(out.GetReplies()) != len(live) {
 		err = fmt.Errorf("transport: %d replies to %d requests", len(out.GetReplies()), len(live))

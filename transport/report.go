@@ -64,7 +64,7 @@ func (p *Pool) Report(ctx context.Context, peerAddr string, req ReportRequest) (
 	if err != nil {
 		return Report{}, err
 	}
-	m, err := pr.client.Report(ctx, &peerpb.ReportRequest{Limit: req.Limit, HotN: uint32(max(req.HotN, 0))})
+	m, err := pr.client.Report(ctx, &peerpb.ReportRequest{Limit: req.Limit, HotN: uint32(max(req.HotN, 0)), Protocol: p.Protocol()})
 	if err != nil {
 		return Report{}, fmt.Errorf("transport: report from %s: %w", peerAddr, err)
 	}

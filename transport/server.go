@@ -77,7 +77,11 @@ type service struct {
 func (s *service) Batch(ctx context.Context, in *peerpb.BatchRequest) (*peerpb.BatchReply, error) {
 	// The batch's arrival starts its requests' budgets: read the clock
 	// before anything else.
-	reqs := decodeRequests(in.GetRequests(), time.Now())
+	now := time.Now()
+	if err := checkVersion(in.GetProtocol()); err != nil {
+		return nil, err
+	}
+	reqs := decodeRequests(in.GetRequests(), now)
 	for i := range reqs {
 		if !reqs[i].Op.Valid() {
 			return nil, status.Errorf(codes.InvalidArgument, "transport: request %d: invalid op %d", i, reqs[i].Op)
@@ -92,11 +96,17 @@ func (s *service) Batch(ctx context.Context, in *peerpb.BatchRequest) (*peerpb.B
 
 // Report implements peerpb.PeerServer.
 func (s *service) Report(ctx context.Context, in *peerpb.ReportRequest) (*peerpb.ReportReply, error) {
+	if err := checkVersion(in.GetProtocol()); err != nil {
+		return nil, err
+	}
 	return encodeReport(s.h.Report(ctx, ReportRequest{Limit: in.GetLimit(), HotN: int(in.GetHotN())})), nil
 }
 
 // Handoff implements peerpb.PeerServer.
 func (s *service) Handoff(ctx context.Context, in *peerpb.HandoffRequest) (*peerpb.HandoffReply, error) {
+	if err := checkVersion(in.GetProtocol()); err != nil {
+		return nil, err
+	}
 	st := decodeState(in.GetEntries())
 	if in.GetReplica() {
 		if err := s.h.Replicate(ctx, in.GetFrom(), st, decodeKeys(in.GetDropped())); err != nil {

@@ -196,7 +196,9 @@ func New(cfg Config, deps Deps) (*Cluster, error) {
 	if rc.Logger == nil {
 		rc.Logger = log
 	}
-	r, err := gossip.New(rc, deps.Meta)
+	meta := deps.Meta
+	meta.Protocol = ring.Versions{Min: transport.MinVersion, Max: transport.MaxVersion}
+	r, err := gossip.New(rc, meta)
 	if err != nil {
 		return nil, err
 	}

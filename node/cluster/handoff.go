@@ -36,6 +36,9 @@ func (c *Cluster) watch(ctx context.Context) {
 // observe sets the ring gauges from v.
 func (c *Cluster) observe(v *ring.View) {
 	c.m.epoch.Set(float64(v.Epoch))
+	proto := ring.CommonVersion(v.Members)
+	c.m.protocol.Set(float64(proto))
+	c.pool.SetProtocol(proto)
 	counts := map[string]int{}
 	for _, m := range v.Members {
 		counts[m.State.String()]++

@@ -17,6 +17,7 @@ type metrics struct {
 	notOwner       prometheus.Counter
 	expired        prometheus.Counter
 	epoch          prometheus.Gauge
+	protocol       prometheus.Gauge
 	members        *prometheus.GaugeVec // state
 }
 
@@ -51,11 +52,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		epoch: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "weir_ring_epoch", Help: "This node's ring epoch: the number of ring changes it has seen.",
 		}),
+		protocol: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "weir_peer_protocol_version",
+			Help: "The peer protocol version this node sends in: the highest every live member advertises; 0 while members have none in common.",
+		}),
 		members: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "weir_members", Help: "Known members by state.",
 		}, []string{"state"}),
 	}
-	reg.MustRegister(m.forwardLatency, m.forwardErrors, m.batchSize, m.handoff, m.pulls, m.proxied, m.notOwner, m.expired, m.epoch, m.members)
+	reg.MustRegister(m.forwardLatency, m.forwardErrors, m.batchSize, m.handoff, m.pulls, m.proxied, m.notOwner, m.expired, m.epoch, m.protocol, m.members)
 	return m
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/hashicorp/memberlist"
 
@@ -13,11 +14,22 @@ import (
 // Meta encodings: the first byte of an encoded ring.Meta. Version 1 carries
 // GRPCAddr as the tail; version 2 carries the three addresses
 // length-prefixed (uvarint), so a member gossips its public addresses. A
-// member writes version 1 when it has no public address (older members
-// decode it) and reads both.
+// member writes version 1 when it has neither a public address nor
+// protocol versions (older members decode it) and reads both.
+//
+// After version 2's addresses come extensions, each a uvarint tag, a
+// uvarint length and that many bytes. A decoder skips tags it does not
+// know, and a decoder from before extensions stops after the addresses, so
+// a field added this way never breaks an older member's decoding.
 const (
 	metaVersion1 = 1
 	metaVersion2 = 2
+)
+
+// Extension tags of meta version 2.
+const (
+	// metaExtProtocol holds ring.Meta.Protocol: uvarint Min, uvarint Max.
+	metaExtProtocol = 1
 )
 
 // maxMetaLen is the encoded limit imposed by memberlist.
@@ -45,7 +57,7 @@ const metaLeaving = 1
 // byte, the two integers as zig-zag varints, then the address bytes: the
 // rest (version 1), or three length-prefixed strings (version 2).
 func appendMeta(b []byte, m ring.Meta, flags byte) []byte {
-	v2 := m.APIAddr != "" || m.HTTPAddr != ""
+	v2 := m.APIAddr != "" || m.HTTPAddr != "" || m.Protocol != (ring.Versions{})
 	if v2 {
 		b = append(b, metaVersion2, flags)
 	} else {
@@ -59,6 +71,13 @@ func appendMeta(b []byte, m ring.Meta, flags byte) []byte {
 	for _, s := range [...]string{m.GRPCAddr, m.APIAddr, m.HTTPAddr} {
 		b = binary.AppendUvarint(b, uint64(len(s)))
 		b = append(b, s...)
+	}
+	if m.Protocol != (ring.Versions{}) {
+		ext := binary.AppendUvarint(nil, uint64(m.Protocol.Min))
+		ext = binary.AppendUvarint(ext, uint64(m.Protocol.Max))
+		b = binary.AppendUvarint(b, metaExtProtocol)
+		b = binary.AppendUvarint(b, uint64(len(ext)))
+		b = append(b, ext...)
 	}
 	return b
 }
@@ -101,5 +120,39 @@ func decodeMeta(b []byte) (ring.Meta, byte, error) {
 		*dst = string(b[k : k+int(n)])
 		b = b[k+int(n):]
 	}
+	if err := decodeMetaExts(b, &m); err != nil {
+		return ring.Meta{}, 0, err
+	}
 	return m, flags, nil
+}
+
+// decodeMetaExts parses version 2's extensions into m, skipping tags it
+// does not know.
+func decodeMetaExts(b []byte, m *ring.Meta) error {
+	for len(b) > 0 {
+		tag, k := binary.Uvarint(b)
+		if k <= 0 {
+			return errors.New("gossip: bad meta extension tag")
+		}
+		b = b[k:]
+		n, k := binary.Uvarint(b)
+		if k <= 0 || n > uint64(len(b)-k) {
+			return errors.New("gossip: bad meta extension length")
+		}
+		val := b[k : k+int(n)]
+		b = b[k+int(n):]
+		if tag != metaExtProtocol {
+			continue
+		}
+		lo, k := binary.Uvarint(val)
+		if k <= 0 || lo > math.MaxUint32 {
+			return errors.New("gossip: bad meta protocol versions")
+		}
+		hi, k2 := binary.Uvarint(val[k:])
+		if k2 <= 0 || hi > math.MaxUint32 {
+			return errors.New("gossip: bad meta protocol versions")
+		}
+		m.Protocol = ring.Versions{Min: uint32(lo), Max: uint32(hi)}
+	}
+	return nil
 }

@@ -15,6 +15,8 @@ func TestMetaRoundTrip(t *testing.T) {
 		{LimitsVersion: math.MaxInt64},
 		{GRPCAddr: "10.0.0.1:8081", APIAddr: "10.0.0.1:8080", HTTPAddr: "10.0.0.1:80", Incarnation: 5},
 		{HTTPAddr: "h:1"},
+		{GRPCAddr: "a:1", Protocol: ring.Versions{Min: 1, Max: 1}},
+		{Protocol: ring.Versions{Min: 0, Max: math.MaxUint32}},
 	} {
 		for _, flags := range []byte{0, metaLeaving} {
 			got, gotFlags, err := decodeMeta(appendMeta(nil, m, flags))
@@ -39,6 +41,7 @@ func TestMetaRoundTrip(t *testing.T) {
 func FuzzDecodeMeta(f *testing.F) {
 	f.Add(appendMeta(nil, ring.Meta{GRPCAddr: "a:1", LimitsVersion: 2, Incarnation: 3}, 0))
 	f.Add([]byte{})
+	f.Add(appendMeta(nil, ring.Meta{GRPCAddr: "a:1", Protocol: ring.Versions{Min: 1, Max: 2}}, 0))
 	f.Add(appendMeta(nil, ring.Meta{GRPCAddr: "a:1", APIAddr: "b:2", HTTPAddr: "c:3"}, 0))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, flags, err := decodeMeta(b)

@@ -12,6 +12,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -27,7 +28,8 @@ import (
 	"github.com/weir-rl/weir/jepsen"
 )
 
-// quick is the CI suite; all is the full matrix.
+// quick is the CI suite; all is the full matrix. The upgrade scenario
+// (make jepsen-upgrade, with -from-bin) is in neither.
 var (
 	quick = []string{"kill", "pause", "isolate", "long-partition", "broken", "allot-none"}
 	all   = []string{
@@ -73,6 +75,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 // options is the command line of a run.
 type options struct {
 	bin         string // -bin; absBin once prepared
+	fromBin     string // -from-bin; absFromBin once prepared
 	nodes       string // -nodes, comma-separated cluster sizes
 	faults      string // -faults, comma-separated scenario names
 	seed        uint64 // -seed, never 0 once parsed
@@ -82,8 +85,9 @@ type options struct {
 	composeFile string // -compose; "" runs in network namespaces
 	image       string // -image
 
-	absBin  string               // bin made absolute, by prepare
-	compose jepsen.ComposeConfig // with composeFile: the validated config, by prepare
+	absBin     string               // bin made absolute, by prepare
+	absFromBin string               // fromBin made absolute ("" without), by prepare
+	compose    jepsen.ComposeConfig // with composeFile: the validated config, by prepare
 }
 
 // parseOptions reads the command line, applying -quick, expanding -faults
@@ -94,6 +98,8 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs := flag.NewFlagSet("jepsen", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.bin, "bin", "bin/weir", "weir binary (build it with CGO_ENABLED=0)")
+	fs.StringVar(&o.fromBin, "from-bin", "", "an older weir binary every node starts from; the upgrade scenario replaces it by -bin\n"+
+		"one node at a time (make jepsen-upgrade FROM=<git ref> builds it)")
 	fs.StringVar(&o.nodes, "nodes", "3", "cluster sizes, comma separated (3 or 5)")
 	fs.StringVar(&o.faults, "faults", strings.Join(quick, ","), "scenarios, comma separated, or all: "+strings.Join(all, ","))
 	quickF := fs.Bool("quick", false, "the CI suite: 3 nodes, "+strings.Join(quick, ","))
@@ -143,6 +149,19 @@ func (o *options) prepare() error {
 		return fmt.Errorf("jepsen: weir binary: %w (run make build)", err)
 	}
 	o.absBin = absBin
+	if o.fromBin != "" {
+		if o.composeFile != "" {
+			return errors.New("jepsen: -from-bin needs network namespaces, not -compose")
+		}
+		abs, err := filepath.Abs(o.fromBin)
+		if err == nil {
+			_, err = os.Stat(abs)
+		}
+		if err != nil {
+			return fmt.Errorf("jepsen: -from-bin: %w", err)
+		}
+		o.absFromBin = abs
+	}
 	return nil
 }
 
@@ -193,7 +212,7 @@ func (m *matrix) backend(ctx context.Context, n int) (func(jepsen.NodesConfig) (
 	if err := nw.Setup(ctx); err != nil {
 		return nil, nil, fmt.Errorf("jepsen: %w", err)
 	}
-	return jepsen.NetnsNodes(m.opts.absBin, nw), func() { nw.Cleanup(ctx) }, nil
+	return jepsen.NetnsNodes(m.opts.absBin, m.opts.absFromBin, nw), func() { nw.Cleanup(ctx) }, nil
 }
 
 // size runs every scenario at cluster size n on backend, stopping early
@@ -313,6 +332,9 @@ func scenario(name string, n int) (jepsen.ScenarioConfig, error) {
 		sc.Fault, sc.Before = jepsen.None, 8*time.Second
 	case "broken":
 		sc.Fault, sc.Before, sc.Standalone, sc.ExpectViolation = jepsen.None, 6*time.Second, true, true
+	case "upgrade":
+		// Every node in turn; each step waits for the members to agree.
+		sc.Fault, sc.During = jepsen.Upgrade, 2*time.Second
 	case "kill", "pause", "leave", "skew":
 		sc.Fault, sc.During = jepsen.Fault(name), 4*time.Second
 	case "isolate", "split", "ring":
@@ -324,7 +346,7 @@ func scenario(name string, n int) (jepsen.ScenarioConfig, error) {
 	case "loss":
 		sc.Fault, sc.During = jepsen.Loss, 6*time.Second
 	default:
-		return sc, fmt.Errorf("unknown scenario %q (want one of %s)", name, strings.Join(all, ","))
+		return sc, fmt.Errorf("unknown scenario %q (want one of %s, or upgrade)", name, strings.Join(all, ","))
 	}
 	return sc, nil
 }
