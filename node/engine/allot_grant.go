@@ -277,7 +277,7 @@ func (e *Engine) Allot(ctx context.Context, req api.AllotRequest) (api.AllotResp
 	case p.Kind == placement.Forward:
 		resp, err := e.peers.Allot(ctx, p.Addr, req)
 		if errors.Is(err, ErrOwnerLate) {
-			return api.AllotResponse{}, api.Errorf(api.CodeOverloaded, "limiter_overloaded: the owner of the key did not answer within the deadline: no allotment")
+			return api.AllotResponse{}, errOverloaded(l.Name)
 		}
 		return resp, err
 	}

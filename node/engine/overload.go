@@ -44,7 +44,7 @@ func (e *Engine) lateTake(rs []resolved, g *group, results []api.Result) (bool, 
 			for _, j := range g.idx {
 				e.m.overloaded.WithLabelValues(metricName(rs[j].limit), overloadRefused).Inc()
 			}
-			return false, api.Errorf(api.CodeOverloaded, "limiter_overloaded: the owner of a key of limit %q did not answer within the deadline", l.Name)
+			return false, errOverloaded(l.Name)
 		}
 	}
 	for _, i := range g.idx {
@@ -67,5 +67,12 @@ func (e *Engine) acquireLate(ctx context.Context, l *limits.Limit, req api.Acqui
 		return e.acquireFallback(ctx, l, req)
 	}
 	e.m.overloaded.WithLabelValues(l.Name, overloadRefused).Inc()
-	return api.AcquireResponse{}, api.Errorf(api.CodeOverloaded, "limiter_overloaded: the owner of limit %q's key did not answer within the deadline", l.Name)
+	return api.AcquireResponse{}, errOverloaded(l.Name)
+}
+
+// errOverloaded is the limiter_overloaded error of a step of limit whose
+// owner, alive, did not answer within the deadline: a take, an acquire or
+// an allotment ask.
+func errOverloaded(limit string) error {
+	return api.Errorf(api.CodeOverloaded, "limiter_overloaded: the owner of a key of limit %q did not answer within the deadline", limit)
 }
