@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -13,23 +14,78 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 )
 
-// freePort returns a loopback port nothing listens on right now.
+// Ports for the weir processes these tests start are drawn from below
+// the kernel's ephemeral range (32768-60999 on Linux): a port the kernel
+// handed out by listening on :0 is in that range, and between the test
+// closing it and the process binding it, any outgoing connection on the
+// machine may take it as its local port ("address already in use").
+const (
+	portLow, portHigh = 20000, 32000
+)
+
+// handedOut holds the ports this test process returned already, so that
+// two picks never return the same port before either is bound.
+var (
+	handedMu  sync.Mutex
+	handedOut = map[int]bool{}
+)
+
+// freePort returns a loopback port outside the ephemeral range that
+// nothing listens on right now.
 func freePort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return pickPort(t, 1, func(p int) bool { return bindable("tcp", p) })
+}
+
+// pickPort returns a random port p in [portLow, portHigh) that free
+// accepts and such that none of p..p+width-1 was handed out before; it
+// marks them handed out.
+func pickPort(t *testing.T, width int, free func(p int) bool) int {
+	t.Helper()
+	handedMu.Lock()
+	defer handedMu.Unlock()
+	for range 1000 {
+		p := portLow + rand.IntN(portHigh-portLow)
+		taken := false
+		for i := range width {
+			taken = taken || handedOut[p+i]
+		}
+		if taken || !free(p) {
+			continue
+		}
+		for i := range width {
+			handedOut[p+i] = true
+		}
+		return p
+	}
+	t.Fatal("no free loopback port below the ephemeral range")
+	return 0
+}
+
+// bindable reports whether network ("tcp" or "udp") port p on loopback
+// can be bound right now.
+func bindable(network string, p int) bool {
+	addr := "127.0.0.1:" + strconv.Itoa(p)
+	if network == "udp" {
+		pc, err := net.ListenPacket("udp", addr)
+		if err != nil {
+			return false
+		}
+		_ = pc.Close()
+		return true
+	}
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		t.Fatal(err)
+		return false
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	if err := ln.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return port
+	_ = ln.Close()
+	return true
 }
 
 // goTool finds the go command that runs this test.

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"encoding/json"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -91,27 +90,9 @@ func (p *proc) logLines() []string {
 // are free right now: a gossip port whose peer port (p+1) is free too.
 func freePortPair(t *testing.T) int {
 	t.Helper()
-	for range 100 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := ln.Addr().(*net.TCPAddr).Port
-		ln2, err2 := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p+1))
-		pc, err3 := net.ListenPacket("udp", "127.0.0.1:"+strconv.Itoa(p))
-		_ = ln.Close()
-		if err2 == nil {
-			_ = ln2.Close()
-		}
-		if err3 == nil {
-			_ = pc.Close()
-		}
-		if err2 == nil && err3 == nil && p < 65535 {
-			return p
-		}
-	}
-	t.Fatal("no free port pair on loopback")
-	return 0
+	return pickPort(t, 2, func(p int) bool {
+		return bindable("tcp", p) && bindable("tcp", p+1) && bindable("udp", p)
+	})
 }
 
 // waitFor polls cond every 50 ms until it is true or d has passed.
