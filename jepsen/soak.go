@@ -246,6 +246,7 @@ func (s *soak) calibrate(ctx context.Context, progress io.Writer) error {
 // schedule.
 func (s *soak) play(ctx context.Context, progress io.Writer) error {
 	s.rec = NewRecorder()
+	s.rec.Event("start", "wall clock "+time.Now().UTC().Format(time.RFC3339Nano)+" (node logs are in UTC)")
 	urls := make(map[string]string, s.cfg.Net.N)
 	for i := 1; i <= s.cfg.Net.N; i++ {
 		urls[Name(i)] = s.c.URL(i)
