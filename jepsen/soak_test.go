@@ -393,3 +393,21 @@ func contextWithCondition(t *testing.T, cond func() bool) (context.Context, cont
 	}()
 	return ctx, cancel
 }
+
+func TestErrorsBySegment(t *testing.T) {
+	segs := SoakSegments([]SoakEvent{{At: 100, Kind: SoakJoin, Node: "n4"}, {At: 200, Kind: SoakKill, Node: "n2"}}, 300)
+	errs := []ErrorEvent{
+		{At: 120, Kind: "error 503 limiter_overloaded", Node: "n1"},
+		{At: 110, Kind: "error 503 limiter_overloaded", Node: "n1"},
+		{At: 250, Kind: "error transport timeout", Node: "n3"},
+		{At: 300, Kind: "error transport timeout", Node: "n3"}, // the end belongs to the last segment
+	}
+	got := ErrorsBySegment(errs, segs)
+	if len(got) != 2 || got[0].Seg.Kind != SoakJoin || got[0].First != 110 || got[0].Count["error 503 limiter_overloaded from n1"] != 2 ||
+		got[1].Seg.Kind != SoakKill || got[1].Count["error transport timeout from n3"] != 2 {
+		t.Fatalf("ErrorsBySegment = %+v", got)
+	}
+	if h := errorHistogram([]ErrorEvent{{At: int64(41 * time.Second)}, {At: int64(45 * time.Second)}, {At: int64(2 * time.Minute)}}, 10*time.Second); h != "40s:2 2m0s:1" {
+		t.Fatalf("errorHistogram = %q", h)
+	}
+}
