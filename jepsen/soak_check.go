@@ -39,6 +39,18 @@ type SoakBucketCheck struct {
 	Pass     bool
 }
 
+// Largest returns the segment with the largest excess (the first of
+// equals).
+func (c SoakBucketCheck) Largest() SegmentCheck {
+	var w SegmentCheck
+	for i, s := range c.Segments {
+		if i == 0 || s.Excess.Excess > w.Excess.Excess {
+			w = s
+		}
+	}
+	return w
+}
+
 // Worst returns the segment whose excess is largest over its bound.
 func (c SoakBucketCheck) Worst() SegmentCheck {
 	var w SegmentCheck

@@ -74,9 +74,12 @@ func WriteSoakSummary(w io.Writer, r SoakResult) error {
 	_ = tw.Flush()
 
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "\nBUCKET\tEXCESS\tBOUND\tWORST SEGMENT\tSEG EXCESS\tSEG BOUND\tVERDICT")
+	fmt.Fprintln(tw, "\nBUCKET\tEXCESS\tBOUND\tLARGEST SEGMENT\tSEG EXCESS\tSEG BOUND\tVERDICT")
 	for _, bc := range r.Buckets {
-		ws := bc.Worst()
+		ws := bc.Largest()
+		if !bc.Pass {
+			ws = bc.Worst()
+		}
 		fmt.Fprintf(tw, "%s/%s\t%.1f\t%.1f\t%s %s @%.0fs\t%.1f\t%.1f\t%s\n", bc.ID.Limit, bc.ID.Key, bc.Whole.Excess, bc.Bound,
 			segName(ws.Seg), ws.Seg.Node, float64(ws.Seg.Start)/1e9, ws.Excess.Excess, ws.Bound, map[bool]string{true: "ok", false: "OVER"}[bc.Pass])
 	}
