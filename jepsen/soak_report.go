@@ -74,6 +74,17 @@ func WriteSoakSummary(w io.Writer, r SoakResult) error {
 	_ = tw.Flush()
 
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "\nSEGMENT\tFROM\tLARGEST EXCESS (KEY)\tITS BOUND\tLOST\tFALLBACK ADMISSIONS\tOVER")
+	for _, row := range stepRows(r.Buckets) {
+		if row.largest.Excess.Excess == 0 {
+			row.key = "-"
+		}
+		fmt.Fprintf(tw, "%s %s\t%.0fs\t%.1f (%s)\t%.1f\t%.0f\t%d\t%d\n", segName(row.seg), row.seg.Node, float64(row.seg.Start)/1e9,
+			row.largest.Excess.Excess, row.key, row.largest.Bound, row.lost, row.fallbacks, row.over)
+	}
+	_ = tw.Flush()
+
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "\nBUCKET\tEXCESS\tBOUND\tLARGEST SEGMENT\tSEG EXCESS\tSEG BOUND\tVERDICT")
 	for _, bc := range r.Buckets {
 		ws := bc.Largest()
@@ -111,4 +122,38 @@ func errorHistogram(errs []ErrorEvent, step time.Duration) string {
 		fmt.Fprintf(&b, "%v:%d ", time.Duration(k)*step, counts[k])
 	}
 	return strings.TrimSpace(b.String())
+}
+
+// stepRow is one segment of the soak over every recorded bucket.
+type stepRow struct {
+	seg       SoakSegment
+	largest   SegmentCheck // the bucket with the largest excess in it
+	key       string
+	lost      float64 // summed over the buckets
+	fallbacks int     // summed over the buckets
+	over      int     // buckets over their bound in it
+}
+
+// stepRows returns, per segment (the buckets share them), the largest
+// excess of any bucket with that bucket's bound, and the lost debits,
+// fallback admissions and buckets over their bound summed over buckets.
+func stepRows(bcs []SoakBucketCheck) []stepRow {
+	var rows []stepRow
+	for _, bc := range bcs {
+		for j, sc := range bc.Segments {
+			if j == len(rows) {
+				rows = append(rows, stepRow{seg: sc.Seg, largest: sc, key: bc.ID.Limit + "/" + bc.ID.Key})
+			}
+			row := &rows[j]
+			if sc.Excess.Excess > row.largest.Excess.Excess {
+				row.largest, row.key = sc, bc.ID.Limit+"/"+bc.ID.Key
+			}
+			row.lost += sc.Lost
+			row.fallbacks += sc.Fallbacks
+			if !sc.Pass {
+				row.over++
+			}
+		}
+	}
+	return rows
 }

@@ -411,3 +411,20 @@ func TestErrorsBySegment(t *testing.T) {
 		t.Fatalf("errorHistogram = %q", h)
 	}
 }
+
+func TestStepRows(t *testing.T) {
+	seg := []SoakSegment{{Start: 0, End: 10}, {Start: 10, End: 20, Kind: SoakKill, Node: "n2"}}
+	bcs := []SoakBucketCheck{
+		{ID: BucketID{"hot", "a"}, Segments: []SegmentCheck{
+			{Seg: seg[0], Pass: true}, {Seg: seg[1], Excess: Window{Excess: 2}, Bound: 5, Lost: 1, Fallbacks: 3, Pass: true},
+		}},
+		{ID: BucketID{"hot", "b"}, Segments: []SegmentCheck{
+			{Seg: seg[0], Excess: Window{Excess: 1}, Pass: false}, {Seg: seg[1], Excess: Window{Excess: 4}, Bound: 4, Lost: 2, Fallbacks: 1, Pass: true},
+		}},
+	}
+	rows := stepRows(bcs)
+	if len(rows) != 2 || rows[0].key != "hot/b" || rows[0].over != 1 ||
+		rows[1].key != "hot/b" || rows[1].largest.Bound != 4 || rows[1].lost != 3 || rows[1].fallbacks != 4 || rows[1].over != 0 {
+		t.Fatalf("stepRows = %+v", rows)
+	}
+}
