@@ -15,7 +15,7 @@ COMMIT     := $(shell git rev-parse HEAD 2>/dev/null)
 BUILD_TIME := $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 STAMP      := -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.buildTime=$(BUILD_TIME)
 
-.PHONY: hostile fuzz-long traefik traefik-test overload
+.PHONY: hostile fuzz-long traefik traefik-test overload soak
 .PHONY: release image version
 .PHONY: all build test check fmt fmt-check vet lint tidy-check proto proto-check bench gubernator bench-repl bench-micro bench-load bench-cluster compose-test jepsen-quick jepsen jepsen-upgrade jepsen-compose run clean
 
@@ -192,6 +192,21 @@ jepsen-upgrade: build ## rolling upgrade FROM=<git ref> to this tree (root): 3 n
 	$(GO) build -o $(BIN)/jepsen ./jepsen/cmd/jepsen
 	./scripts/build-ref.sh $(FROM) $(BIN)/weir-from
 	$(BIN)/jepsen -bin $(BIN)/weir -from-bin $(BIN)/weir-from -nodes 3 -faults upgrade -seed $(JEPSEN_SEED)
+
+# The soak (jepsen/README.md, "The soak"): 3 real nodes in network namespaces
+# for SOAK_DURATION at half the capacity calibrated at its start (or
+# SOAK_RATE takes/s), a join, a graceful leave and a kill in turn every
+# SOAK_EVERY; RSS, goroutines and open files must stay flat (first vs last
+# 5 minutes), the load get no error answer, every recorded key stay within
+# its excess bound. Not part of make test. Heavy: run it alone, under
+# flock /work/heavy.lock on a shared machine.
+SOAK_DURATION ?= 30m
+SOAK_EVERY    ?= 3m
+SOAK_RATE     ?=
+soak: build ## 3 nodes for SOAK_DURATION (30m) at half capacity, join/leave/kill every SOAK_EVERY (root): flat resources, no errors
+	$(GO) build -o $(BIN)/jepsen ./jepsen/cmd/jepsen
+	$(BIN)/jepsen -bin $(BIN)/weir -faults soak -duration $(SOAK_DURATION) -soak-every $(SOAK_EVERY) \
+		$(if $(SOAK_RATE),-soak-rate $(SOAK_RATE)) -seed $(JEPSEN_SEED)
 
 # The same scenarios and checkers against deploy/docker-compose.yml (3 nodes),
 # on the image built like compose-test builds it (FROM scratch, static binary).

@@ -235,6 +235,17 @@ func (c *Cluster) Close() {
 	}
 }
 
+// Pid is node i's process id (weir itself: `ip netns exec` execs it in
+// place), 0 when node i is not running.
+func (c *Cluster) Pid(i int) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p := c.procs[i-1]; p != nil {
+		return p.cmd.Process.Pid
+	}
+	return 0
+}
+
 // N is the number of nodes.
 func (c *Cluster) N() int { return c.cfg.Net.N }
 

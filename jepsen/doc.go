@@ -23,7 +23,13 @@
 //   - linear.go: per bucket instance linearizability with porcupine
 //     (CheckLinear), from the evidence every take asks for;
 //   - report.go: the one-screen summary table;
-//   - html.go: the self-contained HTML report (WriteHTML).
+//   - html.go: the self-contained HTML report (WriteHTML);
+//   - soak_judge.go, soak_check.go: the soak's fault schedule
+//     (SoakSchedule), the flatness judgement of its resource samples
+//     (Flatness) and its per-step excess bounds (CheckSoakBuckets);
+//   - soak_load.go: the soak's bulk load through a load balancer
+//     (Balancer, BulkLoad) and its answer counts (ClassifyTake, Answers);
+//   - soak_report.go: the soak's summary (WriteSoakSummary).
 //
 // The shell needs root, iproute2 and iptables and is only exercised by the
 // runner (jepsen/cmd/jepsen) and by tests gated on WEIR_JEPSEN=1:
@@ -36,7 +42,11 @@
 //   - nemesis.go: faults with Inject and Heal;
 //   - client.go: the recording, paced clients;
 //   - lease_client.go: the recording lease holders;
-//   - scenario.go: one run: start, warm up, before, fault, after, check.
+//   - scenario.go: one run: start, warm up, before, fault, after, check;
+//   - soak.go, soak_sample.go: the soak (RunSoak, make soak): three nodes
+//     for half an hour under load, a join, a leave or a kill every few
+//     minutes, each node's RSS, goroutines and open files sampled from
+//     /proc and /metrics.
 //
 // # The over-admission checker
 //

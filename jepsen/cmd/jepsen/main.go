@@ -8,6 +8,7 @@
 //	jepsen -seed 42 -faults isolate     # reproduce one scenario
 //	jepsen -compose deploy/docker-compose.yml -image weir:jepsen -faults kill,pause
 //	                                    # the deploy/ compose cluster (3 nodes, docker)
+//	jepsen -faults soak -duration 30m   # the soak (make soak): 3 nodes, join/leave/kill every 3 min
 package main
 
 import (
@@ -53,6 +54,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%v\n", err)
 		return 2
 	}
+	if o.faults == "soak" {
+		return runSoak(o, stdout, stderr)
+	}
 	runDir := filepath.Join(o.out, time.Now().Format("20060102-150405")+"-"+strconv.FormatUint(o.seed, 10))
 	if err := os.MkdirAll(runDir, 0o755); err != nil {
 		fmt.Fprintf(stderr, "jepsen: %v\n", err)
@@ -84,6 +88,7 @@ type options struct {
 	xfail       string // -xfail, comma-separated scenario names
 	composeFile string // -compose; "" runs in network namespaces
 	image       string // -image
+	soak        soakOptions
 
 	absBin     string               // bin made absolute, by prepare
 	absFromBin string               // fromBin made absolute ("" without), by prepare
@@ -101,7 +106,8 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.fromBin, "from-bin", "", "an older weir binary every node starts from; the upgrade scenario replaces it by -bin\n"+
 		"one node at a time (make jepsen-upgrade FROM=<git ref> builds it)")
 	fs.StringVar(&o.nodes, "nodes", "3", "cluster sizes, comma separated (3 or 5)")
-	fs.StringVar(&o.faults, "faults", strings.Join(quick, ","), "scenarios, comma separated, or all: "+strings.Join(all, ","))
+	fs.StringVar(&o.faults, "faults", strings.Join(quick, ","), "scenarios, comma separated, or all: "+strings.Join(all, ",")+";\n"+
+		"or soak alone: the long run of make soak (-duration, -soak-every, -soak-rate)")
 	quickF := fs.Bool("quick", false, "the CI suite: 3 nodes, "+strings.Join(quick, ","))
 	fs.Uint64Var(&o.seed, "seed", 0, "seed for targets and traffic (0: from the clock)")
 	fs.StringVar(&o.out, "out", "jepsen/runs", "directory for run directories")
@@ -111,6 +117,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.composeFile, "compose", "", "run on the deploy/ docker compose cluster from this file (deploy/docker-compose.yml)\n"+
 		"instead of processes in network namespaces: 3 nodes, the image given by -image; -bin and -prefix are unused")
 	fs.StringVar(&o.image, "image", "weir:jepsen", "with -compose: the weir image, built beforehand from deploy/Dockerfile")
+	o.soak.flags(fs)
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
 	}
