@@ -31,6 +31,10 @@ limits:
     algorithm: token_bucket
     capacity: 1000
     rate: 1/h
+  - name: fast
+    algorithm: token_bucket
+    capacity: 1
+    rate: 20/s
 `
 
 // startLeanNode starts a node with its RESP endpoint on (unless edit turns
@@ -120,6 +124,24 @@ func TestLeanFallsBackToGRPC(t *testing.T) {
 	takeExact(t, c, "a")
 	if st := c.Stats(); st.LeanTakes != 0 || st.Retries != 0 {
 		t.Fatalf("RESP unreachable: stats %+v, want the take over gRPC at once", st)
+	}
+}
+
+// TestLeanWait: Wait over RESP sleeps the retry-after the denial carried
+// and comes back allowed.
+func TestLeanWait(t *testing.T) {
+	n := startLeanNode(t, nil)
+	c := dialLean(t, n, Options{}, "")
+	for i := range 3 {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		resp, err := c.Wait(ctx, api.Check{Limit: "fast", Key: "w"})
+		cancel()
+		if err != nil || !resp.Allowed {
+			t.Fatalf("wait %d: %+v, %v", i, resp, err)
+		}
+	}
+	if st := c.Stats(); st.LeanTakes < 4 || st.LeanTakes != st.Takes {
+		t.Fatalf("stats %+v: want every try over RESP, and at least one denied", st)
 	}
 }
 
