@@ -187,6 +187,7 @@ type RingMember struct {
 	Name     string
 	GRPCAddr string // public weir.v1.Limiter address; "" when unpublished
 	HTTPAddr string // public HTTP API address; "" when unpublished
+	RESPAddr string // Redis-protocol address; "" when the endpoint is off
 	State    string // alive | suspect | dead | left
 }
 

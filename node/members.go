@@ -42,8 +42,8 @@ type alone struct {
 	view    *ring.View // this node alone, epoch 1
 	version atomic.Int64
 
-	mu         sync.Mutex // guards the addresses, known after Start
-	grpc, http string
+	mu               sync.Mutex // guards the addresses, known after Start
+	grpc, http, resp string
 }
 
 var _ members = (*alone)(nil)
@@ -58,7 +58,7 @@ func newAlone(name string, version int64) *alone {
 func (a *alone) Start(_ context.Context, s cluster.Serve) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.grpc, a.http = s.APIAddr, s.HTTPAddr
+	a.grpc, a.http, a.resp = s.APIAddr, s.HTTPAddr, s.RESPAddr
 	return nil
 }
 
@@ -80,7 +80,7 @@ func (a *alone) SetLimitsVersion(v int64) { a.version.Store(v) }
 // Info reports this node as the only member and owner.
 func (a *alone) Info(limit, key string) api.ClusterInfo {
 	a.mu.Lock()
-	grpcAddr, httpAddr := a.grpc, a.http
+	grpcAddr, httpAddr, respAddr := a.grpc, a.http, a.resp
 	a.mu.Unlock()
 	info := api.ClusterInfo{
 		Node:  a.name,
@@ -89,7 +89,7 @@ func (a *alone) Info(limit, key string) api.ClusterInfo {
 			Name: a.name, Addr: httpAddr, State: "alive", LimitsVersion: a.version.Load(),
 		}},
 		Ring: api.RingInfo{
-			Members:  []api.RingMember{{Name: a.name, GRPCAddr: grpcAddr, HTTPAddr: httpAddr, State: "alive"}},
+			Members:  []api.RingMember{{Name: a.name, GRPCAddr: grpcAddr, HTTPAddr: httpAddr, RESPAddr: respAddr, State: "alive"}},
 			Table:    a.view.Table(),
 			Majority: true,
 		},

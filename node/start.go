@@ -47,10 +47,14 @@ func (n *Node) Start(ctx context.Context) error {
 		}
 		return err
 	}
+	var respAddr string // n.mu is held: not n.RESPAddr()
+	if n.respLn != nil {
+		respAddr = n.respLn.Addr().String()
+	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	err = n.members.Start(runCtx, cluster.Serve{
 		Owner: n.eng, Holdings: n.eng, Report: n.localReport,
-		APIAddr: n.grpcLn.Addr().String(), HTTPAddr: n.httpLn.Addr().String(),
+		APIAddr: n.grpcLn.Addr().String(), HTTPAddr: n.httpLn.Addr().String(), RESPAddr: respAddr,
 	})
 	if err != nil {
 		cancel()

@@ -17,6 +17,10 @@ type Meta struct {
 	// HTTPAddr is the host:port of the member's public HTTP API. Empty when
 	// not published.
 	HTTPAddr string
+	// RESPAddr is the host:port of the member's Redis-protocol endpoint
+	// (weir serve --resp-addr), which the Go client uses for its takes.
+	// Empty when the endpoint is off.
+	RESPAddr string
 	// Protocol is the range of peer protocol versions the member speaks;
 	// zero: version 1 only (a member of a release before versions).
 	Protocol Versions

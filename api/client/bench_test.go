@@ -15,8 +15,8 @@ import (
 )
 
 // The client path against real in-process nodes on loopback. Compare the
-// shared stream (Dial) with unary calls on one connection (New) side by
-// side, in one run:
+// RESP path (Dial), the shared stream (Dial, TransportGRPC) and unary
+// calls on one connection (New) side by side, in one run:
 //
 //	flock /tmp/weir-cpu.lock go test -run '^$' -bench 'ClientTake' -count 6 ./api/client/ | tee new.txt
 //	benchstat -col /path new.txt
@@ -25,6 +25,7 @@ func startBenchNode(b *testing.B) *node.Node {
 	b.Helper()
 	cfg := node.LocalConfig()
 	cfg.SweepInterval = 0
+	cfg.RESPAddr = "127.0.0.1:0" // Dial's takes go over it
 	n, err := node.New(cfg, node.Deps{})
 	if err != nil {
 		b.Fatal(err)
@@ -36,8 +37,9 @@ func startBenchNode(b *testing.B) *node.Node {
 	return n
 }
 
-// benchClients returns the two clients of one node: Dial's (stream) and
-// New's (unary).
+// benchClients returns the three clients of one node: Dial's over the
+// node's RESP endpoint (dial), Dial's held to gRPC (dial-grpc: the shared
+// stream) and New's (unary).
 func benchClients(b *testing.B, n *node.Node) map[string]*client.Client {
 	b.Helper()
 	conn, err := grpc.NewClient(n.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -45,7 +47,10 @@ func benchClients(b *testing.B, n *node.Node) map[string]*client.Client {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = conn.Close() })
-	return map[string]*client.Client{"path=dial": dial(b, n, client.Options{}), "path=new": client.New(conn)}
+	return map[string]*client.Client{
+		"path=dial": dial(b, n, client.Options{}), "path=dial-grpc": dial(b, n, client.Options{Transport: client.TransportGRPC}),
+		"path=new": client.New(conn),
+	}
 }
 
 // BenchmarkClientTake is one caller at a time. The embedded file's

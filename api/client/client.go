@@ -97,6 +97,9 @@ type Stats struct {
 	AllotAsks, AllotFailures uint64
 	// AllotReturns counts allotments given back (idle keys, Close).
 	AllotReturns uint64
+	// LeanTakes counts attempts of takes sent over a member's RESP
+	// endpoint (Options.Transport), retries included.
+	LeanTakes uint64
 }
 
 // Stats returns the client's counters.
@@ -104,7 +107,7 @@ func (c *Client) Stats() Stats {
 	s := &c.r.stats
 	return Stats{
 		Takes: s.takes.Load(), Retries: s.retries.Load(), BudgetRefused: s.budgetRefused.Load(),
-		MemberFailures: s.failures.Load(), RingUpdates: s.refreshes.Load(),
+		MemberFailures: s.failures.Load(), RingUpdates: s.refreshes.Load(), LeanTakes: s.lean.Load(),
 		Allotted: c.al.allotted.Load(), AllotAsks: c.al.asks.Load(), AllotFailures: c.al.failures.Load(), AllotReturns: c.al.returns.Load(),
 	}
 }

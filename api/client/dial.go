@@ -75,19 +75,31 @@ func dialOptions(o Options) []grpc.DialOption {
 	return append(out, o.DialOptions...)
 }
 
-// newMember opens a (lazy) connection to a member.
-func (r *router) newMember(name, addr string) (*member, error) {
+// newMember opens a (lazy) connection to a member and, when it advertises
+// a RESP address the client may use (leanOK), a pool of lean connections.
+func (r *router) newMember(name, addr, respAddr string) (*member, error) {
 	conn, err := grpc.NewClient(addr, r.dial...)
 	if err != nil {
 		return nil, err
 	}
-	return &member{name: name, addr: addr, conn: conn, rpc: weirv1.NewLimiterClient(conn), useStream: true}, nil
+	m := &member{name: name, addr: addr, conn: conn, rpc: weirv1.NewLimiterClient(conn), useStream: true}
+	m.setRESP(r, respAddr)
+	return m, nil
+}
+
+// setRESP records m's RESP address and opens its lean pool when the
+// client's options allow one. Only for a member not yet published.
+func (m *member) setRESP(r *router, respAddr string) {
+	m.respAddr = respAddr
+	if respAddr != "" && r.opts.leanOK() {
+		m.lean = newLeanPool(respAddr, &r.opts, &r.wg)
+	}
 }
 
 // fetchFrom dials addr and asks it for the ring. The returned member holds
 // the new connection.
 func (r *router) fetchFrom(ctx context.Context, addr string) (*ringView, *member, error) {
-	m, err := r.newMember("", addr)
+	m, err := r.newMember("", addr, "")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -96,7 +108,7 @@ func (r *router) fetchFrom(ctx context.Context, addr string) (*ringView, *member
 		_ = m.conn.Close()
 		return nil, nil, err
 	}
-	m.name = v.from
+	m.name, m.seed = v.from, true
 	return v, m, nil
 }
 
@@ -127,18 +139,24 @@ func (r *router) apply(v *ringView, from *member) {
 	keep := map[string]bool{}
 	for name, addr := range v.addrs {
 		m := r.conns[addr]
-		if m != nil && m.name != name { // another member now listens there
+		respAddr := v.resp[name]
+		if m != nil && (m.name != name || m.respAddr != respAddr) { // another member now listens there, or the member restarted with another RESP address
 			r.retired = append(r.retired, retired{m: m, at: r.opts.Clock.Now()})
 			delete(r.conns, addr)
 			m = nil
 		}
 		switch {
 		case m != nil:
-		case from != nil && from.addr == addr && from.name == name:
+		case from != nil && from.addr == addr && from.name == name && from.respAddr == respAddr:
 			m = from
+			m.seed = false
+		case from != nil && from.addr == addr && from.name == name && from.seed:
+			m = from // a seed connection, not yet published
+			m.seed = false
+			m.setRESP(r, respAddr)
 		default:
 			var err error
-			if m, err = r.newMember(name, addr); err != nil {
+			if m, err = r.newMember(name, addr, respAddr); err != nil {
 				r.opts.Logger.Warn("client: cannot dial member", "member", name, "addr", addr, "err", err)
 				continue
 			}
@@ -186,6 +204,9 @@ func (r *router) closeRetiredLocked(now time.Time, all bool) {
 	for _, x := range r.retired {
 		if all || now.Sub(x.at) >= retireAfter {
 			x.m.closeStream()
+			if x.m.lean != nil {
+				x.m.lean.close()
+			}
 			_ = x.m.conn.Close()
 			continue
 		}
@@ -277,6 +298,18 @@ func (r *router) close() {
 		return
 	}
 	r.closed = true
+	// The lean readers count in wg: their connections close first (takes
+	// in flight on them fail).
+	for _, m := range r.conns {
+		if m.lean != nil {
+			m.lean.close()
+		}
+	}
+	for _, x := range r.retired {
+		if x.m.lean != nil {
+			x.m.lean.close()
+		}
+	}
 	r.mu.Unlock()
 	r.cancel()
 	r.wg.Wait()

@@ -63,6 +63,37 @@ type Options struct {
 	// Allot turns on allotments: hot keys decided in this process from
 	// slices of their buckets (AllotOptions). Off by default.
 	Allot AllotOptions
+	// Transport chooses how takes travel to a member (Dial only; a client
+	// made by New or NewWith uses the caller's connection). The default,
+	// TransportAuto, sends a take over the member's RESP endpoint
+	// (WEIR.CTAKE on weir serve --resp-addr) when the member advertises
+	// one, the take has no inline limit, and the options leave RESP able
+	// to do what gRPC would: no Credentials (TLS comes from TLSConfig) and
+	// no DialOptions (interceptors and per-RPC credentials apply to gRPC
+	// calls only). Everything else, leases, allotments and the ring always
+	// go over gRPC. TransportGRPC sends every take over gRPC.
+	Transport Transport
+	// LeanConns is the number of RESP connections the client keeps to each
+	// member for its takes (TransportAuto); concurrent takes share them,
+	// pipelined. Default 2; from 1 to 64.
+	LeanConns int
+}
+
+// Transport says how a Client made by Dial sends its takes (see
+// Options.Transport).
+type Transport int
+
+const (
+	// TransportAuto sends takes over a member's RESP endpoint when it
+	// advertises one, else over gRPC.
+	TransportAuto Transport = iota
+	// TransportGRPC sends every take over gRPC.
+	TransportGRPC
+)
+
+// leanOK reports whether the options let takes go over RESP.
+func (o Options) leanOK() bool {
+	return o.Transport == TransportAuto && o.Credentials == nil && len(o.DialOptions) == 0
 }
 
 // RetryPolicy bounds the retries of transport failures. A denial is never
@@ -100,7 +131,8 @@ type Clock interface {
 	Sleep(ctx context.Context, d time.Duration) error
 }
 
-// DefaultOptions returns the defaults: plaintext, ring refresh every 30 s
+// DefaultOptions returns the defaults: plaintext, takes over a member's
+// RESP endpoint when it advertises one (two connections per member), ring refresh every 30 s
 // (at most every 100 ms on demand), 512 takes in flight per member stream,
 // three attempts with 10 ms to 1 s of
 // full-jitter backoff under a 10 % retry budget over 10 s, 20 % wait
@@ -115,6 +147,7 @@ func DefaultOptions() Options {
 		},
 		WaitJitter:     0.2,
 		StreamInFlight: 512,
+		LeanConns:      2,
 	}
 }
 
@@ -141,6 +174,10 @@ func (o Options) Validate() error {
 		return errors.New("client: RetryPolicy.BudgetWindow must be at least 10ms")
 	case r.MinRetries < -1:
 		return errors.New("client: RetryPolicy.MinRetries must be -1 or more")
+	case o.Transport != TransportAuto && o.Transport != TransportGRPC:
+		return errors.New("client: Options.Transport must be TransportAuto or TransportGRPC")
+	case o.LeanConns < 1 || o.LeanConns > 64:
+		return errors.New("client: Options.LeanConns must be from 1 to 64")
 	case o.Token != "" && !o.PlaintextToken && o.TLSConfig == nil && o.Credentials == nil:
 		return errors.New("client: Options.Token is not sent over plaintext: set TLSConfig or Credentials, or PlaintextToken")
 	}
@@ -161,6 +198,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.StreamInFlight == 0 {
 		o.StreamInFlight = d.StreamInFlight
+	}
+	if o.LeanConns == 0 {
+		o.LeanConns = d.LeanConns
 	}
 	r, dr := &o.Retry, d.Retry
 	if r.MaxAttempts == 0 {

@@ -88,7 +88,7 @@ func retryable(ctx context.Context, err error) bool {
 	if ctx.Err() != nil || err == nil {
 		return false
 	}
-	if errors.Is(err, errStreamBroken) {
+	if errors.Is(err, errStreamBroken) || errors.Is(err, errConnBroken) {
 		return true
 	}
 	switch status.Code(err) {

@@ -14,6 +14,7 @@ type ringView struct {
 	epoch    uint64
 	table    ownership.Table
 	addrs    map[string]string // member name → public gRPC address (live members that publish one)
+	resp     map[string]string // member name → RESP address, for the members of addrs that advertise one
 	majority bool
 }
 
@@ -25,10 +26,13 @@ func viewFromProto(r *weirv1.RingResponse) (*ringView, error) {
 	if h := r.GetHashTag(); h != ownership.HashTagRule {
 		return nil, fmt.Errorf("client: hash-tag rule %q, this client knows %q", h, ownership.HashTagRule)
 	}
-	v := &ringView{from: r.GetNode(), epoch: r.GetEpoch(), addrs: map[string]string{}, majority: r.GetMajority()}
+	v := &ringView{from: r.GetNode(), epoch: r.GetEpoch(), addrs: map[string]string{}, resp: map[string]string{}, majority: r.GetMajority()}
 	for _, m := range r.GetMembers() {
 		if (m.GetState() == "alive" || m.GetState() == "suspect") && m.GetGrpcAddr() != "" {
 			v.addrs[m.GetName()] = m.GetGrpcAddr()
+			if a := m.GetRespAddr(); a != "" {
+				v.resp[m.GetName()] = a
+			}
 		}
 	}
 	if len(r.GetRing()) > 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -26,11 +27,15 @@ const downFor = time.Second
 // kept, so that requests in flight on it can finish.
 const retireAfter = 5 * time.Second
 
-// member is one node the client talks to: one connection, and one shared
-// TakeStream opened on first use.
+// member is one node the client talks to: one connection, one shared
+// TakeStream opened on first use, and, when the member advertises a RESP
+// endpoint the client may use, a pool of lean connections for its takes.
 type member struct {
 	name      string
 	addr      string
+	respAddr  string           // the advertised RESP address, "" for none
+	lean      *leanPool        // nil: takes over gRPC
+	seed      bool             // made by fetchFrom and not yet published (guarded by router.mu)
 	conn      *grpc.ClientConn // nil for New's caller-owned connection
 	rpc       weirv1.LimiterClient
 	useStream bool
@@ -92,7 +97,7 @@ type router struct {
 
 // routerStats count what the router did, for Client.Stats.
 type routerStats struct {
-	takes, retries, budgetRefused, refreshes, failures atomic.Uint64
+	takes, retries, budgetRefused, refreshes, failures, lean atomic.Uint64
 }
 
 type retired struct {
@@ -182,10 +187,7 @@ func (r *router) any(set *memberSet, avoid *member, now time.Time) *member {
 
 // take runs one take with retries (see RetryPolicy and retryable).
 func (r *router) take(ctx context.Context, checks []api.Check) (api.TakeResponse, error) {
-	pc := make([]*weirv1.Check, len(checks))
-	for i, ch := range checks {
-		pc[i] = &weirv1.Check{Limit: ch.Limit, Key: ch.Key, Cost: ch.Cost, Inline: inlineToProto(ch.Inline)}
-	}
+	var pc []*weirv1.Check // the checks for gRPC, made on first use
 	rid := r.newID()
 	r.stats.takes.Add(1)
 	r.mu.Lock()
@@ -194,13 +196,16 @@ func (r *router) take(ctx context.Context, checks []api.Check) (api.TakeResponse
 	var avoid *member
 	for attempt := 0; ; attempt++ {
 		m, single, toOwner := r.pick(checks, avoid)
-		resp, transportErr, err := m.take(ctx, r, pc, rid)
+		resp, transportErr, err := m.take(ctx, r, checks, &pc, rid)
 		if err == nil {
-			r.observe(m, resp.GetRingEpoch(), toOwner && resp.GetForwarded())
-			return takeFromProto(resp), nil
+			r.observe(m, resp.RingEpoch, toOwner && resp.Forwarded)
+			return resp, nil
 		}
 		if !retryable(ctx, err) {
 			return api.TakeResponse{}, fromStatus(ctx, "take", err)
+		}
+		if r.ctx.Err() != nil {
+			return api.TakeResponse{}, fmt.Errorf("client: take: %w", errClosed)
 		}
 		if transportErr {
 			r.failed(m)
@@ -230,19 +235,41 @@ func (r *router) allowRetry() bool {
 	return r.budget.retryAt(r.opts.Clock.Now())
 }
 
-// take sends one attempt to m: on its shared stream when the connection is
-// ready, else as a unary call (which waits for the connection under ctx).
-// transportErr reports a failure of the member rather than an answer of
-// the service.
-func (m *member) take(ctx context.Context, r *router, checks []*weirv1.Check, rid []byte) (resp *weirv1.TakeResponse, transportErr bool, err error) {
-	if s := m.readyStream(r); s != nil {
-		resp, err = s.take(ctx, checks, rid)
-		if !errors.Is(err, errStreamFull) {
-			return resp, errors.Is(err, errStreamBroken), err
+// take sends one attempt to m: over a lean connection when m has them and
+// the take may use one (leanable), else on m's shared stream when the
+// connection is ready, else as a unary call (which waits for the
+// connection under ctx). pc holds the checks converted for gRPC, made on
+// first use. transportErr reports a failure of the member rather than an
+// answer of the service.
+func (m *member) take(ctx context.Context, r *router, checks []api.Check, pc *[]*weirv1.Check, rid []byte) (resp api.TakeResponse, transportErr bool, err error) {
+	if m.lean != nil && leanable(checks) {
+		if c := m.lean.get(ctx); c != nil {
+			r.stats.lean.Add(1)
+			resp, err = c.take(ctx, rid, checks)
+			return resp, errors.Is(err, errConnBroken), err
 		}
 	}
-	resp, err = m.rpc.Take(ctx, &weirv1.TakeRequest{Checks: checks, RequestId: rid})
-	return resp, err != nil, err
+	if *pc == nil {
+		*pc = make([]*weirv1.Check, len(checks))
+		for i, ch := range checks {
+			(*pc)[i] = &weirv1.Check{Limit: ch.Limit, Key: ch.Key, Cost: ch.Cost, Inline: inlineToProto(ch.Inline)}
+		}
+	}
+	var presp *weirv1.TakeResponse
+	if s := m.readyStream(r); s != nil {
+		presp, err = s.take(ctx, *pc, rid)
+		if !errors.Is(err, errStreamFull) {
+			if err != nil {
+				return api.TakeResponse{}, errors.Is(err, errStreamBroken), err
+			}
+			return takeFromProto(presp), false, nil
+		}
+	}
+	presp, err = m.rpc.Take(ctx, &weirv1.TakeRequest{Checks: *pc, RequestId: rid})
+	if err != nil {
+		return api.TakeResponse{}, true, err
+	}
+	return takeFromProto(presp), false, nil
 }
 
 // readyStream returns m's TakeStream, opening it if the connection is

@@ -26,7 +26,7 @@ func ringResponse(info api.ClusterInfo) *weirv1.RingResponse {
 		Majority:        info.Ring.Majority,
 	}
 	for i, m := range info.Ring.Members {
-		out.Members[i] = &weirv1.RingMember{Name: m.Name, GrpcAddr: m.GRPCAddr, HttpAddr: m.HTTPAddr, State: m.State}
+		out.Members[i] = &weirv1.RingMember{Name: m.Name, GrpcAddr: m.GRPCAddr, HttpAddr: m.HTTPAddr, RespAddr: m.RESPAddr, State: m.State}
 	}
 	return out
 }

@@ -13,6 +13,7 @@ type ringMemberJSON struct {
 	Name     string `json:"name"`
 	GRPCAddr string `json:"grpc_addr"`
 	HTTPAddr string `json:"http_addr"`
+	RESPAddr string `json:"resp_addr,omitempty"`
 	State    string `json:"state"`
 }
 

@@ -57,6 +57,10 @@ func (s *Server) commands() map[string]*command {
 			summary: "Spends every (limit, key, cost) or none: [allowed, retry_after_ms, [allowed, remaining, retry_after_ms, reset_after_ms]...]", run: s.mtake,
 		},
 		{
+			name: "weir.ctake", arity: -6, flags: []string{"write", "fast"}, first: 4, last: -1, step: 3, group: "weir",
+			summary: "The Go client's take: request id, budget, checks; [allowed, retry_after_ms, rules_version, ring_epoch, forwarded, per check: limit, allowed, remaining, capacity, retry_after_ms, reset_after_ms, source, window_ms]", run: s.ctake,
+		},
+		{
 			name: "cl.throttle", arity: -5, flags: []string{"write", "fast"}, first: 1, last: 1, step: 1, group: "weir",
 			summary: "redis-cell's GCRA throttle: [limited, limit, remaining, retry_after_s, reset_after_s]", run: s.throttle,
 		},

@@ -25,6 +25,28 @@
 //	    one inner array per check, in order; retry_after_ms is the largest
 //	    over the denied checks.
 //
+//	WEIR.CTAKE request_id budget_ms limit key cost [limit key cost ...]
+//	    The Go client's take (package api/client sends its takes here when
+//	    a member advertises its RESP address): everything a gRPC Take
+//	    carries for the client, and everything its answer carries back,
+//	    so the client's features work over either. request_id (at most 32
+//	    bytes, "" for none) deduplicates retries exactly as a gRPC
+//	    TakeRequest's request_id: the owner answers a repeated id with its
+//	    first decision. budget_ms (0 for none, at most a day) is the
+//	    caller's remaining deadline, bounding the decision as a gRPC
+//	    deadline does. A cost of 0 means 1, as in a gRPC Check; inline
+//	    limits stay on gRPC. Reply, one flat array:
+//	    [allowed, retry_after_ms, rules_version, ring_epoch, forwarded,
+//	     per check: limit, allowed, remaining, capacity, retry_after_ms,
+//	     reset_after_ms, source (0 owner, 1 fallback, 2 allotment), window_ms]
+//	    Errors are WEIR.MTAKE's, except -QUOTA for a tenant's bucket quota
+//	    and -DEADLINE when budget_ms ran out, which the gRPC Take also
+//	    tells apart (ResourceExhausted, DeadlineExceeded). Why a command of
+//	    its own rather than gRPC: a lone caller's gRPC take crosses four
+//	    goroutine hand-offs (the client's writer and reader, the server's
+//	    reader and writer); a RESP connection is read and answered by one
+//	    goroutine on each side, which is most of a lone caller's latency.
+//
 //	CL.THROTTLE key max_burst count period [quantity]
 //	    redis-cell's command, arguments and reply:
 //	    [limited (0|1), limit (max_burst+1), remaining, retry_after_s (-1 when allowed), reset_after_s]

@@ -111,6 +111,8 @@ func FuzzDispatch(f *testing.F) {
 		"*1\r\n$4\r\nQUIT\r\n*1\r\n$4\r\nPING\r\n",
 		"PING\r\nWEIR.TAKE export k 2\r\n",
 		"*2\r\n$10\r\nWEIR.RENEW\r\n$0\r\n\r\n",
+		"*6\r\n$10\r\nWEIR.CTAKE\r\n$2\r\nid\r\n$2\r\n50\r\n$1\r\na\r\n$1\r\nk\r\n$1\r\n0\r\n",
+		"WEIR.CTAKE \"\" 0 a k 1 fail k 2\r\nWEIR.CTAKE x -1 a k 1\r\n",
 		"*-1\r\n*0\r\n",
 		"*1\r\n$-5\r\n",
 		"*1\r\n$9223372036854775807\r\n", // panicked in redcon's reader

@@ -150,7 +150,7 @@ func TestGoRedisConnection(t *testing.T) {
 	if err != nil {
 		t.Fatalf("COMMAND: %v", err)
 	}
-	for _, name := range []string{"weir.take", "weir.mtake", "cl.throttle", "weir.acquire", "weir.renew", "weir.release", "ping", "hello", "command", "client", "select", "quit", "auth", "echo"} {
+	for _, name := range []string{"weir.take", "weir.mtake", "weir.ctake", "cl.throttle", "weir.acquire", "weir.renew", "weir.release", "ping", "hello", "command", "client", "select", "quit", "auth", "echo"} {
 		if _, ok := cmds[name]; !ok {
 			t.Errorf("COMMAND lacks %s", name)
 		}

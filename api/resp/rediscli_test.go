@@ -57,7 +57,7 @@ func TestRedisCLI(t *testing.T) {
 		{[]string{"CL.THROTTLE", "user123", "15", "30", "60", "17"}, "1\n16\n15\n-1\n2\n"}, // never fits: limited, retry -1
 		{[]string{"CLIENT", "SETNAME", "cli"}, "OK\n"},
 		{[]string{"SELECT", "0"}, "OK\n"},
-		{[]string{"COMMAND", "COUNT"}, "20\n"},
+		{[]string{"COMMAND", "COUNT"}, "21\n"},
 		{[]string{"FLUSHALL"}, "ERR unknown command 'FLUSHALL'\n\n"},
 	}
 	for _, tt := range tests {
@@ -73,7 +73,7 @@ func TestRedisCLI(t *testing.T) {
 		{[]string{"PING"}, "PONG\n"},
 		{[]string{"WEIR.TAKE", "export", "resp3"}, "1\n5\n0\n500\n"},
 		{[]string{"CL.THROTTLE", "resp3", "15", "30", "60"}, "0\n16\n15\n-1\n2\n"},
-		{[]string{"COMMAND", "COUNT"}, "20\n"},
+		{[]string{"COMMAND", "COUNT"}, "21\n"},
 	} {
 		if out, _ := run([]string{"-3"}, tt.args...); out != tt.want {
 			t.Errorf("redis-cli -3 %q = %q, want %q", tt.args, out, tt.want)

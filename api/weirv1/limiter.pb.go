@@ -1182,7 +1182,11 @@ type RingMember struct {
 	// the member publishes none.
 	HttpAddr string `protobuf:"bytes,3,opt,name=http_addr,json=httpAddr,proto3" json:"http_addr,omitempty"`
 	// state is alive, suspect, dead or left.
-	State         string `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`
+	State string `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`
+	// resp_addr is the host:port of the member's Redis-protocol endpoint
+	// (weir serve --resp-addr), where the Go client sends its takes
+	// (WEIR.CTAKE); empty when the endpoint is off.
+	RespAddr      string `protobuf:"bytes,5,opt,name=resp_addr,json=respAddr,proto3" json:"resp_addr,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1241,6 +1245,13 @@ func (x *RingMember) GetHttpAddr() string {
 func (x *RingMember) GetState() string {
 	if x != nil {
 		return x.State
+	}
+	return ""
+}
+
+func (x *RingMember) GetRespAddr() string {
+	if x != nil {
+		return x.RespAddr
 	}
 	return ""
 }
@@ -1769,13 +1780,14 @@ const file_weir_v1_limiter_proto_rawDesc = "" +
 	"\x0eReleaseRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x11\n" +
 	"\x0fReleaseResponse\"\x10\n" +
-	"\x0eGetRingRequest\"p\n" +
+	"\x0eGetRingRequest\"\x8d\x01\n" +
 	"\n" +
 	"RingMember\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n" +
 	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\x12\x1b\n" +
 	"\thttp_addr\x18\x03 \x01(\tR\bhttpAddr\x12\x14\n" +
-	"\x05state\x18\x04 \x01(\tR\x05state\"\xa7\x02\n" +
+	"\x05state\x18\x04 \x01(\tR\x05state\x12\x1b\n" +
+	"\tresp_addr\x18\x05 \x01(\tR\brespAddr\"\xa7\x02\n" +
 	"\fRingResponse\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12-\n" +

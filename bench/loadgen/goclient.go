@@ -10,8 +10,10 @@ import (
 // goClientTarget drives Weir through the cluster-aware Go client: one
 // client.Dial over the seeds, shared by every caller, as one process
 // holds one client. The client fetches the ring from the seeds and sends
-// each take straight to its key's owner, concurrent takes sharing one
-// TakeStream per member.
+// each take straight to its key's owner: over the owner's RESP endpoint
+// (WEIR.CTAKE, pipelined on two connections per member) when it serves
+// one, else with concurrent takes sharing one TakeStream per member
+// (client.Options.Transport).
 type goClientTarget struct {
 	c     *client.Client
 	limit string

@@ -267,13 +267,14 @@ func runSuite(ctx context.Context, cfg suiteConfig, stderr io.Writer) ([]suiteRo
 // every node sees all three.
 func startTrio(ctx context.Context, cfg suiteConfig, dir, prefix string, noRepl bool, env *suiteEnv) ([]*weirNode, error) {
 	var trio []*weirNode
+	resp := weirHasFlag(cfg.WeirBin, "resp-addr") // the Go client takes over it
 	for i := range 3 {
 		join := ""
 		if i > 0 {
 			join = trio[0].gossipAddr
 		}
 		n, err := startWeir(ctx, weirNodeConfig{
-			bin: cfg.WeirBin, limits: cfg.LimitsPath, dir: dir, name: prefix + itoa(i+1), join: join, noReplication: noRepl,
+			bin: cfg.WeirBin, limits: cfg.LimitsPath, dir: dir, name: prefix + itoa(i+1), join: join, noReplication: noRepl, resp: resp,
 		})
 		if err != nil {
 			return nil, err

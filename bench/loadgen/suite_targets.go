@@ -109,6 +109,11 @@ func oneNodeSpecs(cfg suiteConfig, env *suiteEnv, solo *weirNode, maxC int) []su
 		soloSpec(solo, "weir-client", "ceiling-grpc", func(ctx context.Context, wl workload) (target, error) {
 			return newGoClientTarget(ctx, one, cfg.Limit, wl.Keys, 1, client.Options{})
 		}),
+		// The same client with its takes held to gRPC: weir-client's takes go
+		// over the node's RESP endpoint when it serves one (--resp-addr).
+		soloSpec(solo, "weir-client-grpc", "ceiling-grpc", func(ctx context.Context, wl workload) (target, error) {
+			return newGoClientTarget(ctx, one, cfg.Limit, wl.Keys, 1, client.Options{Transport: client.TransportGRPC})
+		}),
 		allotted(soloSpec(solo, "weir-client-allot", "", func(ctx context.Context, wl workload) (target, error) {
 			return newGoClientTarget(ctx, one, cfg.AllotLimit, wl.Keys, 1, client.Options{Allot: client.AllotOptions{On: true}})
 		}), "weir-client"),

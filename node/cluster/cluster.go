@@ -443,7 +443,7 @@ func (c *Cluster) Info(limit, key string) api.ClusterInfo {
 	info.Ring = api.RingInfo{Table: v.Table(), Majority: v.Majority, Members: make([]api.RingMember, 0, len(v.Members))}
 	for _, m := range v.Members {
 		info.Members = append(info.Members, api.Member{Name: m.Name, Addr: m.Addr, State: m.State.String(), LimitsVersion: m.Meta.LimitsVersion})
-		info.Ring.Members = append(info.Ring.Members, api.RingMember{Name: m.Name, GRPCAddr: m.Meta.APIAddr, HTTPAddr: m.Meta.HTTPAddr, State: m.State.String()})
+		info.Ring.Members = append(info.Ring.Members, api.RingMember{Name: m.Name, GRPCAddr: m.Meta.APIAddr, HTTPAddr: m.Meta.HTTPAddr, RESPAddr: m.Meta.RESPAddr, State: m.State.String()})
 	}
 	if limit != "" || key != "" {
 		if m, ok := v.Owner(ring.HashKey(limit, key)); ok {

@@ -24,8 +24,9 @@ type Serve struct {
 	Holdings Holdings
 	// Report returns this node's summary for a peer's operator request.
 	Report func(transport.ReportRequest) transport.Report
-	// APIAddr and HTTPAddr are the bound public gRPC and HTTP addresses.
-	APIAddr, HTTPAddr string
+	// APIAddr and HTTPAddr are the bound public gRPC and HTTP addresses;
+	// RESPAddr the bound Redis-protocol address, "" when it is off.
+	APIAddr, HTTPAddr, RESPAddr string
 }
 
 // Start opens the peer service, joins the gossip and starts the member's
@@ -48,6 +49,9 @@ func (c *Cluster) Start(ctx context.Context, s Serve) error {
 	self.GRPCAddr = advertise
 	self.APIAddr = publicAdvertise(s.APIAddr, advertise)
 	self.HTTPAddr = publicAdvertise(s.HTTPAddr, advertise)
+	if s.RESPAddr != "" {
+		self.RESPAddr = publicAdvertise(s.RESPAddr, advertise)
+	}
 	c.ring.SetMeta(self)
 	c.srv = transport.NewServer(peerHandler{c: c}, c.cfg.Credentials)
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))

@@ -30,6 +30,8 @@ const (
 const (
 	// metaExtProtocol holds ring.Meta.Protocol: uvarint Min, uvarint Max.
 	metaExtProtocol = 1
+	// metaExtRESP holds ring.Meta.RESPAddr, the bytes of the address.
+	metaExtRESP = 2
 )
 
 // maxMetaLen is the encoded limit imposed by memberlist.
@@ -57,7 +59,7 @@ const metaLeaving = 1
 // byte, the two integers as zig-zag varints, then the address bytes: the
 // rest (version 1), or three length-prefixed strings (version 2).
 func appendMeta(b []byte, m ring.Meta, flags byte) []byte {
-	v2 := m.APIAddr != "" || m.HTTPAddr != "" || m.Protocol != (ring.Versions{})
+	v2 := m.APIAddr != "" || m.HTTPAddr != "" || m.RESPAddr != "" || m.Protocol != (ring.Versions{})
 	if v2 {
 		b = append(b, metaVersion2, flags)
 	} else {
@@ -78,6 +80,11 @@ func appendMeta(b []byte, m ring.Meta, flags byte) []byte {
 		b = binary.AppendUvarint(b, metaExtProtocol)
 		b = binary.AppendUvarint(b, uint64(len(ext)))
 		b = append(b, ext...)
+	}
+	if m.RESPAddr != "" {
+		b = binary.AppendUvarint(b, metaExtRESP)
+		b = binary.AppendUvarint(b, uint64(len(m.RESPAddr)))
+		b = append(b, m.RESPAddr...)
 	}
 	return b
 }
@@ -141,18 +148,29 @@ func decodeMetaExts(b []byte, m *ring.Meta) error {
 		}
 		val := b[k : k+int(n)]
 		b = b[k+int(n):]
-		if tag != metaExtProtocol {
-			continue
+		switch tag {
+		case metaExtProtocol:
+			v, err := decodeVersions(val)
+			if err != nil {
+				return err
+			}
+			m.Protocol = v
+		case metaExtRESP:
+			m.RESPAddr = string(val)
 		}
-		lo, k := binary.Uvarint(val)
-		if k <= 0 || lo > math.MaxUint32 {
-			return errors.New("gossip: bad meta protocol versions")
-		}
-		hi, k2 := binary.Uvarint(val[k:])
-		if k2 <= 0 || hi > math.MaxUint32 {
-			return errors.New("gossip: bad meta protocol versions")
-		}
-		m.Protocol = ring.Versions{Min: uint32(lo), Max: uint32(hi)}
 	}
 	return nil
+}
+
+// decodeVersions parses the value of metaExtProtocol.
+func decodeVersions(val []byte) (ring.Versions, error) {
+	lo, k := binary.Uvarint(val)
+	if k <= 0 || lo > math.MaxUint32 {
+		return ring.Versions{}, errors.New("gossip: bad meta protocol versions")
+	}
+	hi, k2 := binary.Uvarint(val[k:])
+	if k2 <= 0 || hi > math.MaxUint32 {
+		return ring.Versions{}, errors.New("gossip: bad meta protocol versions")
+	}
+	return ring.Versions{Min: uint32(lo), Max: uint32(hi)}, nil
 }

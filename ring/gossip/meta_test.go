@@ -17,6 +17,8 @@ func TestMetaRoundTrip(t *testing.T) {
 		{HTTPAddr: "h:1"},
 		{GRPCAddr: "a:1", Protocol: ring.Versions{Min: 1, Max: 1}},
 		{Protocol: ring.Versions{Min: 0, Max: math.MaxUint32}},
+		{GRPCAddr: "a:1", RESPAddr: "a:6379"},
+		{RESPAddr: "r:1", Protocol: ring.Versions{Min: 1, Max: 2}},
 	} {
 		for _, flags := range []byte{0, metaLeaving} {
 			got, gotFlags, err := decodeMeta(appendMeta(nil, m, flags))
@@ -43,6 +45,7 @@ func FuzzDecodeMeta(f *testing.F) {
 	f.Add([]byte{})
 	f.Add(appendMeta(nil, ring.Meta{GRPCAddr: "a:1", Protocol: ring.Versions{Min: 1, Max: 2}}, 0))
 	f.Add(appendMeta(nil, ring.Meta{GRPCAddr: "a:1", APIAddr: "b:2", HTTPAddr: "c:3"}, 0))
+	f.Add(appendMeta(nil, ring.Meta{GRPCAddr: "a:1", RESPAddr: "d:4"}, 0))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, flags, err := decodeMeta(b)
 		if err != nil || len(b) == 0 {

@@ -116,3 +116,77 @@ func TestMetaExtensionsAdditive(t *testing.T) {
 		t.Errorf("plain meta written as version %d", b[0])
 	}
 }
+
+// respGoldenMeta is what testdata/meta-resp.bin holds: a meta with the
+// RESP address extension, as this version writes it.
+var respGoldenMeta = ring.Meta{
+	GRPCAddr: "10.0.0.1:7947", APIAddr: "10.0.0.1:8080", HTTPAddr: "10.0.0.1:8081", RESPAddr: "10.0.0.1:6380",
+	LimitsVersion: 7, Incarnation: 1_700_000_000_000_000_001,
+	Protocol: ring.Versions{Min: 1, Max: 1},
+}
+
+// decodeMetaExtsBeforeRESP is decodeMetaExts as released before the RESP
+// address extension: it knows the protocol versions alone and skips every
+// other tag. It stands for an older member reading a newer one's meta.
+func decodeMetaExtsBeforeRESP(b []byte, m *ring.Meta) error {
+	for len(b) > 0 {
+		tag, k := binary.Uvarint(b)
+		if k <= 0 {
+			return errors.New("bad tag")
+		}
+		b = b[k:]
+		n, k := binary.Uvarint(b)
+		if k <= 0 || n > uint64(len(b)-k) {
+			return errors.New("bad length")
+		}
+		val := b[k : k+int(n)]
+		b = b[k+int(n):]
+		if tag != metaExtProtocol {
+			continue
+		}
+		v, err := decodeVersions(val)
+		if err != nil {
+			return err
+		}
+		m.Protocol = v
+	}
+	return nil
+}
+
+// TestGoldenMetaRESP: the RESP address extension's encoding is pinned by
+// a golden file (-update rewrites it), this decoder reads it back, and a
+// decoder from before it reads everything else of the meta and ignores it.
+func TestGoldenMetaRESP(t *testing.T) {
+	path := filepath.Join("testdata", "meta-resp.bin")
+	if *update {
+		if err := os.WriteFile(path, appendMeta(nil, respGoldenMeta, 0), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -run TestGoldenMetaRESP -update)", err)
+	}
+	if got, _, err := decodeMeta(b); err != nil || got != respGoldenMeta {
+		t.Errorf("golden: got %+v, %v; want %+v", got, err, respGoldenMeta)
+	}
+	if !bytes.Equal(appendMeta(nil, respGoldenMeta, 0), b) {
+		t.Error("the encoding of the RESP extension changed (golden bytes differ)")
+	}
+	// Older decoders: the one from before extensions, and the one that knew
+	// only the protocol versions.
+	if g, a, h, err := decodeMetaBeforeExts(b); err != nil || g != respGoldenMeta.GRPCAddr || a != respGoldenMeta.APIAddr || h != respGoldenMeta.HTTPAddr {
+		t.Errorf("decoder before extensions: %q %q %q %v", g, a, h, err)
+	}
+	var old ring.Meta
+	noExts := respGoldenMeta
+	noExts.Protocol, noExts.RESPAddr = ring.Versions{}, ""
+	exts := b[len(appendMeta(nil, noExts, 0)):]
+	if err := decodeMetaExtsBeforeRESP(exts, &old); err != nil || old.Protocol != respGoldenMeta.Protocol || old.RESPAddr != "" {
+		t.Errorf("decoder before the RESP extension: %+v, %v", old, err)
+	}
+	// A meta with a RESP address alone is written as version 2.
+	if b := appendMeta(nil, ring.Meta{GRPCAddr: "a:1", RESPAddr: "a:6379"}, 0); b[0] != metaVersion2 {
+		t.Errorf("meta with a RESP address written as version %d", b[0])
+	}
+}
