@@ -76,10 +76,15 @@ type peerHandler struct {
 
 var _ transport.Handler = peerHandler{}
 
-// Serve implements transport.Handler: the owner's side of forwards.
+// Serve implements transport.Handler: the owner's side of forwards. A
+// node that peers forward to but that has not joined yet waits for its
+// join first (awaitJoin).
 func (h peerHandler) Serve(ctx context.Context, from string, reqs []transport.Request) []transport.Reply {
 	out := make([]transport.Reply, len(reqs))
 	version := h.c.run.Owner.Limits().Version
+	if !h.c.placement().Joined() {
+		h.c.awaitJoin(ctx, reqs) // once for the whole batch, whose replies go together
+	}
 	for i, r := range reqs {
 		sctx, span := h.c.tracer.Owner(ctx, r.TraceParent, r.Op.String(), from, len(reqs))
 		out[i] = h.serveOne(sctx, from, r)
@@ -147,17 +152,12 @@ func (h peerHandler) serveOne(ctx context.Context, from string, r transport.Requ
 
 // serveTake decides a forwarded take if this node may decide every key,
 // passes it on once if another member does, and says NotOwner otherwise
-// (the sender then decides from its own ceiling). A node that peers
-// forward to but that has not joined yet waits for its join first
-// (awaitJoin), and a take whose key was handed over between its placement
-// and its decision is passed on once to the member deciding it now.
+// (the sender then decides from its own ceiling). A take whose key was
+// handed over between its placement and its decision is passed on once to
+// the member deciding it now.
 func (h peerHandler) serveTake(ctx context.Context, from string, r transport.Request) transport.Reply {
 	c := h.c
-	snap := c.placement()
-	if !snap.Joined() {
-		snap = c.awaitJoin(ctx, &r)
-	}
-	target, pullFrom, ok := c.placeTake(snap, from, &r)
+	target, pullFrom, ok := c.placeTake(c.placement(), from, &r)
 	if !ok {
 		return transport.Reply{NotOwner: true}
 	}
@@ -232,34 +232,37 @@ func (c *Cluster) proxy(ctx context.Context, target placement.Placement, r trans
 }
 
 // awaitJoin waits for this node to route by its ring, for at most half of
-// what is left of r's deadline, and returns the placement snapshot then.
-// A peer forwards here only once it sees this node alive, so this node's
-// own join is under way: its view is still itself alone, in which it may
-// decide nothing (placement's join rule), and answered NotOwner at once,
-// every sender would grant the keys it now owns from local ceilings while
-// their previous owner still grants from their buckets. Half the deadline
-// leaves the sender the other half to fall back in time when the join
-// takes longer.
-func (c *Cluster) awaitJoin(ctx context.Context, r *transport.Request) *placement.Snapshot {
-	snap := c.placement()
-	if r.Deadline.IsZero() {
-		return snap
+// what is left of the earliest deadline among reqs (not at all when none
+// has one). A peer forwards here only once it sees this node alive, so
+// this node's own join is under way: its view is still itself alone, in
+// which it may decide nothing (placement's join rule), and answered
+// NotOwner at once, every sender would grant the keys it now owns from
+// local ceilings while their previous owner still grants from their
+// buckets. Half the deadline leaves the senders the other half to fall
+// back in time when the join takes longer.
+func (c *Cluster) awaitJoin(ctx context.Context, reqs []transport.Request) {
+	var deadline time.Time
+	for _, r := range reqs {
+		if !r.Deadline.IsZero() && (deadline.IsZero() || r.Deadline.Before(deadline)) {
+			deadline = r.Deadline
+		}
 	}
-	wait := time.NewTimer(time.Until(r.Deadline) / 2)
+	if deadline.IsZero() {
+		return
+	}
+	wait := time.NewTimer(time.Until(deadline) / 2)
 	defer wait.Stop()
 	tick := time.NewTicker(joinPoll)
 	defer tick.Stop()
-	for !snap.Joined() {
+	for !c.placement().Joined() {
 		select {
 		case <-ctx.Done():
-			return snap
+			return
 		case <-wait.C:
-			return snap
+			return
 		case <-tick.C:
-			snap = c.placement()
 		}
 	}
-	return snap
 }
 
 // joinPoll is how often awaitJoin looks at the join state: memberlist

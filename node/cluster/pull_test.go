@@ -88,10 +88,10 @@ func TestPullOutlivesTheRequestThatStartedIt(t *testing.T) {
 	}
 }
 
-// TestUnjoinedNodeWaitsForItsJoinWithinHalfTheDeadline: a forward reaching
-// a node that has not joined yet waits for the join, but for no more than
-// half of what is left of the forward's deadline, and then answers
-// NotOwner in time for the sender to fall back.
+// TestUnjoinedNodeWaitsForItsJoinWithinHalfTheDeadline: a batch of
+// forwards reaching a node that has not joined yet waits for the join,
+// once, for no more than half of what is left of the forwards' deadline,
+// and then answers NotOwner in time for the sender to fall back.
 func TestUnjoinedNodeWaitsForItsJoinWithinHalfTheDeadline(t *testing.T) {
 	c, _ := member(t)
 	c.rules.Seeds = 1 // started with a seed it never reaches: never joined
@@ -100,9 +100,9 @@ func TestUnjoinedNodeWaitsForItsJoinWithinHalfTheDeadline(t *testing.T) {
 	}
 	start := time.Now()
 	r := transport.Request{Op: transport.OpTake, Checks: []api.Check{{Limit: "hot", Key: "k", Cost: 1}}, Deadline: start.Add(time.Second)}
-	rep := peerHandler{c: c}.serveTake(context.Background(), "n2", r)
+	reps := peerHandler{c: c}.Serve(context.Background(), "n2", []transport.Request{r, r})
 	took := time.Since(start)
-	if !rep.NotOwner {
+	if rep := reps[0]; !rep.NotOwner || !reps[1].NotOwner {
 		t.Fatalf("an unjoined node answered %+v, want NotOwner", rep)
 	}
 	if took < 400*time.Millisecond || took >= time.Second {
