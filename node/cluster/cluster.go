@@ -170,12 +170,28 @@ type published struct {
 	joined  bool
 }
 
-// moved is where a key this node handed over is decided now, and until
-// when the mark holds.
+// moved is where a key this node handed over is decided now, until when
+// the mark holds, and what the handover extracted.
 type moved struct {
 	to    string // member name
 	until time.Time
+	// gave is the state extracted when the key was handed to member to:
+	// handed to that member again should it ask again while the mark
+	// holds (a pull whose reply was lost), rather than nothing, from which
+	// it would start the key from a fresh bucket.
+	gave handed
 }
+
+// handed is one key's state a handover extracted: its bucket (when ok)
+// and the allotments granted of it.
+type handed struct {
+	bucket   bucket.Entry
+	ok       bool
+	holdings []allot.Entry
+}
+
+// empty reports whether the handover extracted nothing.
+func (h handed) empty() bool { return !h.ok && len(h.holdings) == 0 }
 
 var (
 	_ engine.Router  = (*Cluster)(nil)
@@ -332,16 +348,27 @@ func (c *Cluster) unmark(k keyID) {
 	}
 }
 
-// markMoved records that (limit, key) is now decided by member to.
-func (c *Cluster) markMoved(limit, key, to string) {
+// markMoved records that (limit, key) is now decided by member to, which
+// was handed gave, and returns what to hand it: gave, or, when gave is
+// empty and the key was already handed to that same member under a mark
+// that still holds, what that earlier handover extracted. A member asks
+// again only when it holds no state for the key: the earlier reply was
+// lost (a pull whose caller gave up, a final push that failed), and the
+// state it carried exists nowhere else. Handing it twice is safe: the
+// receiver merges conservatively.
+func (c *Cluster) markMoved(limit, key, to string, gave handed) handed {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.now()
 	k := keyID{Limit: limit, Key: key}
-	if _, ok := c.moved[k]; !ok {
+	prev, ok := c.moved[k]
+	if !ok {
 		c.movedN.Add(1)
 	}
-	c.moved[k] = moved{to: to, until: now.Add(c.cfg.HandoffWindow)}
+	if gave.empty() && ok && prev.to == to && !now.After(prev.until) {
+		gave = prev.gave
+	}
+	c.moved[k] = moved{to: to, until: now.Add(c.cfg.HandoffWindow), gave: gave}
 	// Marks expire after HandoffWindow; sweep them now and then so keys
 	// that are never asked about again do not pile up.
 	if now.After(c.purgeAt) {
@@ -352,6 +379,7 @@ func (c *Cluster) markMoved(limit, key, to string) {
 		}
 		c.purgeAt = now.Add(c.cfg.HandoffWindow)
 	}
+	return gave
 }
 
 // keyLocks are striped locks over (limit, key): a decision holds its keys'
@@ -394,15 +422,17 @@ func (c *Cluster) Hold(checks []api.Check) (func(), bool) {
 // handOver marks (limit, key) moved to member to and removes its bucket
 // and the allotments granted of it, returning them, with no decision on
 // the key in between: the bucket and the holdings that cap it leave
-// together.
+// together. When this node holds neither because it handed them to the
+// same member already (under a mark that still holds), it returns that
+// earlier state again (markMoved).
 func (c *Cluster) handOver(now time.Time, limit, key, to string) (bucket.Entry, bool, []allot.Entry) {
 	l := &c.locks[stripe(limit, key)]
 	l.Lock()
 	defer l.Unlock()
-	c.markMoved(limit, key, to)
 	e, ok := c.run.Holdings.ExtractBucket(now, limit, key)
 	hs := c.run.Holdings.ExtractHoldings(now, limit, key)
-	return e, ok, hs
+	gave := c.markMoved(limit, key, to, handed{bucket: e, ok: ok, holdings: hs})
+	return gave.bucket, gave.ok, gave.holdings
 }
 
 // Epoch is the epoch of the view requests are routed by.

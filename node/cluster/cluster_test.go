@@ -68,7 +68,7 @@ func member(t testing.TB) (*Cluster, *engine.Engine) {
 func TestMovedMarksExpireAndAreSwept(t *testing.T) {
 	now := time.Unix(1000, 0)
 	c := &Cluster{cfg: Config{HandoffWindow: time.Second}, moved: map[keyID]moved{}, now: func() time.Time { return now }}
-	c.markMoved("hot", "a", "n2")
+	c.markMoved("hot", "a", "n2", handed{})
 	if to, ok := c.movedTo("hot", "a"); !ok || to != "n2" {
 		t.Fatalf("movedTo = %q, %v", to, ok)
 	}
@@ -76,7 +76,7 @@ func TestMovedMarksExpireAndAreSwept(t *testing.T) {
 		t.Fatal("an unmarked key is moved")
 	}
 	now = now.Add(2 * time.Second)
-	c.markMoved("hot", "b", "n3") // sweeps a, which expired
+	c.markMoved("hot", "b", "n3", handed{}) // sweeps a, which expired
 	if len(c.moved) != 1 || c.movedN.Load() != 1 {
 		t.Fatalf("after the sweep %d marks (count %d), want 1", len(c.moved), c.movedN.Load())
 	}
@@ -157,4 +157,37 @@ func BenchmarkReplicaApply(b *testing.B) {
 		b.Fatal("the replica store holds nothing")
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/entry")
+}
+
+// TestRepeatedPullGetsTheHandedState: a member that pulls a key again,
+// holding no state for it (its first reply was lost: the request that
+// started the pull gave up after this node had extracted the bucket), gets
+// the extracted state again, not nothing, from which it would start the
+// key from a fresh bucket and admit its capacity a second time. Another
+// member gets nothing: the key is not decided there.
+func TestRepeatedPullGetsTheHandedState(t *testing.T) {
+	c, eng := member(t)
+	for range 50 {
+		if resp, err := eng.Take(context.Background(), []api.Check{{Limit: "hot", Key: "a", Cost: 1}}); err != nil || !resp.Allowed {
+			t.Fatalf("take: %+v, %v", resp, err)
+		}
+	}
+	pull := transport.Request{Op: transport.OpPull, Checks: []api.Check{{Limit: "hot", Key: "a"}}}
+	first := c.servePull("n4", pull)
+	if len(first.State.Buckets) != 1 || first.State.Buckets[0].Snapshot.Count != 10 {
+		t.Fatalf("first pull handed %+v, want the bucket with 10 of 60 tokens left", first.State.Buckets)
+	}
+	if eng.HasBucket("hot", "a") {
+		t.Fatal("the pulled bucket is still here")
+	}
+	again := c.servePull("n4", pull) // the first reply never arrived
+	if len(again.State.Buckets) != 1 || again.State.Buckets[0].Snapshot.Count != 10 {
+		t.Fatalf("the repeated pull handed %+v, want the same bucket, 10 tokens left", again.State.Buckets)
+	}
+	if to, ok := c.movedTo("hot", "a"); !ok || to != "n4" {
+		t.Fatalf("movedTo = %q, %v; want n4", to, ok)
+	}
+	if other := c.servePull("n5", pull); len(other.State.Buckets) != 0 {
+		t.Fatalf("a pull by another member handed %+v", other.State.Buckets)
+	}
 }

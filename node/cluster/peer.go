@@ -76,10 +76,15 @@ type peerHandler struct {
 
 var _ transport.Handler = peerHandler{}
 
-// Serve implements transport.Handler: the owner's side of forwards.
+// Serve implements transport.Handler: the owner's side of forwards. A
+// node that peers forward to but that has not joined yet waits for its
+// join first (awaitJoin).
 func (h peerHandler) Serve(ctx context.Context, from string, reqs []transport.Request) []transport.Reply {
 	out := make([]transport.Reply, len(reqs))
 	version := h.c.run.Owner.Limits().Version
+	if !h.c.placement().Joined() {
+		h.c.awaitJoin(ctx, reqs) // once for the whole batch, whose replies go together
+	}
 	for i, r := range reqs {
 		sctx, span := h.c.tracer.Owner(ctx, r.TraceParent, r.Op.String(), from, len(reqs))
 		out[i] = h.serveOne(sctx, from, r)
@@ -147,17 +152,53 @@ func (h peerHandler) serveOne(ctx context.Context, from string, r transport.Requ
 
 // serveTake decides a forwarded take if this node may decide every key,
 // passes it on once if another member does, and says NotOwner otherwise
-// (the sender then decides from its own ceiling).
+// (the sender then decides from its own ceiling). A take whose key was
+// handed over between its placement and its decision is passed on once to
+// the member deciding it now.
 func (h peerHandler) serveTake(ctx context.Context, from string, r transport.Request) transport.Reply {
 	c := h.c
-	snap := c.placement()
+	target, pullFrom, ok := c.placeTake(c.placement(), from, &r)
+	if !ok {
+		return transport.Reply{NotOwner: true}
+	}
+	if target.Kind == placement.Forward {
+		return c.proxy(ctx, target, r)
+	}
+	if err := c.pull(ctx, r.Checks, pullFrom, c.run.Holdings.HasBucket, target.Kind == placement.Replica); err != nil {
+		return pullFailed(err)
+	}
+	if c.expired(&r) {
+		return transport.Reply{Expired: true}
+	}
+	res, _, err := c.run.Owner.ServeTake(r.Checks, r.RequestID, r.Tenant)
+	if errors.Is(err, engine.ErrNotOwner) {
+		// Handed over since it was placed here (a pull took the key
+		// away): the member that pulled it decides it now, with the
+		// debt. Answered NotOwner, the sender would grant from its ceiling
+		// while that member grants from the bucket.
+		if target, _, ok := c.placeTake(c.placement(), from, &r); ok && target.Kind == placement.Forward {
+			return c.proxy(ctx, target, r)
+		}
+		return transport.Reply{NotOwner: true}
+	}
+	if err != nil {
+		return errReply(err)
+	}
+	return transport.Reply{Results: res}
+}
+
+// placeTake places a forwarded take's keys with snap (Serve): where they
+// are all decided, and the member to pull their state from first (""
+// for none). ok is false when they are not decided in one place, or a
+// key is placed on a ceiling: the sender falls back.
+func (c *Cluster) placeTake(snap *placement.Snapshot, from string, r *transport.Request) (placement.Placement, string, bool) {
 	now := c.now()
 	var target placement.Placement
 	pullFrom := ""
 	for i, ch := range r.Checks {
 		p := snap.Serve(now, ch.Limit, ch.Key, from, r.Proxied, c.mark(ch.Limit, ch.Key))
 		if p.Kind == placement.Ceiling {
-			return transport.Reply{NotOwner: true}
+			return placement.Placement{}, "", false
 		}
 		if p.Kind == placement.Here && p.Peer != "" {
 			pullFrom = p.Peer
@@ -170,36 +211,63 @@ func (h peerHandler) serveTake(ctx context.Context, from string, r transport.Req
 				target.Kind = placement.Replica // all decided here; adopt what replicas there are
 			}
 		case p.Kind != target.Kind || (p.Kind == placement.Forward && p.Peer != target.Peer):
-			return transport.Reply{NotOwner: true} // the keys are decided in two places
+			return placement.Placement{}, "", false // the keys are decided in two places
 		}
 	}
-	if target.Kind == placement.Forward {
-		r.Proxied = true
-		ctx, span, parent := c.tracer.Forward(ctx, target.Addr, r.Op.String())
-		r.TraceParent = parent
-		rep, err := c.pool.Do(ctx, target.Addr, r)
-		span.EndForward(err, err == nil && rep.NotOwner)
-		if err != nil {
-			return proxyFailed(err)
-		}
-		c.m.proxied.Inc()
-		return rep
-	}
-	if err := c.pull(ctx, r.Checks, pullFrom, c.run.Holdings.HasBucket, target.Kind == placement.Replica); err != nil {
-		return pullFailed(err)
-	}
-	if c.expired(&r) {
-		return transport.Reply{Expired: true}
-	}
-	res, _, err := c.run.Owner.ServeTake(r.Checks, r.RequestID, r.Tenant)
-	if errors.Is(err, engine.ErrNotOwner) {
-		return transport.Reply{NotOwner: true}
-	}
-	if err != nil {
-		return errReply(err)
-	}
-	return transport.Reply{Results: res}
+	return target, pullFrom, true
 }
+
+// proxy passes a forwarded take on, once, to the member target names.
+func (c *Cluster) proxy(ctx context.Context, target placement.Placement, r transport.Request) transport.Reply {
+	r.Proxied = true
+	ctx, span, parent := c.tracer.Forward(ctx, target.Addr, r.Op.String())
+	r.TraceParent = parent
+	rep, err := c.pool.Do(ctx, target.Addr, r)
+	span.EndForward(err, err == nil && rep.NotOwner)
+	if err != nil {
+		return proxyFailed(err)
+	}
+	c.m.proxied.Inc()
+	return rep
+}
+
+// awaitJoin waits for this node to route by its ring, for at most half of
+// what is left of the earliest deadline among reqs (not at all when none
+// has one). A peer forwards here only once it sees this node alive, so
+// this node's own join is under way: its view is still itself alone, in
+// which it may decide nothing (placement's join rule), and answered
+// NotOwner at once, every sender would grant the keys it now owns from
+// local ceilings while their previous owner still grants from their
+// buckets. Half the deadline leaves the senders the other half to fall
+// back in time when the join takes longer.
+func (c *Cluster) awaitJoin(ctx context.Context, reqs []transport.Request) {
+	var deadline time.Time
+	for _, r := range reqs {
+		if !r.Deadline.IsZero() && (deadline.IsZero() || r.Deadline.Before(deadline)) {
+			deadline = r.Deadline
+		}
+	}
+	if deadline.IsZero() {
+		return
+	}
+	wait := time.NewTimer(time.Until(deadline) / 2)
+	defer wait.Stop()
+	tick := time.NewTicker(joinPoll)
+	defer tick.Stop()
+	for !c.placement().Joined() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-wait.C:
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// joinPoll is how often awaitJoin looks at the join state: memberlist
+// reports it by a flag, not an event.
+const joinPoll = time.Millisecond
 
 // serveAllot is the owner's side of a forwarded allotment or return,
 // placed like a take: decided here (pulling the key's state first when the

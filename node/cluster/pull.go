@@ -91,9 +91,18 @@ func (c *Cluster) wasFetched(limit, key string) bool {
 // pullOne pulls one key's state from addr, once even when many requests
 // miss it together (they share the pull's outcome). It returns nil when
 // the state is now known here, and pull's errors otherwise.
+//
+// The pull outlives the request that started it: it runs within
+// HandoffDeadline, not within that request's deadline. The holder extracts
+// the state when it serves the pull, so a reply abandoned because its
+// first asker gave up would leave the key's debt nowhere, and the next
+// request would start the key from a fresh bucket. Each request waits
+// only as long as its own deadline allows.
 func (c *Cluster) pullOne(ctx context.Context, addr string, ch api.Check) error {
 	res := c.pulls.DoChan(ch.Limit+"\x00"+ch.Key, func() (any, error) {
-		return nil, c.fetch(ctx, addr, ch)
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.Forward.HandoffDeadline)
+		defer cancel()
+		return nil, c.fetch(fctx, addr, ch)
 	})
 	select {
 	case r := <-res:

@@ -19,6 +19,9 @@ type group struct {
 	// one backs idx for a single check, so a one-check request allocates
 	// its group once.
 	one [1]int
+	// replaced is set once the group was placed again after its owner
+	// answered NotOwner: it is placed again at most once.
+	replaced bool
 }
 
 // groupKey is what checks must share to be one atomic step.
@@ -226,13 +229,33 @@ func (e *Engine) decideGroup(ctx context.Context, f *limits.File, rs []resolved,
 			}
 			return ok, nil
 		}
-		if ownerLate(err, e.router.Place(checks[0].Limit, checks[0].Key)) {
+		again := e.router.Place(checks[0].Limit, checks[0].Key)
+		if ownerLate(err, again) {
 			g.src = api.SourceFallback
 			return e.lateTake(rs, g, results)
+		}
+		if errors.Is(err, ErrNotOwner) && !g.replaced && keyOf(again) != keyOf(g.place) && e.placedAlike(checks, again) {
+			// The owner's ring disagreed, and this node's view changed
+			// since the step was placed (a join or leave settling): ask
+			// where it is placed now, once, before granting from a
+			// local ceiling while the key's bucket may grant as well.
+			g.place, g.replaced = again, true
+			return e.decideGroup(ctx, f, rs, g, results, id, all, sp)
 		}
 	}
 	g.src = api.SourceFallback
 	return e.fallbackTake(rs, g, results, sp)
+}
+
+// placedAlike reports whether every check is placed like p now, so the
+// checks still make one step there.
+func (e *Engine) placedAlike(checks []api.Check, p placement.Placement) bool {
+	for _, ch := range checks[1:] {
+		if keyOf(e.router.Place(ch.Limit, ch.Key)) != keyOf(p) {
+			return false
+		}
+	}
+	return true
 }
 
 // respond assembles the answer and counts it.
