@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"log/slog"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -83,14 +84,55 @@ func TestWrongKeyJoinerSaysWhy(t *testing.T) {
 	}
 }
 
-// TestUnreachableSeedBlamesSecretOrNetwork: when no seed answers at all,
-// the warning names the secret as the likely cause and the seeds and
-// network as the other.
-func TestUnreachableSeedBlamesSecretOrNetwork(t *testing.T) {
+// TestUnreachableSeedBlamesTheSeeds: when no seed takes the connection
+// (nothing listens), the warning says so and does not blame the secret.
+func TestUnreachableSeedBlamesTheSeeds(t *testing.T) {
+	line := joinWarning(t, "127.0.0.1:1") // nothing listens on port 1
+	for _, s := range []string{"no seed accepted a connection", "check the seeds (--join)", "127.0.0.1:1"} {
+		if !strings.Contains(line, s) {
+			t.Fatalf("the warning does not say %q:\n%s", s, line)
+		}
+	}
+	if strings.Contains(line, "cluster secret") {
+		t.Fatalf("the warning blames the secret for a seed that took no connection:\n%s", line)
+	}
+}
+
+// TestSilentSeedBlamesSecretOrNetwork: a seed that takes the connection
+// and closes it without an answer (what a member that cannot decrypt the
+// join does) makes the warning name the secret as the likely cause, and
+// the seeds and network as the other.
+func TestSilentSeedBlamesSecretOrNetwork(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.Close()
+		}
+	}()
+	line := joinWarning(t, ln.Addr().String())
+	for _, s := range []string{"the likely cause is a cluster secret", "the gossip key", "check the seeds (--join)", ln.Addr().String()} {
+		if !strings.Contains(line, s) {
+			t.Fatalf("the warning does not say %q:\n%s", s, line)
+		}
+	}
+}
+
+// joinWarning starts a member joining seed alone and returns its first
+// "cannot join" warning.
+func joinWarning(t *testing.T, seed string) string {
+	t.Helper()
 	var logs lockedBuffer
 	cfg := LocalConfig()
 	cfg.Name = "alone"
-	cfg.Join = []string{"127.0.0.1:1"} // nothing listens on port 1
+	cfg.Join = []string{seed}
 	cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	m, err := New(cfg, ring.Meta{GRPCAddr: "127.0.0.1:9002"})
 	if err != nil {
@@ -101,12 +143,7 @@ func TestUnreachableSeedBlamesSecretOrNetwork(t *testing.T) {
 	}
 	defer m.Close()
 	waitFor(t, "the warning", func() bool { return strings.Contains(logs.String(), "no member accepted") })
-	line := lineWith(logs.String(), "no member accepted")
-	for _, s := range []string{"the likely cause is a cluster secret", "the gossip key", "check the seeds (--join)", "127.0.0.1:1"} {
-		if !strings.Contains(line, s) {
-			t.Fatalf("the warning does not say %q:\n%s", s, line)
-		}
-	}
+	return lineWith(logs.String(), "no member accepted")
 }
 
 // lineWith returns the first line of s that contains sub.

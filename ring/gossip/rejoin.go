@@ -119,8 +119,9 @@ func (r *Membership) rejoinRound(ctx context.Context, ml *memberlist.Memberlist)
 const joinFailLogEvery = 10 * time.Second
 
 // noteJoinFailed logs, at most once per joinFailLogEvery, that a round of
-// joins by a member that has never joined failed at every target. The
-// likely cause, when the targets are up, is a gossip key that differs
+// joins by a member that has never joined failed at every target. When no
+// target even took the connection, it says so (the seeds are down or
+// unreachable). Otherwise the likely cause is a gossip key that differs
 // from theirs: a member that cannot decrypt a join closes the stream
 // without an answer (and logs a decrypt failure on its side), which is
 // all the joiner sees. The line says so, naming Config.KeyHint.
@@ -133,9 +134,15 @@ func (r *Membership) noteJoinFailed(failures []string) {
 	cause := "the likely cause is a cluster secret that differs from the members' (check " + r.cfg.keyHint() +
 		" on this node and on the seeds, which log decrypt failures); otherwise check the seeds (--join) and " +
 		"that their gossip port is reachable"
-	if slices.ContainsFunc(failures, isKeyMismatch) {
+	switch {
+	case slices.ContainsFunc(failures, isKeyMismatch):
 		cause = "a seed's answer does not decrypt with this node's key: the cluster secret differs from the " +
 			"members' (check " + r.cfg.keyHint() + " on this node and on the seeds)"
+	case !slices.ContainsFunc(failures, func(f string) bool { return !isUnreachable(f) }):
+		// Not one seed took the connection: nothing to blame on the
+		// secret (at a cluster's cold start, the seeds are not up yet).
+		cause = "no seed accepted a connection (not started yet, or the network drops it); check the seeds (--join) " +
+			"and that their gossip port is reachable"
 	}
 	r.log.Warn("gossip: cannot join: no member accepted this node's gossip; "+cause+". Retrying; logged at most every 10s",
 		"seeds", r.cfg.Join, "failures", failures, "suppressed_since_last", suppressed,
@@ -148,6 +155,15 @@ func (r *Membership) noteJoinFailed(failures []string) {
 // encrypted").
 func isKeyMismatch(failure string) bool {
 	return strings.Contains(failure, "decrypt") || strings.Contains(failure, "encrypt")
+}
+
+// isUnreachable reports whether a failed join never reached its target:
+// its name did not resolve ("lookup ...") or the connection itself failed
+// (memberlist's "dial tcp ...: connect: connection refused", "no route to
+// host", a dial timeout), so the target cannot have refused this node's
+// key.
+func isUnreachable(failure string) bool {
+	return strings.Contains(failure, "dial tcp") || strings.Contains(failure, "lookup ")
 }
 
 // errText is err's text on one line, or "no answer" for nil (memberlist
