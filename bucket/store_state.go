@@ -179,7 +179,13 @@ func (s *Store) SnapshotAt(now time.Time, name, key string) (Entry, bool) {
 	if !ok {
 		return Entry{}, false
 	}
-	return Entry{Name: name, Key: key, Snapshot: exportAt(sh.at(idx).st, now.UnixNano()), Limit: sh.carried[idx]}, true
+	return sh.entryAt(idx, name, key, now), true
+}
+
+// entryAt is the Entry of the bucket (name, key) at slot idx as of now,
+// with the inline limit it carries. The caller holds sh.mu.
+func (sh *shard) entryAt(idx uint32, name, key string, now time.Time) Entry {
+	return Entry{Name: name, Key: key, Snapshot: exportAt(sh.at(idx).st, now.UnixNano()), Limit: sh.carried[idx]}
 }
 
 // ExtractAt removes the bucket (name, key) and returns its snapshot as of
@@ -193,7 +199,7 @@ func (s *Store) ExtractAt(now time.Time, name, key string) (Entry, bool) {
 	if !ok {
 		return Entry{}, false
 	}
-	e := Entry{Name: name, Key: key, Snapshot: exportAt(sh.at(idx).st, now.UnixNano()), Limit: sh.carried[idx]}
+	e := sh.entryAt(idx, name, key, now)
 	s.remove(sh, idx)
 	sh.gen++
 	return e, true

@@ -259,7 +259,7 @@ func handshake(ctx context.Context, nc net.Conn, token string) (*leanConn, error
 	var b []byte
 	if token != "" {
 		b = append(b, "*2\r\n$4\r\nAUTH\r\n"...)
-		b = appendBulkString(b, token)
+		b = appendBulk(b, token)
 	}
 	b = append(b, "*1\r\n$10\r\nWEIR.CTAKE\r\n"...)
 	if _, err := nc.Write(b); err != nil {

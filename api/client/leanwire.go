@@ -46,22 +46,15 @@ func appendCTake(b []byte, rid []byte, budgetMs int64, checks []api.Check) []byt
 	b = appendBulk(b, rid)
 	b = appendBulkInt(b, budgetMs)
 	for _, ch := range checks {
-		b = appendBulkString(b, ch.Limit)
-		b = appendBulkString(b, ch.Key)
+		b = appendBulk(b, ch.Limit)
+		b = appendBulk(b, ch.Key)
 		b = appendBulkInt(b, ch.Cost)
 	}
 	return b
 }
 
-func appendBulk(b, s []byte) []byte {
-	b = append(b, '$')
-	b = strconv.AppendInt(b, int64(len(s)), 10)
-	b = append(b, '\r', '\n')
-	b = append(b, s...)
-	return append(b, '\r', '\n')
-}
-
-func appendBulkString(b []byte, s string) []byte {
+// appendBulk appends s as a RESP bulk string.
+func appendBulk[T string | []byte](b []byte, s T) []byte {
 	b = append(b, '$')
 	b = strconv.AppendInt(b, int64(len(s)), 10)
 	b = append(b, '\r', '\n')

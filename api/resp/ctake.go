@@ -48,18 +48,10 @@ func (s *Server) ctake(ctx context.Context, _ *session, args [][]byte, w *redcon
 		w.WriteError("ERR budget_ms must be an integer from 0 to " + strconv.Itoa(MaxBudgetMs))
 		return
 	}
-	checks := make([]api.Check, (len(args)-ctakeHead)/3) // bounded by MaxArgs
-	for i := range checks {
-		a := args[ctakeHead+3*i:]
-		n, ok := parseInt(a[2])
-		if !ok {
-			w.WriteError("ERR checks[" + strconv.Itoa(i) + "].cost must be an integer")
-			return
-		}
-		if n == 0 {
-			n = 1 // as a gRPC Check's default
-		}
-		checks[i] = api.Check{Limit: string(a[0]), Key: string(a[1]), Cost: n}
+	checks, bad := parseChecks(args[ctakeHead:], true)
+	if bad != "" {
+		w.WriteError(bad)
+		return
 	}
 	if err := api.ValidateChecks(checks, s.cfg.MaxKeyBytes, s.cfg.MaxChecks); err != nil {
 		writeCError(s, w, err)

@@ -78,15 +78,10 @@ func (s *Server) mtake(ctx context.Context, _ *session, args [][]byte, w *redcon
 		w.WriteError("ERR wrong number of arguments for 'weir.mtake' command")
 		return
 	}
-	checks := make([]api.Check, (len(args)-1)/3) // bounded by MaxArgs
-	for i := range checks {
-		a := args[1+3*i:]
-		n, ok := parseInt(a[2])
-		if !ok || n < 1 {
-			w.WriteError("ERR checks[" + strconv.Itoa(i) + "].cost must be a positive integer")
-			return
-		}
-		checks[i] = api.Check{Limit: string(a[0]), Key: string(a[1]), Cost: n}
+	checks, bad := parseChecks(args[1:], false)
+	if bad != "" {
+		w.WriteError(bad)
+		return
 	}
 	resp, ok := s.decide(ctx, checks, w)
 	if !ok {
@@ -98,6 +93,29 @@ func (s *Server) mtake(ctx context.Context, _ *session, args [][]byte, w *redcon
 	for _, r := range resp.Results {
 		writeResult(w, r.Allowed, r)
 	}
+}
+
+// parseChecks reads (limit, key, cost) triples; len(args) is a multiple of
+// 3, bounded by MaxArgs. A cost must be a positive integer, or with
+// zeroIsOne (WEIR.CTAKE, as a gRPC Check) any integer, 0 meaning 1 and a
+// negative one left to api.ValidateChecks. bad is the error reply for the
+// first cost that is not, "" when none.
+func parseChecks(args [][]byte, zeroIsOne bool) (checks []api.Check, bad string) {
+	checks = make([]api.Check, len(args)/3)
+	for i := range checks {
+		a := args[3*i:]
+		n, ok := parseInt(a[2])
+		switch {
+		case !ok && zeroIsOne:
+			return nil, "ERR checks[" + strconv.Itoa(i) + "].cost must be an integer"
+		case zeroIsOne && n == 0:
+			n = 1
+		case !ok || (n < 1 && !zeroIsOne):
+			return nil, "ERR checks[" + strconv.Itoa(i) + "].cost must be a positive integer"
+		}
+		checks[i] = api.Check{Limit: string(a[0]), Key: string(a[1]), Cost: n}
+	}
+	return checks, ""
 }
 
 // acquire serves WEIR.ACQUIRE limit key [TTL ms] [WAIT ms] [HOLDER name]:
