@@ -36,7 +36,25 @@ const (
 	// and sent the request to another node, as a real load balancer does.
 	// Not an answer; the retry's answer is counted too.
 	RerouteAnswer = "rerouted"
+	// SlowAnswer starts "slow ≥<band>": an answer (of any kind) that took
+	// at least that long, counted in every band it reaches. Not an answer:
+	// it says how long the callers waited, above all around the steps.
+	SlowAnswer = "slow"
 )
+
+// slowBands are the latency bands SlowAnswer counts.
+var slowBands = []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 250 * time.Millisecond, 500 * time.Millisecond, time.Second}
+
+// SlowKinds returns the SlowAnswer kinds an answer that took d counts in.
+func SlowKinds(d time.Duration) []string {
+	var out []string
+	for _, b := range slowBands {
+		if d >= b {
+			out = append(out, fmt.Sprintf("%s ≥%v", SlowAnswer, b))
+		}
+	}
+	return out
+}
 
 // ClassifyTake returns the answer kind of a /v1/take answer.
 func ClassifyTake(status int, body []byte) string {
@@ -276,9 +294,13 @@ func (l *BulkLoad) caller(ctx context.Context, hc *http.Client, rnd *rand.Rand) 
 			}
 		}
 		body := []byte(`{"checks":[{"limit":"` + l.Limit + `","key":"u-` + strconv.Itoa(rnd.IntN(l.Keys)) + `","cost":1}]}`)
+		start := time.Now()
 		kind, node, ok := l.take(ctx, hc, body)
 		if !ok {
 			return // the run ended mid-request
+		}
+		for _, k := range SlowKinds(time.Since(start)) {
+			l.Answers.Add(k)
 		}
 		if strings.HasPrefix(kind, ErrorAnswer) {
 			l.Answers.AddError(kind, node)
@@ -349,6 +371,8 @@ func answerRank(k string) int {
 		return 1
 	case strings.HasPrefix(k, ErrorAnswer):
 		return 2
+	case strings.HasPrefix(k, RerouteAnswer):
+		return 3
 	}
-	return 3
+	return 4
 }

@@ -428,3 +428,28 @@ func TestStepRows(t *testing.T) {
 		t.Fatalf("stepRows = %+v", rows)
 	}
 }
+
+func TestSlowKindsCountEveryBandReached(t *testing.T) {
+	cases := []struct {
+		d    time.Duration
+		want int
+	}{{49 * time.Millisecond, 0}, {50 * time.Millisecond, 1}, {120 * time.Millisecond, 2}, {499 * time.Millisecond, 3}, {2 * time.Second, 5}}
+	for _, c := range cases {
+		got := SlowKinds(c.d)
+		if len(got) != c.want {
+			t.Errorf("SlowKinds(%v) = %q, want %d bands", c.d, got, c.want)
+		}
+		for _, k := range got {
+			if !strings.HasPrefix(k, SlowAnswer+" ") || slices.Contains([]string{AnswerAllowed, AnswerDenied}, k) {
+				t.Errorf("SlowKinds(%v): %q is not a slow kind", c.d, k)
+			}
+		}
+	}
+	if got := SlowKinds(time.Second); got[len(got)-1] != "slow ≥1s" {
+		t.Errorf("SlowKinds(1s) ends with %q, want slow ≥1s", got[len(got)-1])
+	}
+	answers, errs := AnswerTotals(map[string]int64{AnswerAllowed: 3, "slow ≥50ms": 2})
+	if answers != 3 || errs != 0 {
+		t.Errorf("slow bands counted as answers: %d answers, %d errors", answers, errs)
+	}
+}
