@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/weir-rl/weir/api"
+	"github.com/weir-rl/weir/ring"
 	"github.com/weir-rl/weir/transport/peerpb"
 )
 
@@ -88,8 +89,10 @@ func (c *simCluster) keyOwnedBy(owner, limit, prefix string) string {
 // every stream byte arrives 200 ms late, its gossip on time, so the others
 // hold it alive). A forward that misses its deadline is never answered
 // from a local ceiling: callers without a deadline (50 ms) are answered
-// limiter_overloaded, and callers with a deadline longer than the owner's
-// delay get the owner's own decision. Either way every request is answered
+// limiter_overloaded once the ring has settled (see
+// TestClusterSettlingWaitsForSlowOwner for the handoff window), and callers
+// with a deadline longer than the owner's delay get the owner's own
+// decision. Either way every request is answered
 // and the owner's bucket (capacity 60, refilling nothing) bounds what is
 // admitted: excess 0, and exactly 60 when every forward is waited for.
 func TestClusterSlowOwnerExact(t *testing.T) {
@@ -97,9 +100,10 @@ func TestClusterSlowOwnerExact(t *testing.T) {
 	c.deadline = 50 * time.Millisecond
 	c.start(3)
 	nodes := []*Node{c.nodes["n1"], c.nodes["n2"], c.nodes["n3"]}
+	c.settled()
 	c.net.Delay(c.hosts["n1"], slowOwnerDelay)
 
-	// Callers without a deadline: the forward waits 50 ms.
+	// Callers without a deadline, the ring settled: the forward waits 50 ms.
 	ta := takeSpread(nodes, "hot", c.keyOwnedBy("n1", "hot", "short"), 300, 0)
 	if ta.all != 300 || ta.otherErr != 0 || ta.fallback != 0 {
 		t.Fatalf("no caller deadline: %d answered, %d fallback grants, %d other errors %v; want 300, 0, 0",
@@ -120,6 +124,35 @@ func TestClusterSlowOwnerExact(t *testing.T) {
 	}
 	if ta.owner != 60 || ta.denied != 240 {
 		t.Fatalf("10s caller deadline: %d admitted and %d denied, want exactly 60 and 240", ta.owner, ta.denied)
+	}
+}
+
+// TestClusterSettlingWaitsForSlowOwner: the same slow owner while the
+// ring settles (within the handoff window of a membership change, here
+// kept open for the whole test): a forward whose caller set no deadline
+// waits up to the settle bound (750 ms) rather than 50 ms, as a new owner's
+// pull from the previous one needs, so the owner decides every take: no
+// limiter_overloaded, exactly the bucket's 60 admitted.
+func TestClusterSettlingWaitsForSlowOwner(t *testing.T) {
+	c := newSimCluster(t)
+	c.deadline = 50 * time.Millisecond
+	c.configure = func(_ string, cfg *Config, _ *Deps) { cfg.Timing.HandoffWindow = time.Minute }
+	c.start(3)
+	nodes := []*Node{c.nodes["n1"], c.nodes["n2"], c.nodes["n3"]}
+	for _, n := range nodes {
+		if !clusterOf(n).Settling() {
+			t.Fatalf("%s: not settling right after the members joined, with a one-minute handoff window", n.cfg.NodeName)
+		}
+	}
+	c.net.Delay(c.hosts["n1"], slowOwnerDelay)
+
+	ta := takeSpread(nodes, "hot", c.keyOwnedBy("n1", "hot", "settling"), 300, 0)
+	if ta.all != 300 || ta.otherErr != 0 || ta.fallback != 0 || ta.overloaded != 0 {
+		t.Fatalf("settling, no caller deadline: %d answered, %d fallback grants, %d overloaded, %d other errors %v; want 300, 0, 0, 0",
+			ta.all, ta.fallback, ta.overloaded, ta.otherErr, ta.errs)
+	}
+	if ta.owner != 60 || ta.denied != 240 {
+		t.Fatalf("settling, no caller deadline: %d admitted and %d denied, want exactly 60 and 240", ta.owner, ta.denied)
 	}
 }
 
@@ -162,5 +195,69 @@ func TestClusterOwnerRefusesExpiredForward(t *testing.T) {
 	}
 	if rep := send(int64(10 * time.Second)); rep.GetExpired() || len(rep.GetResults()) != 1 || rep.GetResults()[0].GetRemaining() != 50 {
 		t.Fatalf("10 s budget: %v, want decided with 50 left", rep)
+	}
+}
+
+// TestClusterLeaveSettlesPeersFirst: a node stopping gracefully announces
+// its leave before it hands its keys over, so the peers, still forwarding
+// its keys to it, see it alive and Leaving in a new view, and give callers
+// without a deadline the settle bound, while its state moves (the soak's
+// leaves answered limiter_overloaded when they did not). n3's streams are
+// held 1 s, so its push arrives late: the peers must see it leaving while
+// the key's next owner does not hold the key yet.
+func TestClusterLeaveSettlesPeersFirst(t *testing.T) {
+	c := newSimCluster(t)
+	c.start(3)
+	key := c.keyOwnedBy("n3", "hot", "leave")
+	if resp, err := c.nodes["n1"].Take(context.Background(), []api.Check{{Limit: "hot", Key: key, Cost: 5}}); err != nil || !resp.Allowed {
+		t.Fatalf("take: %+v, %v", resp, err)
+	}
+	nextOwner, _ := clusterOf(c.nodes["n1"]).View().Without("n3").Owner(ring.HashKey("hot", key))
+	next := c.nodes[nextOwner.Name]
+	c.settled()
+	c.net.Delay(c.hosts["n3"], time.Second)
+	stopped := make(chan error, 1)
+	go func() { stopped <- c.nodes["n3"].Shutdown(context.Background()) }()
+	waitFor(t, 10*time.Second, "n1 and n2 see n3 alive and leaving", func() bool {
+		for _, name := range []string{"n1", "n2"} {
+			m, ok := clusterOf(c.nodes[name]).View().Member("n3")
+			if !ok || !m.Leaving || m.State != ring.Alive || !clusterOf(c.nodes[name]).Settling() {
+				return false
+			}
+		}
+		return true
+	})
+	if next.eng.HasBucket("hot", key) {
+		t.Fatalf("%s held n3's bucket before its peers saw n3 leaving: the leave was announced after the handoff", nextOwner.Name)
+	}
+	if err := <-stopped; err != nil {
+		t.Fatalf("n3 shutdown: %v", err)
+	}
+	if !next.eng.HasBucket("hot", key) {
+		t.Fatalf("%s does not hold n3's bucket after n3 left", nextOwner.Name)
+	}
+}
+
+// TestClusterLateTakeRetriedWhenTheRingStartsSettling: a take whose caller
+// set no deadline, forwarded while the ring was settled, that gets no
+// answer within the settled budget (500 ms here, the owner 1 s late)
+// while the sender's view changes (n3 announces its leave) is sent once
+// more within the settle bound (1.5 s here) and decided by its owner,
+// rather than answered limiter_overloaded.
+func TestClusterLateTakeRetriedWhenTheRingStartsSettling(t *testing.T) {
+	c := newSimCluster(t)
+	c.deadline = 500 * time.Millisecond
+	c.configure = func(_ string, cfg *Config, _ *Deps) { cfg.Forward.SettleDeadline = 1500 * time.Millisecond }
+	c.start(3)
+	key := c.keyOwnedBy("n1", "hot", "retry")
+	c.settled()
+	c.net.Delay(c.hosts["n1"], time.Second)
+	done := make(chan *answers, 1)
+	go func() { done <- takeSpread([]*Node{c.nodes["n2"]}, "hot", key, 20, 0) }()
+	go func() { _ = c.nodes["n3"].Shutdown(context.Background()) }()
+	ta := <-done
+	if ta.all != 20 || ta.owner != 20 || ta.overloaded != 0 || ta.fallback != 0 || ta.otherErr != 0 {
+		t.Fatalf("%d answered: %d by the owner, %d overloaded, %d fallback, %d other errors %v; want all 20 by the owner",
+			ta.all, ta.owner, ta.overloaded, ta.fallback, ta.otherErr, ta.errs)
 	}
 }

@@ -172,6 +172,21 @@ func (c *simCluster) waitConverged(want int) {
 	})
 }
 
+// settled waits until no running node is settling: the handoff window of
+// the last membership change has passed everywhere, and forwards for
+// callers without a deadline get the transport's Deadline again.
+func (c *simCluster) settled() {
+	c.t.Helper()
+	waitFor(c.t, 15*time.Second, "the handoff window passed everywhere", func() bool {
+		for _, n := range c.nodes {
+			if clusterOf(n).Settling() {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)

@@ -90,7 +90,7 @@ type Config struct {
 	// RebuildDebounce and RejoinInterval from Config.Timing.
 	Ring gossip.Config
 	// Forward configures forwarding to owners (batching window, size cap,
-	// the 50ms forward deadline).
+	// the 250ms forward deadline, 750ms while the ring settles).
 	Forward transport.Config
 	// Timing is the failure-detection and handover profile: memberlist's
 	// timings, the ring's rebuild debounce and rejoin interval, the handoff

@@ -55,6 +55,10 @@ type Member struct {
 	Meta Meta
 	// State is the member's liveness.
 	State State
+	// Leaving reports that the member announced a graceful leave
+	// (gossip.Membership.AnnounceLeave): it is alive and still owns its
+	// keys while it hands them to their next owners.
+	Leaving bool
 }
 
 // View is an immutable snapshot of membership and ownership. It is safe for

@@ -27,7 +27,7 @@
 // Each request is one atomic step at the owner and gets its own Reply; a
 // batch is a transport optimisation only, not a transaction. Every Do ends
 // within its forward deadline (the caller's context deadline, or
-// Config.Deadline, default 50ms, for a caller without one) with a Reply or
+// Config.Deadline, default 250ms, for a caller without one) with a Reply or
 // an error. An error wrapping ErrDeadline means no answer came in time,
 // which says nothing about whether the owner is down; any other means it
 // could not be reached. A caller that gave up before its batch was sent is

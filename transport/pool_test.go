@@ -637,6 +637,17 @@ func TestHandlerReplyCountMismatch(t *testing.T) {
 	}
 }
 
+func TestSettleIsNeverShorterThanDeadline(t *testing.T) {
+	c := DefaultConfig()
+	if c.Settle() != 750*time.Millisecond {
+		t.Errorf("default settle bound %v, want 750ms", c.Settle())
+	}
+	c.Deadline = 5 * time.Second // --forward-timeout 5s
+	if c.Settle() != 5*time.Second || c.Validate() != nil {
+		t.Errorf("deadline 5s: settle bound %v (%v), want 5s and valid", c.Settle(), c.Validate())
+	}
+}
+
 func TestConfigValidate(t *testing.T) {
 	if err := DefaultConfig().Validate(); err != nil {
 		t.Fatal(err)
@@ -652,6 +663,8 @@ func TestConfigValidate(t *testing.T) {
 		func(c *Config) { c.Deadline = 0 },
 		func(c *Config) { c.Deadline = time.Hour },
 		func(c *Config) { c.HandoffDeadline = 0 },
+		func(c *Config) { c.SettleDeadline = -1 },
+		func(c *Config) { c.SettleDeadline = time.Hour },
 	}
 	for i, mutate := range bad {
 		c := DefaultConfig()

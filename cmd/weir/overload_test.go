@@ -87,7 +87,8 @@ func burnCPU(t *testing.T, n int) {
 }
 
 // TestBinaryOverloadExact is the overload run with real
-// processes: three weir nodes on their default forward timeout (50 ms),
+// processes: three weir nodes on a forward timeout of 50 ms (the default
+// is 250 ms; the shorter one makes forwards miss it, the path under test),
 // 24 callers spread over them on one key (capacity 200, 100/s), and the
 // CPU saturated by twice as many spinning processes as cores, which run
 // at a higher priority than the nodes. A forward
@@ -120,7 +121,7 @@ func TestBinaryOverloadExact(t *testing.T) {
 		gossip := "127.0.0.1:" + strconv.Itoa(freePortPair(t))
 		args := []string{
 			"serve", "--http-addr", httpAddr, "--grpc-addr", "127.0.0.1:" + strconv.Itoa(freePort(t)),
-			"--gossip-addr", gossip, "--limits", limitsFile,
+			"--gossip-addr", gossip, "--limits", limitsFile, "--forward-timeout", "50ms",
 		}
 		if i == 0 {
 			seed = gossip
@@ -129,7 +130,7 @@ func TestBinaryOverloadExact(t *testing.T) {
 		}
 		// The nodes run at a lower priority than the burners (nice 10), as
 		// a limiter beside heavier work on a saturated host: forwards then
-		// miss the default 50 ms, which an idle loopback never does.
+		// miss 50 ms, which an idle loopback never does.
 		startWeir(t, "nice", append([]string{"-n", "10", bin}, args...)...)
 		bases = append(bases, "http://"+httpAddr)
 	}

@@ -88,6 +88,7 @@ func serveFlags(fs *flag.FlagSet, cfg *node.Config, cf *clusterFlags, logFormat 
 	fs.StringVar(&cfg.Ring.AdvertiseAddr, "advertise-addr", "", "IP other members reach this node at (default: picked by memberlist)")
 	fs.StringVar(&cfg.PeerAddr, "peer-addr", cfg.PeerAddr, "peer gRPC listen address, forwards and handoff between members (default: the gossip host, gossip port + 1)")
 	fs.DurationVar(&cfg.Forward.Deadline, "forward-timeout", cfg.Forward.Deadline, "how long a forward waits for a key's owner when its caller sets no deadline (a gRPC caller's own deadline replaces it); past it a live owner's key is answered limiter_overloaded (open limits allow)")
+	fs.DurationVar(&cfg.Forward.SettleDeadline, "forward-settle-timeout", cfg.Forward.SettleDeadline, "--forward-timeout while the ring settles: within the handoff window after a membership change, when a key's state may be moving to its new owner (never shorter than --forward-timeout)")
 	fs.StringVar(&cf.join, "join", "", "seeds to join: host:port,... or a DNS name (re-resolved on every retry)")
 	fs.StringVar(&cfg.ClusterSecretFile, "cluster-secret-file", "", "file holding the cluster secret (gossip encryption and peer auth)")
 	fs.BoolVar(&cfg.Replication.Enabled, "replication", cfg.Replication.Enabled, "stream each owned key's changes to its successor, so a crash loses one interval's debits instead of a full bucket")

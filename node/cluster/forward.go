@@ -18,8 +18,24 @@ import (
 // error code is the owner's semantic error, returned as an *api.Error.
 
 // Take implements engine.Peers.
+//
+// A take whose caller set no deadline, sent while the ring was settled,
+// that got no answer in time while this node's view changed (a join or a
+// leave began meanwhile, see settling) is sent once more, within the
+// settle bound: it was late because the key's state started moving. The
+// first may have been spent at the owner only if the owner decided it
+// before its deadline and the reply came late; then the second spends
+// again (a retry with a request id is answered from the owner's memory):
+// it can admit less, never more.
 func (c *Cluster) Take(ctx context.Context, peer string, checks []api.Check, requestID string) ([]api.Result, bool, error) {
-	rep, err := c.do(ctx, peer, transport.Request{Op: transport.OpTake, Checks: checks, RequestID: requestID, Tenant: api.TenantFrom(ctx)})
+	req := transport.Request{Op: transport.OpTake, Checks: checks, RequestID: requestID, Tenant: api.TenantFrom(ctx)}
+	_, bounded := ctx.Deadline()
+	settled := !bounded && !c.Settling()
+	rep, err := c.do(ctx, peer, req)
+	if settled && errors.Is(err, engine.ErrOwnerLate) && c.Settling() && ctx.Err() == nil {
+		c.m.settleRetries.Inc()
+		rep, err = c.do(ctx, peer, req)
+	}
 	if err != nil {
 		return nil, false, err
 	}
@@ -109,12 +125,30 @@ func (c *Cluster) Reachable(ctx context.Context, peer string) bool {
 	return err == nil
 }
 
+// settling bounds a forward whose caller set no deadline by
+// Forward.Settle() (plus the acquire's wait) instead of the transport's
+// Deadline while this node's view changed within HandoffWindow. Then a
+// key's state may be moving: its new owner pulls it from the previous one
+// before deciding, a joining node takes in its share of every bucket, and
+// a sender with an older view reaches the new owner through the old one.
+// That is bounded work, not overload, and the budget meant for a settled
+// ring (50 ms) would answer it limiter_overloaded. A caller's own
+// deadline is always kept.
+func (c *Cluster) settling(ctx context.Context, wait time.Duration) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok || !c.Settling() {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, c.cfg.Forward.Settle()+wait)
+}
+
 // do sends req to the owner at peer with this node's epoch and turns the
 // reply's owner errors into errors: *api.Error for a semantic one,
 // engine.ErrNotOwner when the owner's ring disagreed, engine.ErrOwnerLate
 // when no answer came in time or the owner refused the request as past its
 // deadline.
 func (c *Cluster) do(ctx context.Context, peer string, req transport.Request) (transport.Reply, error) {
+	ctx, cancel := c.settling(ctx, req.Wait)
+	defer cancel()
 	req.Epoch = c.ring.View().Epoch
 	ctx, span, parent := c.tracer.Forward(ctx, peer, req.Op.String())
 	req.TraceParent = parent

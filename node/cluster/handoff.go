@@ -148,6 +148,23 @@ func (c *Cluster) pushFinal(ctx context.Context, name, addr string, sent transpo
 // then leaves the gossip. Requests that arrive meanwhile are routed by that
 // view, so the successors decide them (pulling from here if need be).
 func (c *Cluster) leave(ctx context.Context, timeout time.Duration) error {
+	// Tell the peers first: their views mark this node Leaving, a view
+	// change, so they give the forwards of callers without a deadline the
+	// settle bound (see settling) while this node hands its keys over and
+	// passes their requests on. Announced only when there is someone to
+	// hand to, and given one gossip round and one view rebuild to reach
+	// them (bounded by a quarter of the timeout) before the push begins.
+	if c.ring.View().Live > 1 {
+		start := time.Now()
+		_ = c.ring.AnnounceLeave(timeout / 4)
+		spread := c.cfg.Ring.RebuildDebounce + 2*c.cfg.Ring.Timing.GossipInterval
+		wait := time.NewTimer(max(min(spread, timeout/4)-time.Since(start), 0))
+		select {
+		case <-wait.C:
+		case <-ctx.Done():
+			wait.Stop()
+		}
+	}
 	without := c.ring.View().Without(c.self)
 	c.leaving.Store(without)
 	push := func() {

@@ -15,6 +15,12 @@ import (
 // their keys. The slice must not be modified.
 func (c *Cluster) Failures() []placement.Failure { return c.placement().Failures() }
 
+// Settling reports whether this member's view changed within
+// HandoffWindow: keys' state may still be moving, and a forward whose
+// caller set no deadline waits up to Forward.Settle() rather than the
+// transport's Deadline (see settling).
+func (c *Cluster) Settling() bool { return c.placement().Recent(c.now()) }
+
 // Successor names the member that keeps the replica of (limit, key), a key
 // this node owns; "" when this node does not own it or its successor is
 // not alive.

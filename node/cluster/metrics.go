@@ -15,6 +15,7 @@ type metrics struct {
 	pulls          *prometheus.CounterVec // result: ok|error
 	proxied        prometheus.Counter
 	notOwner       prometheus.Counter
+	settleRetries  prometheus.Counter
 	expired        prometheus.Counter
 	epoch          prometheus.Gauge
 	protocol       prometheus.Gauge
@@ -46,6 +47,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		notOwner: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "weir_forward_not_owner_total", Help: "Forwards the receiver refused because its ring disagreed.",
 		}),
+		settleRetries: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "weir_forward_settle_retries_total", Help: "Takes of callers without a deadline sent again, once, within --forward-settle-timeout: the first got no answer in time while this node's view changed.",
+		}),
 		expired: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "weir_forward_expired_total", Help: "Forwards this node, as their owner, refused unspent because their sender's deadline had passed before it got to them.",
 		}),
@@ -60,7 +64,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "weir_members", Help: "Known members by state.",
 		}, []string{"state"}),
 	}
-	reg.MustRegister(m.forwardLatency, m.forwardErrors, m.batchSize, m.handoff, m.pulls, m.proxied, m.notOwner, m.expired, m.epoch, m.protocol, m.members)
+	reg.MustRegister(m.forwardLatency, m.forwardErrors, m.batchSize, m.handoff, m.pulls, m.proxied, m.notOwner, m.settleRetries, m.expired, m.epoch, m.protocol, m.members)
 	return m
 }
 

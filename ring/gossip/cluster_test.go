@@ -329,6 +329,48 @@ func TestLeaveForgottenAndNotRetried(t *testing.T) {
 	}
 }
 
+// TestAnnounceLeaveMarksTheMemberLeaving: a member that announces its
+// leave stays alive and keeps its keys in every peer's view, marked
+// Leaving in a new view (so peers know state is about to move); its Leave
+// then removes it as before.
+func TestAnnounceLeaveMarksTheMemberLeaving(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	waitFor(t, "convergence", func() bool { return converged(c.rings...) })
+	leaver, rest := c.rings[2], c.rings[:2]
+	before := []uint64{rest[0].View().Epoch, rest[1].View().Epoch}
+	if err := leaver.AnnounceLeave(time.Second); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "leaving seen", func() bool {
+		for _, r := range rest {
+			if m, ok := r.View().Member("n2"); !ok || !m.Leaving {
+				return false
+			}
+		}
+		return true
+	})
+	for i, r := range rest {
+		v := r.View()
+		if m, _ := v.Member("n2"); m.State != ring.Alive || v.Live != 3 || v.Epoch <= before[i] {
+			t.Fatalf("%s: n2 %v, %d live, epoch %d (was %d); want alive, 3 live, a new view", r.cfg.Name, m.State, v.Live, v.Epoch, before[i])
+		}
+	}
+	if err := leaver.AnnounceLeave(time.Second); err != nil {
+		t.Fatalf("second AnnounceLeave: %v", err)
+	}
+	if err := leaver.Leave(time.Second); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "leave seen", func() bool {
+		for _, r := range rest {
+			if _, ok := r.View().Member("n2"); ok {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 func TestForgetAfterAndForget(t *testing.T) {
 	// Long enough that no survivor forgets one crashed member before it
 	// sees the other dead (detection ~1.5 s apart under -race on a busy

@@ -50,10 +50,11 @@ type Membership struct {
 	// logViews is set by Start: the view New publishes (this member
 	// alone, before any gossip) is not worth a log line, and a node logs
 	// its own first line before it starts.
-	logViews atomic.Bool
-	rounds   atomic.Uint64 // completed rejoin rounds (observed by tests)
-	joinFail rateLog       // failed join rounds before the first join, every joinFailLogEvery
-	left     atomic.Bool   // Leave was called
+	logViews  atomic.Bool
+	rounds    atomic.Uint64 // completed rejoin rounds (observed by tests)
+	joinFail  rateLog       // failed join rounds before the first join, every joinFailLogEvery
+	left      atomic.Bool   // Leave was called
+	announced atomic.Bool   // AnnounceLeave (or Leave) gossiped the leaving flag
 
 	mu      sync.Mutex // guards tbl, epoch, closed and the changes channel
 	tbl     *table
@@ -171,16 +172,12 @@ func (r *Membership) Leave(timeout time.Duration) error {
 		return nil
 	}
 	r.left.Store(true)
-	// Announce the leave in metadata first and wait for that broadcast to
-	// be sent (a later dead message about us would cancel it); then
-	// memberlist's leave. See metaLeaving.
+	// Announce the leave in metadata first, unless AnnounceLeave did, and
+	// wait for that broadcast to be sent (a later dead message about us
+	// would cancel it); then memberlist's leave. See metaLeaving.
 	start := time.Now()
-	r.mu.Lock()
-	b := appendMeta(nil, r.tbl.members[r.cfg.Name].m.Meta, metaLeaving)
-	r.mu.Unlock()
-	r.meta.Store(&b)
-	if err := r.ml.UpdateNode(timeout); err != nil {
-		r.log.Warn("gossip: leave announcement not confirmed", "err", err)
+	if !r.announced.Load() {
+		r.announceLocked(timeout)
 	}
 	err := r.ml.Leave(max(timeout-time.Since(start), time.Millisecond))
 	r.mu.Lock()
@@ -193,6 +190,40 @@ func (r *Membership) Leave(timeout time.Duration) error {
 		return fmt.Errorf("%w: %w", ErrLeaveUnacknowledged, err)
 	}
 	return nil
+}
+
+// AnnounceLeave gossips that this member is about to leave, without
+// leaving: peers' views mark it Leaving (a new view, so they know keys'
+// state is about to move) while it still owns its keys and hands them
+// over. It waits up to timeout for the broadcast to go out. Leave follows;
+// the flag stays set until then. Calling it again, or after Leave, does
+// nothing.
+func (r *Membership) AnnounceLeave(timeout time.Duration) error {
+	r.life.Lock()
+	defer r.life.Unlock()
+	switch {
+	case !r.started:
+		return ErrNotStarted
+	case r.ml == nil:
+		return ErrClosed
+	case r.left.Load() || r.announced.Load():
+		return nil
+	}
+	r.announceLocked(timeout)
+	return nil
+}
+
+// announceLocked gossips this member's metadata with the leaving flag and
+// waits up to timeout for the broadcast to be sent. r.life is held.
+func (r *Membership) announceLocked(timeout time.Duration) {
+	r.announced.Store(true)
+	r.mu.Lock()
+	b := appendMeta(nil, r.tbl.members[r.cfg.Name].m.Meta, metaLeaving)
+	r.mu.Unlock()
+	r.meta.Store(&b)
+	if err := r.ml.UpdateNode(timeout); err != nil {
+		r.log.Warn("gossip: leave announcement not confirmed", "err", err)
+	}
 }
 
 // Close stops memberlist (without a leave broadcast: call Leave first for a
@@ -257,7 +288,7 @@ func (r *Membership) SetMeta(m ring.Meta) {
 
 	r.life.Lock()
 	defer r.life.Unlock()
-	if r.left.Load() {
+	if r.left.Load() || r.announced.Load() {
 		return // keep gossiping the leave flag
 	}
 	b := appendMeta(nil, m, 0)

@@ -80,7 +80,7 @@ func (t *table) apply(ev event, now time.Time) bool {
 		meta, leaving := t.decode(ev.meta)
 		delete(t.left, ev.addr)
 		if e == nil {
-			t.members[ev.name] = &entry{m: ring.Member{Name: ev.name, Addr: ev.addr, Meta: meta, State: ring.Alive}, since: now, leaving: leaving}
+			t.members[ev.name] = &entry{m: ring.Member{Name: ev.name, Addr: ev.addr, Meta: meta, State: ring.Alive, Leaving: leaving}, since: now, leaving: leaving}
 			return true
 		}
 		if ev.name == t.self {
@@ -88,8 +88,8 @@ func (t *table) apply(ev event, now time.Time) bool {
 			e.m.Addr = ev.addr // self meta and state are set locally
 			return changed
 		}
-		changed := e.m.Addr != ev.addr || e.m.Meta != meta
-		e.m.Addr, e.m.Meta, e.leaving = ev.addr, meta, leaving
+		changed := e.m.Addr != ev.addr || e.m.Meta != meta || e.m.Leaving != leaving
+		e.m.Addr, e.m.Meta, e.leaving, e.m.Leaving = ev.addr, meta, leaving, leaving
 		return setState(e, ring.Alive, now) || changed
 	case evLeave:
 		if e == nil {

@@ -33,6 +33,9 @@ func TestTable(t *testing.T) {
 		{"self dead is refuted, ignored", func() bool { return tb.apply(event{kind: evLeave, name: "a"}, at(3*time.Minute)) }, false, "a:alive b:alive"},
 		{"b announces its leave", func() bool {
 			return tb.apply(event{kind: evUpdate, name: "b", addr: "10.0.0.2:7946", meta: appendMeta(nil, meta, metaLeaving)}, at(4*time.Minute))
+		}, true, "a:alive b:alive"}, // a new view: b is Leaving, peers settle
+		{"b announces again", func() bool {
+			return tb.apply(event{kind: evUpdate, name: "b", addr: "10.0.0.2:7946", meta: appendMeta(nil, meta, metaLeaving)}, at(4*time.Minute))
 		}, false, "a:alive b:alive"},
 		{"b leaves gracefully", func() bool {
 			return tb.apply(event{kind: evLeave, name: "b", addr: "10.0.0.2:7946"}, at(4*time.Minute))
