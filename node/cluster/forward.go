@@ -132,8 +132,8 @@ func (c *Cluster) Reachable(ctx context.Context, peer string) bool {
 // before deciding, a joining node takes in its share of every bucket, and
 // a sender with an older view reaches the new owner through the old one.
 // That is bounded work, not overload, and the budget meant for a settled
-// ring (50 ms) would answer it limiter_overloaded. A caller's own
-// deadline is always kept.
+// ring (--forward-timeout) would answer it limiter_overloaded. A caller's
+// own deadline is always kept.
 func (c *Cluster) settling(ctx context.Context, wait time.Duration) (context.Context, context.CancelFunc) {
 	if _, ok := ctx.Deadline(); ok || !c.Settling() {
 		return ctx, func() {}
