@@ -42,18 +42,27 @@ const (
 	SlowAnswer = "slow"
 )
 
-// slowBands are the latency bands SlowAnswer counts.
-var slowBands = []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 250 * time.Millisecond, 500 * time.Millisecond, time.Second}
-
-// SlowKinds returns the SlowAnswer kinds an answer that took d counts in.
-func SlowKinds(d time.Duration) []string {
-	var out []string
-	for _, b := range slowBands {
-		if d >= b {
-			out = append(out, fmt.Sprintf("%s ≥%v", SlowAnswer, b))
+// slowBands are the latency bands SlowAnswer counts, ascending, and
+// slowKinds their kinds.
+var (
+	slowBands = []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 250 * time.Millisecond, 500 * time.Millisecond, time.Second}
+	slowKinds = func() []string {
+		out := make([]string, len(slowBands))
+		for i, b := range slowBands {
+			out[i] = fmt.Sprintf("%s ≥%v", SlowAnswer, b)
 		}
+		return out
+	}()
+)
+
+// SlowKinds returns the SlowAnswer kinds an answer that took d counts in:
+// those of every band it reaches. The slice must not be modified.
+func SlowKinds(d time.Duration) []string {
+	n := 0
+	for n < len(slowBands) && d >= slowBands[n] {
+		n++
 	}
-	return out
+	return slowKinds[:n]
 }
 
 // ClassifyTake returns the answer kind of a /v1/take answer.

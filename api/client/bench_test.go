@@ -26,15 +26,7 @@ func startBenchNode(b *testing.B) *node.Node {
 	cfg := node.LocalConfig()
 	cfg.SweepInterval = 0
 	cfg.RESPAddr = "127.0.0.1:0" // Dial's takes go over it
-	n, err := node.New(cfg, node.Deps{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := n.Start(context.Background()); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = n.Shutdown(context.Background()) })
-	return n
+	return runNode(b, cfg, node.Deps{})
 }
 
 // benchClients returns the three clients of one node: Dial's over the

@@ -94,14 +94,7 @@ func (c *testCluster) add(name, host, seed string) *node.Node {
 	if seed != "" {
 		cfg.Ring.Join = []string{seed + ":7946"}
 	}
-	n, err := node.New(cfg, node.Deps{ListenPeer: func(string, string) (net.Listener, error) { return c.net.Listen(host, 7947) }})
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	if err := n.Start(context.Background()); err != nil {
-		c.t.Fatal(err)
-	}
-	c.t.Cleanup(func() { _ = n.Shutdown(context.Background()) })
+	n := runNode(c.t, cfg, node.Deps{ListenPeer: func(string, string) (net.Listener, error) { return c.net.Listen(host, 7947) }})
 	c.mu.Lock()
 	c.nodes[name], c.hosts[name] = n, host
 	c.mu.Unlock()

@@ -33,6 +33,20 @@ func startNode(t *testing.T) (*client.Client, weirv1.LimiterClient) {
 	return startNodeAt(t, nil)
 }
 
+// runNode starts a node of cfg with deps and shuts it down when tb ends.
+func runNode(tb testing.TB, cfg node.Config, deps node.Deps) *node.Node {
+	tb.Helper()
+	n, err := node.New(cfg, deps)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := n.Start(context.Background()); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = n.Shutdown(context.Background()) })
+	return n
+}
+
 // startNodeAt is startNode with the node deciding on clock (nil: the real
 // clock).
 func startNodeAt(t *testing.T, clock func() time.Time) (*client.Client, weirv1.LimiterClient) {
@@ -297,14 +311,7 @@ func TestNodeTakeAndErrors(t *testing.T) {
 
 // Dial works against a node that is not clustered: its ring is itself.
 func TestDialSingleNodeTakesAndLeases(t *testing.T) {
-	n, err := node.New(node.LocalConfig(), node.Deps{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := n.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = n.Shutdown(context.Background()) })
+	n := runNode(t, node.LocalConfig(), node.Deps{})
 	c := dial(t, n, client.Options{})
 	if o, ok := c.Owner("search", "k"); !ok || o != "weir" {
 		t.Fatalf("Owner = %q, %v; want the node", o, ok)
@@ -315,7 +322,7 @@ func TestDialSingleNodeTakesAndLeases(t *testing.T) {
 			t.Fatalf("take = %+v, %v", resp, err)
 		}
 	}
-	err = c.WithLease(t.Context(), limit, "job", client.AcquireOptions{}, func(_ context.Context, fencing uint64) error {
+	err := c.WithLease(t.Context(), limit, "job", client.AcquireOptions{}, func(_ context.Context, fencing uint64) error {
 		if fencing == 0 {
 			t.Error("no fencing token")
 		}

@@ -40,15 +40,7 @@ func startTokenNode(t *testing.T) *node.Node {
 	cfg := node.LocalConfig()
 	cfg.LimitsPath = limits
 	cfg.Security.TokensFile = tokens
-	n, err := node.New(cfg, node.Deps{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := n.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = n.Shutdown(context.Background()) })
-	return n
+	return runNode(t, cfg, node.Deps{})
 }
 
 func dialErr(n *node.Node, opts client.Options) (*client.Client, error) {

@@ -29,9 +29,9 @@ import (
 // it can admit less, never more.
 func (c *Cluster) Take(ctx context.Context, peer string, checks []api.Check, requestID string) ([]api.Result, bool, error) {
 	req := transport.Request{Op: transport.OpTake, Checks: checks, RequestID: requestID, Tenant: api.TenantFrom(ctx)}
-	_, bounded := ctx.Deadline()
-	settled := !bounded && !c.Settling()
-	rep, err := c.do(ctx, peer, req)
+	sctx, cancel, settled := c.settling(ctx, 0)
+	rep, err := c.send(sctx, peer, req)
+	cancel()
 	if settled && errors.Is(err, engine.ErrOwnerLate) && c.Settling() && ctx.Err() == nil {
 		c.m.settleRetries.Inc()
 		rep, err = c.do(ctx, peer, req)
@@ -127,18 +127,24 @@ func (c *Cluster) Reachable(ctx context.Context, peer string) bool {
 
 // settling bounds a forward whose caller set no deadline by
 // Forward.Settle() (plus the acquire's wait) instead of the transport's
-// Deadline while this node's view changed within HandoffWindow. Then a
+// Deadline while this node's view changed within HandoffWindow, and
+// reports settled: the caller set no deadline and the ring was settled,
+// so the transport's Deadline applies. Then a
 // key's state may be moving: its new owner pulls it from the previous one
 // before deciding, a joining node takes in its share of every bucket, and
 // a sender with an older view reaches the new owner through the old one.
 // That is bounded work, not overload, and the budget meant for a settled
 // ring (--forward-timeout) would answer it limiter_overloaded. A caller's
 // own deadline is always kept.
-func (c *Cluster) settling(ctx context.Context, wait time.Duration) (context.Context, context.CancelFunc) {
-	if _, ok := ctx.Deadline(); ok || !c.Settling() {
-		return ctx, func() {}
+func (c *Cluster) settling(ctx context.Context, wait time.Duration) (_ context.Context, _ context.CancelFunc, settled bool) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}, false
 	}
-	return context.WithTimeout(ctx, c.cfg.Forward.Settle()+wait)
+	if !c.Settling() {
+		return ctx, func() {}, true
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Forward.Settle()+wait)
+	return ctx, cancel, false
 }
 
 // do sends req to the owner at peer with this node's epoch and turns the
@@ -147,8 +153,13 @@ func (c *Cluster) settling(ctx context.Context, wait time.Duration) (context.Con
 // when no answer came in time or the owner refused the request as past its
 // deadline.
 func (c *Cluster) do(ctx context.Context, peer string, req transport.Request) (transport.Reply, error) {
-	ctx, cancel := c.settling(ctx, req.Wait)
+	ctx, cancel, _ := c.settling(ctx, req.Wait)
 	defer cancel()
+	return c.send(ctx, peer, req)
+}
+
+// send is do within ctx as it is, after settling.
+func (c *Cluster) send(ctx context.Context, peer string, req transport.Request) (transport.Reply, error) {
 	req.Epoch = c.ring.View().Epoch
 	ctx, span, parent := c.tracer.Forward(ctx, peer, req.Op.String())
 	req.TraceParent = parent

@@ -163,13 +163,8 @@ func (r *Membership) Start(ctx context.Context) error {
 func (r *Membership) Leave(timeout time.Duration) error {
 	r.life.Lock()
 	defer r.life.Unlock()
-	switch {
-	case !r.started:
-		return ErrNotStarted
-	case r.ml == nil:
-		return ErrClosed
-	case r.left.Load():
-		return nil
+	if err := r.runningLocked(); err != nil || r.left.Load() {
+		return err
 	}
 	r.left.Store(true)
 	// Announce the leave in metadata first, unless AnnounceLeave did, and
@@ -201,15 +196,22 @@ func (r *Membership) Leave(timeout time.Duration) error {
 func (r *Membership) AnnounceLeave(timeout time.Duration) error {
 	r.life.Lock()
 	defer r.life.Unlock()
+	if err := r.runningLocked(); err != nil || r.left.Load() || r.announced.Load() {
+		return err
+	}
+	r.announceLocked(timeout)
+	return nil
+}
+
+// runningLocked returns ErrNotStarted or ErrClosed when the Membership
+// cannot gossip. r.life is held.
+func (r *Membership) runningLocked() error {
 	switch {
 	case !r.started:
 		return ErrNotStarted
 	case r.ml == nil:
 		return ErrClosed
-	case r.left.Load() || r.announced.Load():
-		return nil
 	}
-	r.announceLocked(timeout)
 	return nil
 }
 

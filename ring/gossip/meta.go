@@ -136,6 +136,24 @@ func decodeMeta(b []byte) (ring.Meta, byte, error) {
 // decodeMetaExts parses version 2's extensions into m, skipping tags it
 // does not know.
 func decodeMetaExts(b []byte, m *ring.Meta) error {
+	return walkMetaExts(b, func(tag uint64, val []byte) error {
+		switch tag {
+		case metaExtProtocol:
+			v, err := decodeVersions(val)
+			if err != nil {
+				return err
+			}
+			m.Protocol = v
+		case metaExtRESP:
+			m.RESPAddr = string(val)
+		}
+		return nil
+	})
+}
+
+// walkMetaExts calls fn with each extension's tag and value in b, in
+// order, and stops at fn's first error or a malformed tag or length.
+func walkMetaExts(b []byte, fn func(tag uint64, val []byte) error) error {
 	for len(b) > 0 {
 		tag, k := binary.Uvarint(b)
 		if k <= 0 {
@@ -148,15 +166,8 @@ func decodeMetaExts(b []byte, m *ring.Meta) error {
 		}
 		val := b[k : k+int(n)]
 		b = b[k+int(n):]
-		switch tag {
-		case metaExtProtocol:
-			v, err := decodeVersions(val)
-			if err != nil {
-				return err
-			}
-			m.Protocol = v
-		case metaExtRESP:
-			m.RESPAddr = string(val)
+		if err := fn(tag, val); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -129,28 +129,17 @@ var respGoldenMeta = ring.Meta{
 // address extension: it knows the protocol versions alone and skips every
 // other tag. It stands for an older member reading a newer one's meta.
 func decodeMetaExtsBeforeRESP(b []byte, m *ring.Meta) error {
-	for len(b) > 0 {
-		tag, k := binary.Uvarint(b)
-		if k <= 0 {
-			return errors.New("bad tag")
-		}
-		b = b[k:]
-		n, k := binary.Uvarint(b)
-		if k <= 0 || n > uint64(len(b)-k) {
-			return errors.New("bad length")
-		}
-		val := b[k : k+int(n)]
-		b = b[k+int(n):]
+	return walkMetaExts(b, func(tag uint64, val []byte) error {
 		if tag != metaExtProtocol {
-			continue
+			return nil
 		}
 		v, err := decodeVersions(val)
 		if err != nil {
 			return err
 		}
 		m.Protocol = v
-	}
-	return nil
+		return nil
+	})
 }
 
 // TestGoldenMetaRESP: the RESP address extension's encoding is pinned by

@@ -27,9 +27,8 @@ type event struct {
 
 // entry is a known member and when its state last changed.
 type entry struct {
-	m       ring.Member
-	since   time.Time
-	leaving bool // its metadata announced a graceful leave
+	m     ring.Member
+	since time.Time
 }
 
 // table is the membership core: the members this node knows, fed with
@@ -80,7 +79,7 @@ func (t *table) apply(ev event, now time.Time) bool {
 		meta, leaving := t.decode(ev.meta)
 		delete(t.left, ev.addr)
 		if e == nil {
-			t.members[ev.name] = &entry{m: ring.Member{Name: ev.name, Addr: ev.addr, Meta: meta, State: ring.Alive, Leaving: leaving}, since: now, leaving: leaving}
+			t.members[ev.name] = &entry{m: ring.Member{Name: ev.name, Addr: ev.addr, Meta: meta, State: ring.Alive, Leaving: leaving}, since: now}
 			return true
 		}
 		if ev.name == t.self {
@@ -89,7 +88,7 @@ func (t *table) apply(ev event, now time.Time) bool {
 			return changed
 		}
 		changed := e.m.Addr != ev.addr || e.m.Meta != meta || e.m.Leaving != leaving
-		e.m.Addr, e.m.Meta, e.leaving, e.m.Leaving = ev.addr, meta, leaving, leaving
+		e.m.Addr, e.m.Meta, e.m.Leaving = ev.addr, meta, leaving
 		return setState(e, ring.Alive, now) || changed
 	case evLeave:
 		if e == nil {
@@ -98,7 +97,7 @@ func (t *table) apply(ev event, now time.Time) bool {
 		if ev.name == t.self {
 			return false // Membership.Leave marks self; otherwise memberlist refutes
 		}
-		if e.leaving {
+		if e.m.Leaving {
 			delete(t.members, ev.name)
 			if e.m.Addr != "" {
 				t.left[e.m.Addr] = now
