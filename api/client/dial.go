@@ -92,7 +92,7 @@ func (r *router) newMember(name, addr, respAddr string) (*member, error) {
 func (m *member) setRESP(r *router, respAddr string) {
 	m.respAddr = respAddr
 	if respAddr != "" && r.opts.leanOK() {
-		m.lean = newLeanPool(respAddr, &r.opts, &r.wg)
+		m.lean = newLeanPool(respAddr, &r.opts)
 	}
 }
 
@@ -298,8 +298,9 @@ func (r *router) close() {
 		return
 	}
 	r.closed = true
-	// The lean readers count in wg: their connections close first (takes
-	// in flight on them fail).
+	// Cancelled first, so that a take failed by a closing lean connection
+	// below sees the client closed and is not retried over gRPC.
+	r.cancel()
 	for _, m := range r.conns {
 		if m.lean != nil {
 			m.lean.close()
@@ -311,7 +312,6 @@ func (r *router) close() {
 		}
 	}
 	r.mu.Unlock()
-	r.cancel()
 	r.wg.Wait()
 	r.mu.Lock()
 	defer r.mu.Unlock()

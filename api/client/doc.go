@@ -69,8 +69,11 @@
 // lock and the first to reach the socket writes every command appended so
 // far in one write, so takes that arrive while a write is under way leave
 // together in the next (pipelining without a delay: a lone caller's take is
-// written at once). One goroutine per connection reads the answers, in
-// order, and hands each to its take. A connection that breaks fails the
+// written at once). The takes read the answers themselves, in order: the
+// one that finds no one reading reads and hands each answer to its take
+// until its own arrives, then passes the turn to the oldest take still
+// waiting, so a lone caller reads its own answer with no goroutine in
+// between. A connection that breaks fails the
 // takes in flight on it as transport failures (retried under the usual
 // rules, with the same request id); a member whose endpoint cannot be
 // reached, or refuses the handshake, gets its takes over gRPC for a second.
@@ -181,7 +184,7 @@
 //
 // Client and Lease are safe for concurrent use. A Lease runs one goroutine,
 // which Close stops; a Lease that is never closed renews forever. A client
-// made by Dial runs a ring refresher, one receiver per member stream and
-// one reader per lean connection; Close stops them and closes its
-// connections, and takes in flight on them fail.
+// made by Dial runs a ring refresher and one receiver per member stream
+// (lean connections are read by the takes waiting on them); Close stops
+// them and closes its connections, and takes in flight on them fail.
 package client

@@ -1,12 +1,12 @@
 package client
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,6 +27,10 @@ var errConnBroken = errors.New("client: RESP connection broke")
 // node from before it): its takes go over gRPC.
 var errNoCTake = errors.New("client: the RESP endpoint has no WEIR.CTAKE")
 
+// errIdleClosed is why a lean connection found closed by its member while
+// it was idle broke.
+var errIdleClosed = errors.New("closed by the member while idle")
+
 // errClosed is what a take gets when Close ended it.
 var errClosed = errors.New("client: closed")
 
@@ -37,31 +41,55 @@ const leanDialTimeout = 2 * time.Second
 // (a member that stopped reading).
 const leanWriteTimeout = 10 * time.Second
 
-// leanAnswer is the answer to one take on a lean connection.
+// leanIdleCheck is how long a lean connection may sit without a take in
+// flight before the next take first checks that the member has not closed
+// it meanwhile (no reader watches an idle connection).
+const leanIdleCheck = 100 * time.Millisecond
+
+// leanWaiter is one take waiting on a lean connection for its reply.
+type leanWaiter struct {
+	ch   chan leanAnswer // one slot: its answer, or the turn to read
+	gone bool            // its caller stopped waiting; guarded by leanConn.mu
+}
+
+// leanAnswer is what a waiter receives: the answer to its take, or (lead)
+// the turn to read the connection's replies.
 type leanAnswer struct {
 	resp api.TakeResponse
 	err  error
+	lead bool
 }
 
 // leanConn is one RESP connection to a member. Takes append their command
 // to buf and their waiter to the FIFO under mu; whoever holds flushMu
 // writes everything appended so far in one write, so takes sent while a
 // write is under way leave together in the next (pipelining without a
-// delay: a lone caller's take is written at once). One goroutine reads the
-// replies, in order, and hands each to the oldest waiter.
+// delay: a lone caller's take is written at once).
+//
+// The replies are read by the takes themselves (leader and followers): the
+// take that finds no one reading becomes the reader; it reads the replies
+// in order and hands each to its waiter until its own arrives, then passes
+// the turn to the oldest take still waiting. So a lone caller reads its
+// own answer and no goroutine hands it over, and under load each answer
+// still costs one wake-up, as with a reader goroutine. A reader whose
+// context ends is woken by a read deadline; the reply reader is resumable,
+// so the turn passes on without losing the reply it was reading.
 type leanConn struct {
-	nc net.Conn
-	br *bufio.Reader
+	nc    net.Conn
+	rd    *replyReader // used only by the take whose turn it is to read
+	clock Clock
 
 	flushMu sync.Mutex // held while writing; guards spare and writeBy
 	spare   []byte
 	writeBy time.Time
 
-	mu      sync.Mutex // guards the fields below
-	buf     []byte     // commands not yet written
-	waiters []chan leanAnswer
-	err     error // set once the connection broke
-	done    chan struct{}
+	mu       sync.Mutex // guards the fields below
+	buf      []byte     // commands not yet written
+	waiters  []*leanWaiter
+	reading  bool         // a take has the turn to read
+	idleFrom atomic.Int64 // Unix ns when the last waiter left; 0 while any waits (written under mu)
+	err      error        // set once the connection broke
+	done     chan struct{}
 }
 
 // broken reports whether c has failed.
@@ -78,7 +106,7 @@ func (c *leanConn) broken() bool {
 // replyError turned into a status error (the service answered), a ctx
 // error, or one wrapping errConnBroken.
 func (c *leanConn) take(ctx context.Context, rid []byte, checks []api.Check) (api.TakeResponse, error) {
-	ch := make(chan leanAnswer, 1)
+	w := &leanWaiter{ch: make(chan leanAnswer, 1)}
 	c.mu.Lock()
 	if c.err != nil {
 		err := c.err
@@ -86,15 +114,127 @@ func (c *leanConn) take(ctx context.Context, rid []byte, checks []api.Check) (ap
 		return api.TakeResponse{}, err
 	}
 	c.buf = appendCTake(c.buf, rid, budgetOf(ctx), checks)
-	c.waiters = append(c.waiters, ch)
+	c.waiters = append(c.waiters, w)
+	c.idleFrom.Store(0)
+	lead := !c.reading
+	c.reading = true
 	c.mu.Unlock()
 	c.flush()
+	if lead {
+		return c.lead(ctx, w)
+	}
 	select {
-	case a := <-ch:
+	case a := <-w.ch:
+		if a.lead {
+			return c.lead(ctx, w)
+		}
 		return a.resp, a.err
 	case <-ctx.Done():
-		// The answer, when it comes, goes to ch's buffer and is dropped.
-		return api.TakeResponse{}, ctx.Err()
+		return c.leave(ctx, w)
+	}
+}
+
+// usable reports whether c can take a take: it did not break, and if it
+// sat idle for leanIdleCheck, its member did not close it meanwhile (which
+// breaks it now). No take reads an idle connection, so this is where its
+// end is noticed before a take is sent into it.
+func (c *leanConn) usable() bool {
+	if c.broken() {
+		return false
+	}
+	if from := c.idleFrom.Load(); from == 0 || c.clock.Now().UnixNano()-from < int64(leanIdleCheck) {
+		return true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err == nil && len(c.waiters) == 0 && peerClosed(c.nc) {
+		c.failLocked(errIdleClosed)
+	}
+	return c.err == nil
+}
+
+// leave ends the wait of w, whose ctx ended: the answer when it has just
+// arrived, else ctx's error; a turn to read passed to w meanwhile goes on
+// to the next waiter. The reply to w's take, when it comes, is read and
+// dropped.
+func (c *leanConn) leave(ctx context.Context, w *leanWaiter) (api.TakeResponse, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w.gone = true
+	select {
+	case a := <-w.ch:
+		if !a.lead {
+			return a.resp, a.err
+		}
+		c.passLocked()
+	default:
+	}
+	return api.TakeResponse{}, ctx.Err()
+}
+
+// passLocked gives the turn to read to the oldest waiter still waiting, or
+// leaves the connection without a reader when there is none (the next
+// take reads).
+func (c *leanConn) passLocked() {
+	for _, w := range c.waiters {
+		if !w.gone {
+			w.ch <- leanAnswer{lead: true} // its slot is empty: its reply is still due
+			return
+		}
+	}
+	c.reading = false
+	if len(c.waiters) == 0 {
+		c.idleFrom.Store(c.clock.Now().UnixNano())
+	}
+}
+
+// lead reads replies, handing each to its waiter, until w's own arrives or
+// ctx ends, then passes the turn on.
+func (c *leanConn) lead(ctx context.Context, w *leanWaiter) (api.TakeResponse, error) {
+	if ctx.Done() != nil {
+		stop := context.AfterFunc(ctx, func() { _ = c.nc.SetReadDeadline(time.Unix(1, 0)) })
+		defer stop()
+	}
+	for {
+		resp, err := c.rd.readCTake()
+		var re replyError
+		switch {
+		case errors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() != nil:
+			// Our ctx ended: let the next waiter read on from here.
+			_ = c.nc.SetReadDeadline(time.Time{})
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			w.gone = true
+			c.passLocked()
+			return api.TakeResponse{}, ctx.Err()
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			// Set for a reader before us whose ctx ended as it finished.
+			_ = c.nc.SetReadDeadline(time.Time{})
+			continue
+		case errors.As(err, &re):
+			err = statusOfReply(re)
+		case err != nil:
+			c.fail(err)
+			return api.TakeResponse{}, c.failure()
+		}
+		c.mu.Lock()
+		if len(c.waiters) == 0 { // a reply nobody asked for
+			c.failLocked(errBadReply)
+			c.mu.Unlock()
+			return api.TakeResponse{}, c.failure()
+		}
+		h := c.waiters[0]
+		c.waiters[0] = nil
+		c.waiters = c.waiters[1:]
+		if h == w {
+			c.passLocked()
+			c.mu.Unlock()
+			return resp, err
+		}
+		c.mu.Unlock()
+		if !h.gone {
+			h.ch <- leanAnswer{resp: resp, err: err} // its slot is empty: it does not lead
+		}
 	}
 }
 
@@ -122,30 +262,11 @@ func (c *leanConn) flush() {
 	}
 }
 
-// read hands replies to their waiters until the connection fails.
-func (c *leanConn) read() {
-	for {
-		resp, err := readCTake(c.br)
-		var re replyError
-		if err != nil && !errors.As(err, &re) {
-			c.fail(err)
-			return
-		}
-		if err != nil {
-			err = statusOfReply(re)
-		}
-		c.mu.Lock()
-		if len(c.waiters) == 0 { // a reply nobody asked for
-			c.mu.Unlock()
-			c.fail(errBadReply)
-			return
-		}
-		ch := c.waiters[0]
-		c.waiters[0] = nil
-		c.waiters = c.waiters[1:]
-		c.mu.Unlock()
-		ch <- leanAnswer{resp: resp, err: err} // buffered: never blocks
-	}
+// failure returns why c broke.
+func (c *leanConn) failure() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
 }
 
 // fail breaks c: the connection closes and every take waiting on it gets
@@ -153,13 +274,20 @@ func (c *leanConn) read() {
 func (c *leanConn) fail(why error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.failLocked(why)
+}
+
+func (c *leanConn) failLocked(why error) {
 	if c.err != nil {
 		return
 	}
 	c.err = fmt.Errorf("%w: %w", errConnBroken, why)
 	_ = c.nc.Close()
-	for _, ch := range c.waiters {
-		ch <- leanAnswer{err: c.err}
+	for _, w := range c.waiters {
+		select {
+		case w.ch <- leanAnswer{err: c.err}:
+		default: // it holds the turn to read: it reads the closed connection and fails
+		}
 	}
 	c.waiters = nil
 	close(c.done)
@@ -173,7 +301,6 @@ func (c *leanConn) fail(why error) {
 type leanPool struct {
 	addr  string
 	opts  *Options
-	wg    *sync.WaitGroup // the router's: counts the readers
 	slots []atomic.Pointer[leanConn]
 	next  atomic.Uint32
 
@@ -182,20 +309,20 @@ type leanPool struct {
 	closed    bool
 }
 
-func newLeanPool(addr string, opts *Options, wg *sync.WaitGroup) *leanPool {
-	return &leanPool{addr: addr, opts: opts, wg: wg, slots: make([]atomic.Pointer[leanConn], opts.LeanConns)}
+func newLeanPool(addr string, opts *Options) *leanPool {
+	return &leanPool{addr: addr, opts: opts, slots: make([]atomic.Pointer[leanConn], opts.LeanConns)}
 }
 
 // get returns a working connection, dialling one if its slot has none; nil
 // means send this take over gRPC.
 func (p *leanPool) get(ctx context.Context) *leanConn {
 	slot := &p.slots[int(p.next.Add(1))%len(p.slots)]
-	if c := slot.Load(); c != nil && !c.broken() {
+	if c := slot.Load(); c != nil && c.usable() {
 		return c
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if c := slot.Load(); c != nil && !c.broken() {
+	if c := slot.Load(); c != nil && c.usable() {
 		return c
 	}
 	now := p.opts.Clock.Now()
@@ -211,11 +338,6 @@ func (p *leanPool) get(ctx context.Context) *leanConn {
 		return nil
 	}
 	slot.Store(c)
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		c.read()
-	}()
 	return c
 }
 
@@ -248,6 +370,7 @@ func (p *leanPool) dial(ctx context.Context) (*leanConn, error) {
 		_ = nc.Close()
 		return nil, err
 	}
+	c.clock = p.opts.Clock
 	return c, nil
 }
 
@@ -265,9 +388,9 @@ func handshake(ctx context.Context, nc net.Conn, token string) (*leanConn, error
 	if _, err := nc.Write(b); err != nil {
 		return nil, err
 	}
-	br := bufio.NewReaderSize(nc, 16<<10)
+	rd := newReplyReader(nc)
 	if token != "" {
-		ok, err := readSimple(br)
+		ok, err := rd.readSimple()
 		if err != nil {
 			return nil, err
 		}
@@ -275,7 +398,7 @@ func handshake(ctx context.Context, nc net.Conn, token string) (*leanConn, error
 			return nil, errBadReply
 		}
 	}
-	_, err := readSimple(br)
+	_, err := rd.readSimple()
 	var re replyError
 	if !errors.As(err, &re) {
 		if err == nil {
@@ -287,7 +410,7 @@ func handshake(ctx context.Context, nc net.Conn, token string) (*leanConn, error
 		return nil, fmt.Errorf("%w: %s", errNoCTake, string(re))
 	}
 	_ = nc.SetDeadline(time.Time{})
-	return &leanConn{nc: nc, br: br, done: make(chan struct{})}, nil
+	return &leanConn{nc: nc, rd: rd, done: make(chan struct{})}, nil
 }
 
 // close breaks every connection (takes in flight on them fail) and stops

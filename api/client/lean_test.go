@@ -76,7 +76,7 @@ func dialLean(t *testing.T, n *node.Node, opts Options, leanAddr string) *Client
 	if leanAddr != "" {
 		c.r.mu.Lock()
 		for _, m := range c.r.members.Load().list {
-			m.lean = newLeanPool(leanAddr, &c.r.opts, &c.r.wg)
+			m.lean = newLeanPool(leanAddr, &c.r.opts)
 		}
 		c.r.mu.Unlock()
 	}
@@ -265,12 +265,12 @@ func TestLeanTLSAndToken(t *testing.T) {
 	}
 	// The RESP endpoint refuses a wrong token (the pool then falls back to
 	// gRPC, which refuses it too).
-	p := newLeanPool(n.RESPAddr(), &Options{TLSConfig: tc, Token: "wrong", LeanConns: 1, Clock: realClock{}}, &sync.WaitGroup{})
+	p := newLeanPool(n.RESPAddr(), &Options{TLSConfig: tc, Token: "wrong", LeanConns: 1, Clock: realClock{}})
 	if _, err := p.dial(t.Context()); err == nil || !errors.As(err, new(replyError)) {
 		t.Fatalf("dial with a wrong token: %v, want WRONGPASS", err)
 	}
 	// And plaintext on its TLS port gets no connection.
-	p = newLeanPool(n.RESPAddr(), &Options{LeanConns: 1, Clock: realClock{}}, &sync.WaitGroup{})
+	p = newLeanPool(n.RESPAddr(), &Options{LeanConns: 1, Clock: realClock{}})
 	if _, err := p.dial(t.Context()); err == nil {
 		t.Fatal("a plaintext handshake with the TLS endpoint succeeded")
 	}
@@ -411,7 +411,7 @@ func TestLeanPendingTakes(t *testing.T) {
 // replies without reading past them.
 func TestReadCTakeRejects(t *testing.T) {
 	ok := "*13\r\n:1\r\n:0\r\n:7\r\n:3\r\n:0\r\n$5\r\nexact\r\n:1\r\n:9\r\n:10\r\n:0\r\n:100\r\n:0\r\n:1000\r\n"
-	resp, err := readCTake(bufio.NewReader(stringsReader(ok)))
+	resp, err := newReplyReader(stringsReader(ok)).readCTake()
 	if err != nil || !resp.Allowed || resp.RulesVersion != 7 || resp.RingEpoch != 3 || len(resp.Results) != 1 ||
 		resp.Results[0] != (api.Result{Limit: "exact", Allowed: true, Remaining: 9, Capacity: 10, ResetAfter: 100 * time.Millisecond, Window: time.Second}) {
 		t.Fatalf("good reply: %+v, %v", resp, err)
@@ -422,11 +422,11 @@ func TestReadCTakeRejects(t *testing.T) {
 		"*13\r\n:1\r\n:0\r\n:7\r\n:3\r\n:0\r\n$5\r\nexact\r\n:1\r\n:9\r\n:10\r\n:0\r\n:100\r\n:3\r\n:1000\r\n",
 		"*13\r\n:1\r\n:0\r\n:7\r\n:3\r\n:0\r\n$-1\r\n",
 	} {
-		if _, err := readCTake(bufio.NewReader(stringsReader(bad))); err == nil {
+		if _, err := newReplyReader(stringsReader(bad)).readCTake(); err == nil {
 			t.Errorf("readCTake(%q) accepted", bad)
 		}
 	}
-	if _, err := readCTake(bufio.NewReader(stringsReader("-QUOTA tenant full\r\n"))); statusOfReply(err.(replyError)) == nil { //nolint:errorlint // the decoder returns it bare
+	if _, err := newReplyReader(stringsReader("-QUOTA tenant full\r\n")).readCTake(); statusOfReply(err.(replyError)) == nil { //nolint:errorlint // the decoder returns it bare
 		t.Error("error reply not converted")
 	}
 }

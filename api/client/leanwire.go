@@ -1,11 +1,9 @@
 package client
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"strconv"
 	"strings"
 	"time"
@@ -18,8 +16,9 @@ import (
 
 // This file is the client's side of the RESP framing it speaks to a
 // member's WEIR.CTAKE (package api/resp documents the command): the request
-// encoder and a reply decoder that reads only what WEIR.CTAKE, AUTH and the
-// handshake's probe answer, within bounds.
+// encoder and the mapping of error replies to status errors. The reply
+// decoder, which reads only what WEIR.CTAKE, AUTH and the handshake's probe
+// answer, within bounds, is in leanread.go.
 
 // maxBudgetMs is WEIR.CTAKE's largest budget_ms (a day); a caller with a
 // longer deadline sends this much.
@@ -86,139 +85,6 @@ type replyError string
 
 // Error returns the reply's text.
 func (e replyError) Error() string { return "client: RESP endpoint: " + string(e) }
-
-// readLine reads one reply line without its CRLF. The slice points into
-// br's buffer.
-func readLine(br *bufio.Reader) ([]byte, error) {
-	line, err := br.ReadSlice('\n')
-	if err != nil {
-		if errors.Is(err, bufio.ErrBufferFull) {
-			return nil, errBadReply
-		}
-		return nil, err
-	}
-	if len(line) < 3 || line[len(line)-2] != '\r' {
-		return nil, errBadReply
-	}
-	return line[:len(line)-2], nil
-}
-
-// readSimple reads a reply that is a simple string or an error: the string
-// (without '+') or a replyError.
-func readSimple(br *bufio.Reader) (string, error) {
-	line, err := readLine(br)
-	if err != nil {
-		return "", err
-	}
-	switch line[0] {
-	case '+':
-		return string(line[1:]), nil
-	case '-':
-		return "", replyError(line[1:])
-	}
-	return "", errBadReply
-}
-
-// parseReplyInt parses an integer reply's digits strictly.
-func parseReplyInt(b []byte) (int64, bool) {
-	if len(b) == 0 || len(b) > 20 {
-		return 0, false
-	}
-	n, err := strconv.ParseInt(string(b), 10, 64)
-	return n, err == nil
-}
-
-// readInt reads an integer reply.
-func readInt(br *bufio.Reader) (int64, error) {
-	line, err := readLine(br)
-	if err != nil {
-		return 0, err
-	}
-	if line[0] != ':' {
-		return 0, errBadReply
-	}
-	n, ok := parseReplyInt(line[1:])
-	if !ok {
-		return 0, errBadReply
-	}
-	return n, nil
-}
-
-// readCTake reads one WEIR.CTAKE reply: the answer, or a replyError (the
-// service refused the take), or another error (the connection is not
-// usable any more).
-func readCTake(br *bufio.Reader) (api.TakeResponse, error) {
-	line, err := readLine(br)
-	if err != nil {
-		return api.TakeResponse{}, err
-	}
-	switch line[0] {
-	case '-':
-		return api.TakeResponse{}, replyError(line[1:])
-	case '*':
-	default:
-		return api.TakeResponse{}, errBadReply
-	}
-	n, ok := parseReplyInt(line[1:])
-	if !ok || n < 5+8 || n > 5+8*maxLeanChecks || (n-5)%8 != 0 {
-		return api.TakeResponse{}, errBadReply
-	}
-	var head [5]int64
-	for i := range head {
-		if head[i], err = readInt(br); err != nil {
-			return api.TakeResponse{}, err
-		}
-	}
-	out := api.TakeResponse{
-		Allowed: head[0] == 1, RetryAfter: api.MillisDuration(head[1]), RulesVersion: head[2],
-		RingEpoch: uint64(head[3]), Forwarded: head[4] == 1,
-		Results: make([]api.Result, (n-5)/8),
-	}
-	for i := range out.Results {
-		limit, err := readBulk(br)
-		if err != nil {
-			return api.TakeResponse{}, err
-		}
-		var f [7]int64
-		for j := range f {
-			if f[j], err = readInt(br); err != nil {
-				return api.TakeResponse{}, err
-			}
-		}
-		if f[5] < 0 || f[5] > int64(api.SourceAllotment) {
-			return api.TakeResponse{}, errBadReply
-		}
-		out.Results[i] = api.Result{
-			Limit: limit, Allowed: f[0] == 1, Remaining: f[1], Capacity: f[2],
-			RetryAfter: api.MillisDuration(f[3]), ResetAfter: api.MillisDuration(f[4]),
-			Source: api.Source(f[5]), Window: api.MillisDuration(f[6]),
-		}
-	}
-	return out, nil
-}
-
-// readBulk reads a bulk string reply of at most maxLeanBulk bytes.
-func readBulk(br *bufio.Reader) (string, error) {
-	line, err := readLine(br)
-	if err != nil {
-		return "", err
-	}
-	if line[0] != '$' {
-		return "", errBadReply
-	}
-	n, ok := parseReplyInt(line[1:])
-	if !ok || n < 0 || n > maxLeanBulk {
-		return "", errBadReply
-	}
-	b := make([]byte, n+2)
-	if _, err := io.ReadFull(br, b); err != nil {
-		return "", err
-	}
-	if b[n] != '\r' || b[n+1] != '\n' {
-		return "", errBadReply
-	}
-	return string(b[:n]), nil
-}
 
 // statusOfReply converts a WEIR.CTAKE error reply to the status error a
 // gRPC Take would have failed with for the same cause, so that the rest of

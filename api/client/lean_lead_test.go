@@ -1,0 +1,209 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/weir-rl/weir/api"
+)
+
+// These tests hold the lean connection's reading by its takes: the turn to
+// read passes on when the reader's context ends, replies of takes that
+// gave up are dropped in order, and an idle connection its member closed
+// is replaced before a take is sent into it.
+
+// versionReply is a WEIR.CTAKE reply whose rules version is v, so that a
+// test can tell which reply a take got.
+func versionReply(v int) []byte {
+	return fmt.Appendf(nil, "*13\r\n:1\r\n:0\r\n:%d\r\n:1\r\n:0\r\n$5\r\nexact\r\n:1\r\n:9\r\n:10\r\n:0\r\n:100\r\n:0\r\n:1000\r\n", v)
+}
+
+// gatedRESP is a fake endpoint whose n-th WEIR.CTAKE is answered with
+// versionReply(n) once the test lets it through gate.
+func gatedRESP(t *testing.T) (*fakeRESP, chan struct{}) {
+	gate := make(chan struct{}, 16)
+	n := 0
+	f := newFakeRESP(t, func() []byte {
+		<-gate
+		n++ // one connection: calls come one at a time
+		return versionReply(n)
+	})
+	return f, gate
+}
+
+// leanConnTo dials one lean connection to f.
+func leanConnTo(t *testing.T, f *fakeRESP) *leanConn {
+	t.Helper()
+	p := newLeanPool(f.ln.Addr().String(), &Options{LeanConns: 1, Clock: realClock{}})
+	c := p.get(t.Context())
+	if c == nil {
+		t.Fatal("no lean connection to the fake endpoint")
+	}
+	t.Cleanup(func() { c.fail(errClosed) })
+	return c
+}
+
+type leanResult struct {
+	resp api.TakeResponse
+	err  error
+}
+
+// goTake runs a take on c in a goroutine and waits until it is queued.
+func goTake(t *testing.T, c *leanConn, ctx context.Context, queued int) chan leanResult {
+	t.Helper()
+	out := make(chan leanResult, 1)
+	go func() {
+		resp, err := c.take(ctx, []byte("rid"), []api.Check{{Limit: "exact", Key: "k", Cost: 1}})
+		out <- leanResult{resp, err}
+	}()
+	waitUntil(t, func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return len(c.waiters) == queued
+	})
+	return out
+}
+
+func waitUntil(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func recv(t *testing.T, ch chan leanResult) leanResult {
+	t.Helper()
+	select {
+	case r := <-ch:
+		return r
+	case <-time.After(10 * time.Second):
+		t.Fatal("the take never returned: nobody read its reply")
+		return leanResult{}
+	}
+}
+
+// TestLeanReaderGivesUpTurnPasses: the take reading the connection stops
+// when its context ends, and the take queued behind it reads on: it drops
+// the first reply and gets its own.
+func TestLeanReaderGivesUpTurnPasses(t *testing.T) {
+	f, gate := gatedRESP(t)
+	c := leanConnTo(t, f)
+	ctxA, cancelA := context.WithCancel(t.Context())
+	a := goTake(t, c, ctxA, 1) // a reads: it found no one reading
+	b := goTake(t, c, t.Context(), 2)
+	cancelA()
+	if r := recv(t, a); !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("the reader whose context ended: %+v, %v", r.resp, r.err)
+	}
+	gate <- struct{}{}
+	gate <- struct{}{}
+	if r := recv(t, b); r.err != nil || r.resp.RulesVersion != 2 {
+		t.Fatalf("the take behind it: version %d, %v; want its own reply, version 2", r.resp.RulesVersion, r.err)
+	}
+}
+
+// TestLeanFollowerGivesUp: a queued take whose context ends returns, the
+// reader gets its own reply, and the next take reads past the abandoned
+// reply to its own.
+func TestLeanFollowerGivesUp(t *testing.T) {
+	f, gate := gatedRESP(t)
+	c := leanConnTo(t, f)
+	a := goTake(t, c, t.Context(), 1)
+	ctxB, cancelB := context.WithCancel(t.Context())
+	b := goTake(t, c, ctxB, 2)
+	cancelB()
+	if r := recv(t, b); !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("the queued take whose context ended: %+v, %v", r.resp, r.err)
+	}
+	gate <- struct{}{}
+	if r := recv(t, a); r.err != nil || r.resp.RulesVersion != 1 {
+		t.Fatalf("the reader: version %d, %v; want 1", r.resp.RulesVersion, r.err)
+	}
+	next := goTake(t, c, t.Context(), 2)
+	gate <- struct{}{}
+	gate <- struct{}{}
+	if r := recv(t, next); r.err != nil || r.resp.RulesVersion != 3 {
+		t.Fatalf("the next take: version %d, %v; want 3 (2 was the abandoned take's)", r.resp.RulesVersion, r.err)
+	}
+}
+
+// TestLeanIdleConnClosedByMember: a connection its member closed while it
+// sat idle is replaced before the next take is sent into it, so the take
+// succeeds without a retry.
+func TestLeanIdleConnClosedByMember(t *testing.T) {
+	n := startLeanNode(t, nil)
+	f := newFakeRESP(t, func() []byte { return versionReply(1) })
+	fc := newFakeClock()
+	c := dialLean(t, n, Options{LeanConns: 1, Clock: fc, Retry: RetryPolicy{MaxAttempts: 1}}, f.ln.Addr().String())
+	if _, err := c.Take(t.Context(), api.Check{Limit: "exact", Key: "k"}); err != nil {
+		t.Fatal(err)
+	}
+	lc := c.r.members.Load().list[0].lean.slots[0].Load()
+	f.mu.Lock()
+	for _, nc := range f.conns {
+		_ = nc.Close()
+	}
+	f.mu.Unlock()
+	waitUntil(t, func() bool { return peerClosed(lc.nc) })
+	_ = fc.Sleep(t.Context(), leanIdleCheck)
+	if _, err := c.Take(t.Context(), api.Check{Limit: "exact", Key: "k"}); err != nil {
+		t.Fatalf("a take after the member closed the idle connection: %v", err)
+	}
+	if st := c.Stats(); st.LeanTakes != 2 || f.seen.Load() != 2 {
+		t.Fatalf("stats %+v, the endpoint read %d takes: want both over RESP", st, f.seen.Load())
+	}
+}
+
+// stutterReader hands out one byte per read, with a read deadline's error
+// between every two.
+type stutterReader struct {
+	s       string
+	timeout bool
+}
+
+func (r *stutterReader) Read(p []byte) (int, error) {
+	if r.timeout = !r.timeout; r.timeout {
+		return 0, os.ErrDeadlineExceeded
+	}
+	if r.s == "" {
+		return 0, io.EOF
+	}
+	p[0] = r.s[0]
+	r.s = r.s[1:]
+	return 1, nil
+}
+
+// TestReplyReaderResumes: a read deadline in the middle of a reply
+// consumes nothing; reading on gets the whole reply, then the next.
+func TestReplyReaderResumes(t *testing.T) {
+	rr := newReplyReader(&stutterReader{s: string(versionReply(7)) + string(versionReply(8))})
+	for _, want := range []int64{7, 8} {
+		timeouts := 0
+		for {
+			resp, err := rr.readCTake()
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				timeouts++
+				continue
+			}
+			if err != nil || resp.RulesVersion != want || len(resp.Results) != 1 || resp.Results[0].Limit != "exact" {
+				t.Fatalf("reply %d after %d timeouts: %+v, %v", want, timeouts, resp, err)
+			}
+			break
+		}
+		if timeouts < 50 {
+			t.Fatalf("reply %d read after %d timeouts: the reader did not stop in the middle", want, timeouts)
+		}
+	}
+	if _, err := rr.readCTake(); !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("past the last reply: %v", err)
+	}
+}
