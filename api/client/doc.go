@@ -69,7 +69,8 @@
 // lock and the first to reach the socket writes every command appended so
 // far in one write, so takes that arrive while a write is under way leave
 // together in the next (pipelining without a delay: a lone caller's take is
-// written at once). The takes read the answers themselves, in order: the
+// written at once; a take that finds others in flight yields the processor
+// once first, so that more of them share its write). The takes read the answers themselves, in order: the
 // one that finds no one reading reads and hands each answer to its take
 // until its own arrives, then passes the turn to the oldest take still
 // waiting, so a lone caller reads its own answer with no goroutine in

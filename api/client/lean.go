@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -64,7 +65,9 @@ type leanAnswer struct {
 // to buf and their waiter to the FIFO under mu; whoever holds flushMu
 // writes everything appended so far in one write, so takes sent while a
 // write is under way leave together in the next (pipelining without a
-// delay: a lone caller's take is written at once).
+// delay: a lone caller's take is written at once). A take that finds
+// others in flight yields the processor once before it writes, so the
+// callers its answer's reader just woke add their takes to the same write.
 //
 // The replies are read by the takes themselves (leader and followers): the
 // take that finds no one reading becomes the reader; it reads the replies
@@ -115,10 +118,17 @@ func (c *leanConn) take(ctx context.Context, rid []byte, checks []api.Check) (ap
 	}
 	c.buf = appendCTake(c.buf, rid, budgetOf(ctx), checks)
 	c.waiters = append(c.waiters, w)
+	busy := len(c.waiters) > 1
 	c.idleFrom.Store(0)
 	lead := !c.reading
 	c.reading = true
 	c.mu.Unlock()
+	if busy {
+		// Other takes are in flight on c: let the callers that are
+		// runnable append theirs before this one writes, so that one
+		// write carries them all. A lone caller writes at once.
+		runtime.Gosched()
+	}
 	c.flush()
 	if lead {
 		return c.lead(ctx, w)
