@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -69,5 +70,33 @@ func TestTakeDedupInlineByValue(t *testing.T) {
 	var apiErr *api.Error
 	if _, _, err := d.once(now, "id", other, nil); !errors.As(err, &apiErr) || apiErr.Code != api.CodeInvalid {
 		t.Fatalf("other inline parameters under the same id: %v; want CodeInvalid", err)
+	}
+}
+
+// BenchmarkTakeDedupOnce is the owner's request-id memory at a steady
+// 50,000 fresh ids a second with the default bounds: once full, every take
+// records an id and expires the one its window ended.
+func BenchmarkTakeDedupOnce(b *testing.B) {
+	d := newTakeDedup(dedup.DefaultConfig(), prometheus.NewRegistry())
+	checks := []api.Check{{Limit: "bench", Key: "k1", Cost: 1}}
+	res := []api.Result{{Limit: "bench", Allowed: true, Remaining: 9, Capacity: 10}}
+	take := func() ([]api.Result, bool, error) { return res, true, nil }
+	ids := make([]string, 1<<20)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("%016x", uint64(i)*0x9e3779b97f4a7c15)
+	}
+	now := time.Unix(0, 0)
+	const step = 20 * time.Microsecond // 50,000/s
+	for i := range 600_000 { // fill 12 s: past the window
+		now = now.Add(step)
+		_, _, _ = d.once(now, ids[i%len(ids)], checks, take)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		now = now.Add(step)
+		if _, _, err := d.once(now, ids[(600_000+i)%len(ids)], checks, take); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
