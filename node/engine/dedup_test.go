@@ -87,7 +87,8 @@ func BenchmarkTakeDedupOnce(b *testing.B) {
 	}
 	now := time.Unix(0, 0)
 	const step = 20 * time.Microsecond // 50,000/s
-	for i := range 600_000 { // fill 12 s: past the window
+	// Fill 12 s: past the window.
+	for i := range 600_000 {
 		now = now.Add(step)
 		_, _, _ = d.once(now, ids[i%len(ids)], checks, take)
 	}
