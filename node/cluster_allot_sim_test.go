@@ -93,14 +93,21 @@ func (ta *tally) warm(t *testing.T, holder *Node, key string) {
 	})
 }
 
-// drain takes key at each node until a take there is denied by the owner
-// and returns how many each admitted.
+// drain takes key at each node, counting what it admits, until a take
+// there is denied by the bucket: by the owner, or at a holder from the
+// owner's denial it keeps. A holder whose demand stays over the threshold
+// (drain takes every 10ms) and that holds the key when the bucket runs
+// dry spends what it holds, asks again, is denied and denies from then
+// on by itself (Source allotment), asking the owner again each
+// retry-after but forwarding it no take: an owner's denial may never
+// come to it. A fallback's denial (the owner unreachable) does not end
+// the drain.
 func (ta *tally) drain(t *testing.T, key string, nodes ...*Node) {
 	t.Helper()
 	for _, n := range nodes {
-		waitFor(t, 10*time.Second, "an owner's denial", func() bool {
+		waitFor(t, 10*time.Second, "a denial from the bucket at "+n.cfg.NodeName, func() bool {
 			r := ta.take(t, n, key)
-			return !r.Allowed && r.Source == api.SourceOwner
+			return !r.Allowed && (r.Source == api.SourceOwner || r.Source == api.SourceAllotment)
 		})
 	}
 }
