@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	"github.com/weir-rl/weir/api"
+	"github.com/weir-rl/weir/internal/testpki"
+	"github.com/weir-rl/weir/internal/tlsreload"
 )
 
 // These tests hold the lean connection's reading by its takes: the turn to
@@ -23,12 +26,13 @@ func versionReply(v int) []byte {
 	return fmt.Appendf(nil, "*13\r\n:1\r\n:0\r\n:%d\r\n:1\r\n:0\r\n$5\r\nexact\r\n:1\r\n:9\r\n:10\r\n:0\r\n:100\r\n:0\r\n:1000\r\n", v)
 }
 
-// gatedRESP is a fake endpoint whose n-th WEIR.CTAKE is answered with
-// versionReply(n) once the test lets it through gate.
-func gatedRESP(t *testing.T) (*fakeRESP, chan struct{}) {
+// gatedRESP is a fake endpoint (TLS with tc when set) whose n-th
+// WEIR.CTAKE is answered with versionReply(n) once the test lets it
+// through gate.
+func gatedRESP(t *testing.T, tc *tls.Config) (*fakeRESP, chan struct{}) {
 	gate := make(chan struct{}, 16)
 	n := 0
-	f := newFakeRESP(t, func() []byte {
+	f := newFakeRESPWith(t, tc, func() []byte {
 		<-gate
 		n++ // one connection: calls come one at a time
 		return versionReply(n)
@@ -36,10 +40,10 @@ func gatedRESP(t *testing.T) (*fakeRESP, chan struct{}) {
 	return f, gate
 }
 
-// leanConnTo dials one lean connection to f.
-func leanConnTo(t *testing.T, f *fakeRESP) *leanConn {
+// leanConnTo dials one lean connection to f (TLS with tc when set).
+func leanConnTo(t *testing.T, f *fakeRESP, tc *tls.Config) *leanConn {
 	t.Helper()
-	p := newLeanPool(f.ln.Addr().String(), &Options{LeanConns: 1, Clock: realClock{}})
+	p := newLeanPool(f.ln.Addr().String(), &Options{LeanConns: 1, Clock: realClock{}, TLSConfig: tc})
 	c := p.get(t.Context())
 	if c == nil {
 		t.Fatal("no lean connection to the fake endpoint")
@@ -93,10 +97,29 @@ func recv(t *testing.T, ch chan leanResult) leanResult {
 
 // TestLeanReaderGivesUpTurnPasses: the take reading the connection stops
 // when its context ends, and the take queued behind it reads on: it drops
-// the first reply and gets its own.
+// the first reply and gets its own. Over TLS too, whose reads resume after
+// a deadline.
 func TestLeanReaderGivesUpTurnPasses(t *testing.T) {
-	f, gate := gatedRESP(t)
-	c := leanConnTo(t, f)
+	t.Run("tcp", func(t *testing.T) { testReaderGivesUpTurnPasses(t, nil, nil) })
+	t.Run("tls", func(t *testing.T) {
+		dir := t.TempDir()
+		ca := testpki.NewCA(t, dir, "ca")
+		pair := ca.Server(t, dir, "node")
+		cert, err := tls.LoadX509KeyPair(pair.CertFile, pair.KeyFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		client, err := tlsreload.ClientConfig(tlsreload.ClientOptions{CAFile: ca.CertFile})
+		if err != nil {
+			t.Fatal(err)
+		}
+		testReaderGivesUpTurnPasses(t, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13}, client)
+	})
+}
+
+func testReaderGivesUpTurnPasses(t *testing.T, server, client *tls.Config) {
+	f, gate := gatedRESP(t, server)
+	c := leanConnTo(t, f, client)
 	ctxA, cancelA := context.WithCancel(t.Context())
 	a := goTake(t, c, ctxA, 1) // a reads: it found no one reading
 	b := goTake(t, c, t.Context(), 2)
@@ -115,8 +138,8 @@ func TestLeanReaderGivesUpTurnPasses(t *testing.T) {
 // reader gets its own reply, and the next take reads past the abandoned
 // reply to its own.
 func TestLeanFollowerGivesUp(t *testing.T) {
-	f, gate := gatedRESP(t)
-	c := leanConnTo(t, f)
+	f, gate := gatedRESP(t, nil)
+	c := leanConnTo(t, f, nil)
 	a := goTake(t, c, t.Context(), 1)
 	ctxB, cancelB := context.WithCancel(t.Context())
 	b := goTake(t, c, ctxB, 2)

@@ -3,6 +3,7 @@ package client
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -289,9 +290,18 @@ type fakeRESP struct {
 }
 
 func newFakeRESP(t *testing.T, answer func() []byte) *fakeRESP {
+	return newFakeRESPWith(t, nil, answer)
+}
+
+// newFakeRESPWith is newFakeRESP serving TLS with tc when it is set.
+func newFakeRESPWith(t *testing.T, tc *tls.Config, answer func() []byte) *fakeRESP {
+	var ln net.Listener
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if tc != nil {
+		ln = tls.NewListener(ln, tc)
 	}
 	f := &fakeRESP{ln: ln, answer: answer}
 	f.wg.Go(func() {
