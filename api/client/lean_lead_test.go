@@ -7,6 +7,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,7 +36,7 @@ func versionReply(v int) []byte {
 func gatedRESP(t *testing.T, tc *tls.Config) (*fakeRESP, chan struct{}) {
 	gate := make(chan struct{}, 16)
 	n := 0
-	f := newFakeRESPWith(t, tc, func() []byte {
+	f := newFakeRESPWith(t, tc, func([]string) []byte {
 		<-gate
 		n++ // one connection: calls come one at a time
 		return versionReply(n)
@@ -228,5 +232,66 @@ func TestReplyReaderResumes(t *testing.T) {
 	}
 	if _, err := rr.readCTake(); !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("past the last reply: %v", err)
+	}
+}
+
+// TestLeanAnswersNeverCross: many callers on one connection, a quarter
+// of them giving up at once or within a few hundred microseconds, against
+// an endpoint that answers each take with a version taken from its key and
+// sometimes pauses: every take that returns an answer gets its own, and
+// every other one its context's error, however the turn to read moves.
+func TestLeanAnswersNeverCross(t *testing.T) {
+	var n atomic.Int64
+	f := newFakeRESPWith(t, nil, func(args []string) []byte {
+		// args: WEIR.CTAKE rid budget limit key cost
+		v, err := strconv.Atoi(strings.TrimPrefix(args[4], "k"))
+		if err != nil {
+			return []byte("-ERR bad key\r\n")
+		}
+		if n.Add(1)%7 == 0 {
+			time.Sleep(200 * time.Microsecond) // the endpoint falls behind now and then
+		}
+		return versionReply(v)
+	})
+	c := leanConnTo(t, f, nil)
+	const callers, each = 8, 200
+	var wg sync.WaitGroup
+	var answered, gaveUp atomic.Int64
+	for i := range callers {
+		wg.Go(func() {
+			for j := range each {
+				v := i*each + j
+				ctx, cancel := context.WithCancel(t.Context())
+				if v%4 == 0 {
+					// Give up at once, or a little later, while the take may
+					// be reading for others.
+					time.AfterFunc(time.Duration(v%3)*100*time.Microsecond, cancel)
+				}
+				resp, err := c.take(ctx, []byte("rid"), []api.Check{{Limit: "exact", Key: fmt.Sprint("k", v), Cost: 1}})
+				cancel()
+				switch {
+				case err == nil && resp.RulesVersion == int64(v):
+					answered.Add(1)
+				case errors.Is(err, context.Canceled) && v%4 == 0:
+					gaveUp.Add(1)
+				default:
+					t.Errorf("take %d: version %d, %v", v, resp.RulesVersion, err)
+					return
+				}
+			}
+		})
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		c.fail(errClosed) // release them, so the test ends with its callers
+		<-done
+		t.Fatal("takes still waiting after 30s: an answer or the turn to read was lost")
+	}
+	t.Logf("%d answered, %d gave up", answered.Load(), gaveUp.Load())
+	if answered.Load()+gaveUp.Load() != callers*each || answered.Load() < callers*each*3/4 {
+		t.Fatalf("%d answered and %d gave up of %d", answered.Load(), gaveUp.Load(), callers*each)
 	}
 }

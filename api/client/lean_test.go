@@ -278,11 +278,11 @@ func TestLeanTLSAndToken(t *testing.T) {
 }
 
 // fakeRESP is a RESP endpoint on a real socket: it answers the handshake's
-// probe as a node does and every WEIR.CTAKE with answer (nothing when it
-// returns nil).
+// probe as a node does and every WEIR.CTAKE with answer of its arguments
+// (nothing when it returns nil).
 type fakeRESP struct {
 	ln     net.Listener
-	answer func() []byte
+	answer func(args []string) []byte
 	seen   atomic.Int32 // WEIR.CTAKE commands read
 	wg     sync.WaitGroup
 	mu     sync.Mutex
@@ -290,11 +290,12 @@ type fakeRESP struct {
 }
 
 func newFakeRESP(t *testing.T, answer func() []byte) *fakeRESP {
-	return newFakeRESPWith(t, nil, answer)
+	return newFakeRESPWith(t, nil, func([]string) []byte { return answer() })
 }
 
-// newFakeRESPWith is newFakeRESP serving TLS with tc when it is set.
-func newFakeRESPWith(t *testing.T, tc *tls.Config, answer func() []byte) *fakeRESP {
+// newFakeRESPWith is newFakeRESP serving TLS with tc when it is set, whose
+// answer sees the command's arguments.
+func newFakeRESPWith(t *testing.T, tc *tls.Config, answer func(args []string) []byte) *fakeRESP {
 	var ln net.Listener
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -337,22 +338,25 @@ func (f *fakeRESP) serve(nc net.Conn) {
 			return
 		}
 		argc, _ := strconv.Atoi(line[1 : len(line)-2])
+		args := make([]string, 0, argc)
 		for range argc {
 			h, err := br.ReadString('\n')
 			if err != nil || len(h) < 3 {
 				return
 			}
 			size, _ := strconv.Atoi(h[1 : len(h)-2])
-			if _, err := io.CopyN(io.Discard, br, int64(size)+2); err != nil {
+			b := make([]byte, size+2)
+			if _, err := io.ReadFull(br, b); err != nil {
 				return
 			}
+			args = append(args, string(b[:size]))
 		}
 		if argc == 1 {
 			_, _ = nc.Write([]byte("-ERR wrong number of arguments for 'weir.ctake' command\r\n"))
 			continue
 		}
 		f.seen.Add(1)
-		if a := f.answer(); a != nil {
+		if a := f.answer(args); a != nil {
 			if _, err := nc.Write(a); err != nil {
 				return
 			}
