@@ -213,9 +213,9 @@ func (c *leanConn) lead(ctx context.Context, w *leanWaiter) (api.TakeResponse, e
 			// Our ctx ended: let the next waiter read on from here.
 			_ = c.nc.SetReadDeadline(time.Time{})
 			c.mu.Lock()
-			defer c.mu.Unlock()
 			w.gone = true
 			c.passLocked()
+			c.mu.Unlock()
 			return api.TakeResponse{}, ctx.Err()
 		case errors.Is(err, os.ErrDeadlineExceeded):
 			// Set for a reader before us whose ctx ended as it finished.
@@ -242,9 +242,9 @@ func (c *leanConn) lead(ctx context.Context, w *leanWaiter) (api.TakeResponse, e
 			return resp, err
 		}
 		c.mu.Unlock()
-		if !h.gone {
-			h.ch <- leanAnswer{resp: resp, err: err} // its slot is empty: it does not lead
-		}
+		// Its slot is empty (it does not lead), so this never blocks; a
+		// waiter that left drops it.
+		h.ch <- leanAnswer{resp: resp, err: err}
 	}
 }
 

@@ -69,7 +69,7 @@ func goTake(t *testing.T, c *leanConn, ctx context.Context, queued int) chan lea
 		resp, err := c.take(ctx, []byte("rid"), []api.Check{{Limit: "exact", Key: "k", Cost: 1}})
 		out <- leanResult{resp, err}
 	}()
-	waitUntil(t, func() bool {
+	waitUntil(t, 10*time.Second, "the take to be queued", func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		return len(c.waiters) == queued
@@ -77,12 +77,15 @@ func goTake(t *testing.T, c *leanConn, ctx context.Context, queued int) chan lea
 	return out
 }
 
-func waitUntil(t *testing.T, cond func() bool) {
+// waitUntil polls cond every millisecond until it holds, failing t after
+// d: the same helper as the external test package's, for this package's
+// tests.
+func waitUntil(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(d)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatal("timed out")
+			t.Fatalf("timed out after %v waiting for %s", d, what)
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -180,7 +183,7 @@ func TestLeanIdleConnClosedByMember(t *testing.T) {
 		_ = nc.Close()
 	}
 	f.mu.Unlock()
-	waitUntil(t, func() bool { return peerClosed(lc.nc) })
+	waitUntil(t, 10*time.Second, "the take to be queued", func() bool { return peerClosed(lc.nc) })
 	_ = fc.Sleep(t.Context(), leanIdleCheck)
 	if _, err := c.Take(t.Context(), api.Check{Limit: "exact", Key: "k"}); err != nil {
 		t.Fatalf("a take after the member closed the idle connection: %v", err)

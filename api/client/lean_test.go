@@ -296,7 +296,6 @@ func newFakeRESP(t *testing.T, answer func() []byte) *fakeRESP {
 // newFakeRESPWith is newFakeRESP serving TLS with tc when it is set, whose
 // answer sees the command's arguments.
 func newFakeRESPWith(t *testing.T, tc *tls.Config, answer func(args []string) []byte) *fakeRESP {
-	var ln net.Listener
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -406,13 +405,7 @@ func TestLeanPendingTakes(t *testing.T) {
 			errs <- err
 		}()
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for f.seen.Load() < 1+inFlight {
-		if time.Now().After(deadline) {
-			t.Fatalf("the endpoint read %d takes, want %d", f.seen.Load(), 1+inFlight)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitUntil(t, 20*time.Second, "the endpoint to read every take", func() bool { return f.seen.Load() >= 1+inFlight })
 	_ = c.Close()
 	for range inFlight {
 		if err := <-errs; !errors.Is(err, errClosed) {

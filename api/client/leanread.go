@@ -58,7 +58,7 @@ func (rr *replyReader) fill() error {
 			rr.buf = grown
 		}
 	}
-	for {
+	for range 100 { // as bufio: a reader that keeps returning nothing is broken
 		n, err := rr.r.Read(rr.buf[rr.end:])
 		rr.end += n
 		if n > 0 {
@@ -68,6 +68,7 @@ func (rr *replyReader) fill() error {
 			return err
 		}
 	}
+	return io.ErrNoProgress
 }
 
 // next parses one reply with parse, reading until it is buffered whole.
