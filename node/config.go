@@ -66,7 +66,8 @@ type Config struct {
 	// the key bound of every surface: HTTP, gRPC, Envoy and peers' forwards
 	// are all checked against it by the engine.
 	HTTP httpapi.Config
-	// SweepInterval is how often idle, fully refilled buckets are evicted. Default 10s; 0 disables.
+	// SweepInterval is how often idle, fully refilled buckets are evicted
+	// and expired request ids forgotten. Default 10s; 0 disables.
 	SweepInterval time.Duration
 	// Clustered turns on gossip and the peer service. Off, the node is a
 	// cluster of one with no gossip port (tests of the single-node API).

@@ -132,6 +132,21 @@ func (c *Cache[V]) Abort(id string) {
 // Len returns the number of ids held.
 func (c *Cache[V]) Len() int { return len(c.m) }
 
+// ExpireAt drops the ids first seen at least Window before now, as BeginAt
+// does on its way in. A cache that sees no new id for a while (its callers
+// went quiet, or moved to takes without a request id) otherwise holds its
+// last burst's answers until the next id arrives, and the garbage
+// collector marks them on every cycle. When nothing is left, the table is
+// replaced by an empty one too, since a Go map never gives back the room
+// it grew to. Time going backwards expires nothing.
+func (c *Cache[V]) ExpireAt(now time.Time) {
+	c.expire(now)
+	if len(c.m) == 0 && c.head > 0 {
+		c.m = make(map[string]*entry[V])
+		c.q, c.head = nil, 0
+	}
+}
+
 // Evicted returns how many ids were dropped before their window ended
 // because the cache was full.
 func (c *Cache[V]) Evicted() uint64 { return c.evicted }

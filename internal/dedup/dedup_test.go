@@ -87,3 +87,38 @@ func TestConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+// A cache that sees no new id still lets its expired ids go when told the
+// time, and starts over empty once none is left.
+func TestCacheExpireAt(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	c := New[string](Config{Window: 100 * time.Millisecond, MaxEntries: 1000})
+	for i := range 500 {
+		id := string(rune('a'+i%26)) + time.Duration(i).String()
+		c.BeginAt(t0.Add(time.Duration(i/10)*time.Millisecond), id)
+		c.Finish(id, "answer")
+	}
+	c.ExpireAt(t0.Add(120 * time.Millisecond)) // ids first seen at 20 ms or before go: 210 of them
+	if got := c.Len(); got != 290 {
+		t.Fatalf("Len after a partial expiry = %d, want 290", got)
+	}
+	c.ExpireAt(t0.Add(50 * time.Millisecond)) // time going backwards expires nothing
+	if got := c.Len(); got != 290 {
+		t.Fatalf("Len after time went back = %d, want 290", got)
+	}
+	c.ExpireAt(t0.Add(time.Second))
+	if got := c.Len(); got != 0 || c.head != 0 || c.q != nil {
+		t.Fatalf("after the window: Len %d, head %d, queue %d; want an empty cache", got, c.head, len(c.q))
+	}
+	if c.Evicted() != 0 {
+		t.Fatalf("Evicted %d: expiry is not eviction", c.Evicted())
+	}
+	// The emptied cache works as before: an id it forgot is fresh again.
+	if _, st := c.BeginAt(t0.Add(time.Second), "a0s"); st != Fresh {
+		t.Fatalf("forgotten id: %v, want fresh", st)
+	}
+	c.Finish("a0s", "again")
+	if v, st := c.BeginAt(t0.Add(time.Second), "a0s"); st != Done || v != "again" {
+		t.Fatalf("after restart: %q, %v; want \"again\", done", v, st)
+	}
+}

@@ -78,6 +78,29 @@ func (d *takeDedup) once(now time.Time, id string, checks []api.Check, take func
 	return res, ok, err
 }
 
+// expire drops every shard's ids whose window ended by now (see
+// dedup.Cache.ExpireAt). The engine's sweep calls it.
+func (d *takeDedup) expire(now time.Time) {
+	for i := range d.shards {
+		s := &d.shards[i]
+		s.mu.Lock()
+		s.c.ExpireAt(now)
+		s.mu.Unlock()
+	}
+}
+
+// held returns the ids held over all shards.
+func (d *takeDedup) held() int {
+	n := 0
+	for i := range d.shards {
+		s := &d.shards[i]
+		s.mu.Lock()
+		n += s.c.Len()
+		s.mu.Unlock()
+	}
+	return n
+}
+
 // sameCheck reports whether a and b are the same check: an inline limit
 // compares by its parameters, not by the pointer a retry decodes anew.
 func sameCheck(a, b api.Check) bool {

@@ -1,15 +1,20 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/weir-rl/weir/api"
+	"github.com/weir-rl/weir/bucket"
 	"github.com/weir-rl/weir/internal/dedup"
+	"github.com/weir-rl/weir/lease"
+	"github.com/weir-rl/weir/node/limits"
 )
 
 func TestTakeDedupPendingAndFailed(t *testing.T) {
@@ -100,4 +105,50 @@ func BenchmarkTakeDedupOnce(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// Run's sweep forgets request ids whose window ended even when no new id
+// arrives, so a burst of client takes does not stay in memory (and in
+// every garbage collection) after its callers went quiet.
+func TestSweepForgetsExpiredRequestIDs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f, err := limits.Parse([]byte(allotLimits), "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := New(Config{
+			Name: "owner", Store: bucket.LocalConfig(), FallbackStore: bucket.LocalConfig(), Leases: lease.DefaultConfig(),
+			MaxKeyBytes: 512, SweepInterval: 10 * time.Second,
+			TakeDedup: dedup.Config{Window: 15 * time.Second, MaxEntries: 1 << 10},
+		}, Deps{
+			Limits: func() *limits.File { return f }, Clock: time.Now, Registry: prometheus.NewRegistry(),
+			Router: SingleNode{}, Peers: NoPeers{}, Changes: NoChanges{},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); e.Run(ctx) }()
+		defer func() { cancel(); <-done }()
+		for i := range 100 {
+			checks := []api.Check{{Limit: "plain", Key: fmt.Sprint("k", i), Cost: 1}}
+			if _, _, err := e.ServeTake(checks, fmt.Sprint("id-", i), api.Tenant{}); err != nil {
+				t.Fatalf("take %d: %v", i, err)
+			}
+		}
+		if got := e.dedup.held(); got != 100 {
+			t.Fatalf("ids held after the takes = %d, want 100", got)
+		}
+		time.Sleep(12 * time.Second) // the sweep at 10 s, inside the window: kept
+		synctest.Wait()
+		if got := e.dedup.held(); got != 100 {
+			t.Fatalf("ids held within their window = %d, want 100", got)
+		}
+		time.Sleep(10 * time.Second) // the sweep at 20 s, past the window
+		synctest.Wait()
+		if got := e.dedup.held(); got != 0 {
+			t.Fatalf("ids held a sweep after their window = %d, want 0", got)
+		}
+	})
 }

@@ -37,8 +37,8 @@ type Config struct {
 	// TakeDedup bounds the owner's memory of takes' request ids; the zero
 	// value means dedup.DefaultConfig().
 	TakeDedup dedup.Config
-	// SweepInterval is how often Run evicts idle, fully refilled buckets.
-	// 0 disables the sweep.
+	// SweepInterval is how often Run evicts idle, fully refilled buckets
+	// and forgets request ids whose window ended. 0 disables the sweep.
 	SweepInterval time.Duration
 	// MaxHoldings bounds the allotments this node records as an owner
 	// (one per holder and key); past it, asks are refused as overloaded.
@@ -187,8 +187,8 @@ func New(cfg Config, deps Deps) (*Engine, error) {
 }
 
 // Run drives the lease tables' expiry and, every SweepInterval, evicts
-// idle, fully refilled buckets so memory follows the live key set. It
-// returns when ctx ends.
+// idle, fully refilled buckets and forgets expired request ids, so memory
+// follows the live key set and the recent takes. It returns when ctx ends.
 func (e *Engine) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() { e.leases.run(ctx) })
@@ -211,6 +211,7 @@ func (e *Engine) sweepEvery(ctx context.Context) {
 			now := e.now()
 			e.store.SweepAt(now, e.capOwner)
 			e.fallback.SweepAt(now, e.capFallback)
+			e.dedup.expire(now)
 		}
 	}
 }
