@@ -7,6 +7,10 @@
 // locks it. Memory is bounded by Config.MaxEntries: when full, the oldest
 // entry is evicted early (Evicted counts them), which shortens that id's
 // window but never blocks a decision.
+//
+// Entries are held by value, and the cache adds no pointer of its own:
+// with an id type and an answer type free of pointers, its tables are
+// memory the garbage collector never scans, however many ids it holds.
 package dedup
 
 import (
@@ -68,33 +72,38 @@ type entry[V any] struct {
 	v    V
 }
 
-type queued struct {
-	id  string
-	at  time.Time
+type queued[K comparable] struct {
+	id  K
+	at  int64 // Unix nanoseconds: a time.Time would add a pointer
 	gen uint64
 }
 
-// Cache maps recent ids to answers. The zero value is not usable: call New.
-// Not safe for concurrent use.
-type Cache[V any] struct {
-	cfg     Config
-	m       map[string]*entry[V]
-	q       []queued // insertion order, which is expiry order
-	head    int
+// Cache maps recent ids of type K to answers of type V. The zero value is
+// not usable: call New. Not safe for concurrent use.
+type Cache[K comparable, V any] struct {
+	cfg Config
+	m   map[K]entry[V]
+	// q is a ring of ids in insertion order, which is expiry order: n of
+	// them from q[head], wrapping. It grows by doubling to maxRing and is
+	// reused after, so a steady stream of ids allocates nothing. It may
+	// also hold ids already gone from m (aborted, or recorded again by
+	// Put), which pop skips.
+	q       []queued[K]
+	head, n int
 	gen     uint64
 	evicted uint64
 }
 
 // New returns an empty Cache. cfg must be valid (see Config.Validate).
-func New[V any](cfg Config) *Cache[V] {
-	return &Cache[V]{cfg: cfg, m: make(map[string]*entry[V])}
+func New[K comparable, V any](cfg Config) *Cache[K, V] {
+	return &Cache[K, V]{cfg: cfg, m: make(map[K]entry[V])}
 }
 
 // BeginAt looks id up at now. A Done id returns its answer; a Pending one
 // returns the zero V. An unknown id (or one older than the window) is
 // recorded as pending and reported Fresh. Expired ids are dropped first, and
 // the oldest are evicted while the cache is full.
-func (c *Cache[V]) BeginAt(now time.Time, id string) (V, Status) {
+func (c *Cache[K, V]) BeginAt(now time.Time, id K) (V, Status) {
 	c.expire(now)
 	if e, ok := c.m[id]; ok {
 		if e.done {
@@ -103,34 +112,67 @@ func (c *Cache[V]) BeginAt(now time.Time, id string) (V, Status) {
 		var zero V
 		return zero, Pending
 	}
-	for len(c.m) >= c.cfg.MaxEntries && c.head < len(c.q) {
+	for len(c.m) >= c.cfg.MaxEntries && c.n > 0 {
 		c.pop(true)
 	}
 	c.gen++
-	c.m[id] = &entry[V]{gen: c.gen}
-	c.q = append(c.q, queued{id: id, at: now, gen: c.gen})
+	c.m[id] = entry[V]{gen: c.gen}
+	c.push(queued[K]{id: id, at: now.UnixNano(), gen: c.gen})
 	var zero V
 	return zero, Fresh
 }
 
+// Lookup is BeginAt that records nothing: an unknown id is reported Fresh
+// and stays unknown.
+func (c *Cache[K, V]) Lookup(now time.Time, id K) (V, Status) {
+	c.expire(now)
+	var zero V
+	e, ok := c.m[id]
+	switch {
+	case !ok:
+		return zero, Fresh
+	case !e.done:
+		return zero, Pending
+	}
+	return e.v, Done
+}
+
+// Put records id as decided at now with answer v, replacing whatever id
+// held, for a caller that keeps some answers in a second cache beside the
+// one whose BeginAt saw the id. Its window starts at now.
+func (c *Cache[K, V]) Put(now time.Time, id K, v V) {
+	c.expire(now)
+	if _, ok := c.m[id]; !ok {
+		for len(c.m) >= c.cfg.MaxEntries && c.n > 0 {
+			c.pop(true)
+		}
+	}
+	// An earlier record of id keeps its queue slot under the old
+	// generation; pop skips it.
+	c.gen++
+	c.m[id] = entry[V]{gen: c.gen, done: true, v: v}
+	c.push(queued[K]{id: id, at: now.UnixNano(), gen: c.gen})
+}
+
 // Finish stores the answer of a pending id. An id no longer held (evicted,
 // expired or aborted) is ignored.
-func (c *Cache[V]) Finish(id string, v V) {
+func (c *Cache[K, V]) Finish(id K, v V) {
 	if e, ok := c.m[id]; ok && !e.done {
 		e.done, e.v = true, v
+		c.m[id] = e
 	}
 }
 
 // Abort forgets a pending id whose decision failed, so that a retry decides
 // afresh. A finished id is kept.
-func (c *Cache[V]) Abort(id string) {
+func (c *Cache[K, V]) Abort(id K) {
 	if e, ok := c.m[id]; ok && !e.done {
 		delete(c.m, id)
 	}
 }
 
 // Len returns the number of ids held.
-func (c *Cache[V]) Len() int { return len(c.m) }
+func (c *Cache[K, V]) Len() int { return len(c.m) }
 
 // ExpireAt drops the ids first seen at least Window before now, as BeginAt
 // does on its way in. A cache that sees no new id for a while (its callers
@@ -139,39 +181,66 @@ func (c *Cache[V]) Len() int { return len(c.m) }
 // collector marks them on every cycle. When nothing is left, the table is
 // replaced by an empty one too, since a Go map never gives back the room
 // it grew to. Time going backwards expires nothing.
-func (c *Cache[V]) ExpireAt(now time.Time) {
+func (c *Cache[K, V]) ExpireAt(now time.Time) {
 	c.expire(now)
-	if len(c.m) == 0 && c.head > 0 {
-		c.m = make(map[string]*entry[V])
+	if len(c.m) == 0 && c.n == 0 && c.q != nil {
+		c.m = make(map[K]entry[V])
 		c.q, c.head = nil, 0
 	}
 }
 
 // Evicted returns how many ids were dropped before their window ended
 // because the cache was full.
-func (c *Cache[V]) Evicted() uint64 { return c.evicted }
+func (c *Cache[K, V]) Evicted() uint64 { return c.evicted }
 
 // expire drops the ids first seen at least Window before now. Time going
 // backwards expires nothing.
-func (c *Cache[V]) expire(now time.Time) {
-	for c.head < len(c.q) && now.Sub(c.q[c.head].at) >= c.cfg.Window {
+func (c *Cache[K, V]) expire(now time.Time) {
+	cut := now.UnixNano() - int64(c.cfg.Window)
+	for c.n > 0 && c.q[c.head].at <= cut {
 		c.pop(false)
 	}
 }
 
+// maxRing bounds the ring: twice MaxEntries (rounded up to a power of
+// two) leaves room for as many stale ids as live ones before a push must
+// drop the oldest early.
+func (c *Cache[K, V]) maxRing() int {
+	r := 16
+	for r < 2*c.cfg.MaxEntries {
+		r *= 2
+	}
+	return r
+}
+
+// push appends q to the ring, growing it, or, when it is at maxRing,
+// dropping the oldest id first.
+func (c *Cache[K, V]) push(q queued[K]) {
+	if c.n == len(c.q) {
+		if len(c.q) < c.maxRing() {
+			next := make([]queued[K], max(16, 2*len(c.q)))
+			for i := range c.n {
+				next[i] = c.q[(c.head+i)&(len(c.q)-1)]
+			}
+			c.q, c.head = next, 0
+		} else {
+			c.pop(true)
+		}
+	}
+	c.q[(c.head+c.n)&(len(c.q)-1)] = q
+	c.n++
+}
+
 // pop removes the oldest queued id; early marks an eviction.
-func (c *Cache[V]) pop(early bool) {
+func (c *Cache[K, V]) pop(early bool) {
 	q := c.q[c.head]
-	c.q[c.head] = queued{}
-	c.head++
+	c.q[c.head] = queued[K]{}
+	c.head = (c.head + 1) & (len(c.q) - 1)
+	c.n--
 	if e, ok := c.m[q.id]; ok && e.gen == q.gen {
 		delete(c.m, q.id)
 		if early {
 			c.evicted++
 		}
-	}
-	if c.head > 64 && c.head*2 >= len(c.q) {
-		c.q = append(c.q[:0], c.q[c.head:]...)
-		c.head = 0
 	}
 }

@@ -8,7 +8,7 @@ import (
 func TestCacheSteps(t *testing.T) {
 	t0 := time.Unix(1_700_000_000, 0)
 	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
-	c := New[string](Config{Window: 100 * time.Millisecond, MaxEntries: 3})
+	c := New[string, string](Config{Window: 100 * time.Millisecond, MaxEntries: 3})
 	type step struct {
 		at     time.Time
 		op     string // begin, finish, abort
@@ -60,20 +60,38 @@ func TestCacheSteps(t *testing.T) {
 
 func TestCacheBounded(t *testing.T) {
 	t0 := time.Unix(0, 0)
-	c := New[int](Config{Window: time.Hour, MaxEntries: 100})
+	c := New[string, int](Config{Window: time.Hour, MaxEntries: 100})
 	for i := range 10_000 {
 		c.BeginAt(t0.Add(time.Duration(i)), string(rune('a'+i%26))+string(rune(i)))
 		if c.Len() > 100 {
 			t.Fatalf("Len %d over MaxEntries", c.Len())
 		}
 	}
-	if len(c.q)-c.head > 200 {
-		t.Fatalf("queue holds %d entries for %d ids", len(c.q)-c.head, c.Len())
+	if c.n > 200 || len(c.q) > 256 {
+		t.Fatalf("queue holds %d entries in a ring of %d for %d ids", c.n, len(c.q), c.Len())
 	}
 	// Everything expires after the window.
 	c.BeginAt(t0.Add(2*time.Hour), "z")
 	if c.Len() != 1 {
 		t.Fatalf("Len %d after the window, want 1", c.Len())
+	}
+	// Ids that leave their queue slot behind (aborted, or recorded again
+	// by Put) do not grow the ring past its bound either, and the newest
+	// are still remembered.
+	for i := range 10_000 {
+		id := "y" + string(rune(i))
+		c.BeginAt(t0.Add(2*time.Hour), id)
+		if i%2 == 0 {
+			c.Abort(id)
+		} else {
+			c.Put(t0.Add(2*time.Hour), id, i)
+		}
+	}
+	if c.n > 256 || len(c.q) > 256 || c.Len() > 100 {
+		t.Fatalf("after aborts and Puts: %d queued in a ring of %d, %d ids held", c.n, len(c.q), c.Len())
+	}
+	if v, st := c.Lookup(t0.Add(2*time.Hour), "y"+string(rune(9999))); st != Done || v != 9999 {
+		t.Fatalf("newest id: %v, %v; want 9999, done", v, st)
 	}
 }
 
@@ -92,7 +110,7 @@ func TestConfigValidate(t *testing.T) {
 // time, and starts over empty once none is left.
 func TestCacheExpireAt(t *testing.T) {
 	t0 := time.Unix(1_700_000_000, 0)
-	c := New[string](Config{Window: 100 * time.Millisecond, MaxEntries: 1000})
+	c := New[string, string](Config{Window: 100 * time.Millisecond, MaxEntries: 1000})
 	for i := range 500 {
 		id := string(rune('a'+i%26)) + time.Duration(i).String()
 		c.BeginAt(t0.Add(time.Duration(i/10)*time.Millisecond), id)
@@ -107,8 +125,8 @@ func TestCacheExpireAt(t *testing.T) {
 		t.Fatalf("Len after time went back = %d, want 290", got)
 	}
 	c.ExpireAt(t0.Add(time.Second))
-	if got := c.Len(); got != 0 || c.head != 0 || c.q != nil {
-		t.Fatalf("after the window: Len %d, head %d, queue %d; want an empty cache", got, c.head, len(c.q))
+	if got := c.Len(); got != 0 || c.n != 0 || c.q != nil {
+		t.Fatalf("after the window: Len %d, queued %d, ring %d; want an empty cache", got, c.n, len(c.q))
 	}
 	if c.Evicted() != 0 {
 		t.Fatalf("Evicted %d: expiry is not eviction", c.Evicted())
@@ -120,5 +138,36 @@ func TestCacheExpireAt(t *testing.T) {
 	c.Finish("a0s", "again")
 	if v, st := c.BeginAt(t0.Add(time.Second), "a0s"); st != Done || v != "again" {
 		t.Fatalf("after restart: %q, %v; want \"again\", done", v, st)
+	}
+}
+
+// Lookup never records; Put records a decided answer, replacing a held
+// one, and its window starts then.
+func TestCacheLookupAndPut(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	c := New[string, string](Config{Window: 100 * time.Millisecond, MaxEntries: 2})
+	if _, st := c.Lookup(ms(0), "a"); st != Fresh || c.Len() != 0 {
+		t.Fatalf("Lookup of an unknown id: %v, Len %d; want fresh and nothing recorded", st, c.Len())
+	}
+	c.BeginAt(ms(0), "a")
+	if _, st := c.Lookup(ms(1), "a"); st != Pending {
+		t.Fatalf("Lookup of a pending id: %v", st)
+	}
+	c.Put(ms(2), "a", "A")
+	c.Put(ms(50), "a", "A2") // replaces, and restarts the window
+	if v, st := c.Lookup(ms(120), "a"); st != Done || v != "A2" {
+		t.Fatalf("Lookup after Put: %q, %v; want \"A2\", done", v, st)
+	}
+	if c.Len() != 1 {
+		t.Fatalf("Len %d after two Puts of one id, want 1", c.Len())
+	}
+	c.Put(ms(121), "b", "B")
+	c.Put(ms(122), "c", "C") // full: the oldest (a) is evicted
+	if _, st := c.Lookup(ms(122), "a"); st != Fresh || c.Len() != 2 || c.Evicted() != 1 {
+		t.Fatalf("after a Put into a full cache: a %v, Len %d, Evicted %d; want a fresh, 2, 1", st, c.Len(), c.Evicted())
+	}
+	if _, st := c.Lookup(ms(300), "c"); st != Fresh || c.Len() != 0 {
+		t.Fatalf("after the window: c %v, Len %d; want fresh, 0", st, c.Len())
 	}
 }

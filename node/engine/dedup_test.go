@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/cespare/xxhash/v2"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/weir-rl/weir/api"
@@ -18,7 +21,7 @@ import (
 )
 
 func TestTakeDedupPendingAndFailed(t *testing.T) {
-	d := newTakeDedup(dedup.Config{Window: time.Second, MaxEntries: 8}, prometheus.NewRegistry())
+	d := newTakeDedup(dedup.Config{Window: time.Second, MaxEntries: 8}, "n/1", prometheus.NewRegistry())
 	now := time.Unix(0, 0)
 	checks := []api.Check{{Limit: "l", Key: "k", Cost: 1}}
 	release := make(chan struct{})
@@ -60,7 +63,7 @@ func TestTakeDedupPendingAndFailed(t *testing.T) {
 // A retry of an inline take carries its inline limit decoded anew: equal
 // parameters are the same take (replayed), other parameters a misuse.
 func TestTakeDedupInlineByValue(t *testing.T) {
-	d := newTakeDedup(dedup.Config{Window: time.Second, MaxEntries: 8}, prometheus.NewRegistry())
+	d := newTakeDedup(dedup.Config{Window: time.Second, MaxEntries: 8}, "n/1", prometheus.NewRegistry())
 	now := time.Unix(0, 0)
 	first := []api.Check{{Limit: "per-user", Key: "u", Cost: 1, Inline: &api.InlineLimit{Capacity: 2, Rate: "1/h"}}}
 	take := func() ([]api.Result, bool, error) { return []api.Result{{Limit: "per-user", Allowed: true}}, true, nil }
@@ -82,7 +85,7 @@ func TestTakeDedupInlineByValue(t *testing.T) {
 // 50,000 fresh ids a second with the default bounds: once full, every take
 // records an id and expires the one its window ended.
 func BenchmarkTakeDedupOnce(b *testing.B) {
-	d := newTakeDedup(dedup.DefaultConfig(), prometheus.NewRegistry())
+	d := newTakeDedup(dedup.DefaultConfig(), "n/1", prometheus.NewRegistry())
 	checks := []api.Check{{Limit: "bench", Key: "k1", Cost: 1}}
 	res := []api.Result{{Limit: "bench", Allowed: true, Remaining: 9, Capacity: 10}}
 	take := func() ([]api.Result, bool, error) { return res, true, nil }
@@ -151,4 +154,88 @@ func TestSweepForgetsExpiredRequestIDs(t *testing.T) {
 			t.Fatalf("ids held a sweep after their window = %d, want 0", got)
 		}
 	})
+}
+
+// A retry gets its first answer back field for field, whether the answer
+// was packed without pointers (one plain check of this owner's) or kept
+// whole (several checks, another run's evidence); and the same id with
+// another check is refused either way.
+func TestTakeDedupReplaysExactly(t *testing.T) {
+	const run = "n/1"
+	at := time.Unix(1_700_000_000, 123456789)
+	plain := []api.Check{{Limit: "l", Key: "k", Cost: 2}}
+	two := []api.Check{{Limit: "l", Key: "k", Cost: 2}, {Limit: "m", Key: "k", Cost: 1}}
+	own := api.Result{
+		Limit: "l", Allowed: true, Remaining: 7, Capacity: 10, ResetAfter: time.Second, Source: api.SourceOwner,
+		Window: 10 * time.Second, Evidence: api.Evidence{Run: run, DecidedAt: at, Bucket: 42},
+	}
+	denied := api.Result{
+		Limit: "l", Remaining: -3, Capacity: 10, RetryAfter: 300 * time.Millisecond, ResetAfter: 2 * time.Second,
+		Source: api.SourceFallback, Evidence: api.Evidence{Run: run, DecidedAt: at, Bucket: 7, Fallback: true},
+	}
+	foreign := own
+	foreign.Evidence.Run = "other/2"
+	second := api.Result{Limit: "m", Allowed: true, Remaining: 1, Capacity: 2}
+	cases := []struct {
+		name   string
+		checks []api.Check
+		res    []api.Result
+		ok     bool
+		full   bool
+		other  []api.Check
+	}{
+		{"one check, own evidence", plain, []api.Result{own}, true, false, []api.Check{{Limit: "l", Key: "k2", Cost: 2}}},
+		{"one check denied", plain, []api.Result{denied}, false, false, []api.Check{{Limit: "l", Key: "k", Cost: 3}}},
+		{"no evidence", plain, []api.Result{{Limit: "l", Allowed: true}}, true, false, []api.Check{{Limit: "x", Key: "k", Cost: 2}}},
+		{"another run's evidence", plain, []api.Result{foreign}, true, true, []api.Check{{Limit: "l", Key: "k2", Cost: 2}}},
+		{"two checks", two, []api.Result{own, second}, true, true, plain},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			d := newTakeDedup(dedup.Config{Window: time.Second, MaxEntries: 8}, run, prometheus.NewRegistry())
+			now := time.Unix(0, 0)
+			take := func() ([]api.Result, bool, error) { return slices.Clone(c.res), c.ok, nil }
+			if _, _, err := d.once(now, "id", c.checks, take); err != nil {
+				t.Fatal(err)
+			}
+			s := &d.shards[xxhash.Sum64String("id")%dedupShards]
+			rid, _ := makeReqID("id")
+			if prev, st := s.c.Lookup(now, rid); st != dedup.Done || prev.full != c.full {
+				t.Fatalf("kept %v, full %v; want done, full %v", st, prev.full, c.full)
+			}
+			got, ok, err := d.once(now, "id", slices.Clone(c.checks), func() ([]api.Result, bool, error) {
+				t.Fatal("a retry was decided again")
+				return nil, false, nil
+			})
+			if err != nil || ok != c.ok || !sameResults(got, c.res) {
+				t.Fatalf("replay = %+v, %v, %v; want %+v, %v", got, ok, err, c.res, c.ok)
+			}
+			var apiErr *api.Error
+			if _, _, err := d.once(now, "id", c.other, nil); !errors.As(err, &apiErr) || apiErr.Code != api.CodeInvalid {
+				t.Fatalf("the id reused for another take: %v; want CodeInvalid", err)
+			}
+		})
+	}
+}
+
+// sameResults compares results field for field, decision times by Equal.
+func sameResults(a, b []api.Result) bool {
+	return slices.EqualFunc(a, b, func(x, y api.Result) bool {
+		ok := x.Evidence.DecidedAt.Equal(y.Evidence.DecidedAt)
+		x.Evidence.DecidedAt, y.Evidence.DecidedAt = time.Time{}, time.Time{}
+		return ok && x == y
+	})
+}
+
+func TestTakeDedupRefusesLongID(t *testing.T) {
+	d := newTakeDedup(dedup.Config{Window: time.Second, MaxEntries: 8}, "n/1", prometheus.NewRegistry())
+	id := strings.Repeat("x", api.MaxRequestIDBytes+1)
+	var apiErr *api.Error
+	_, _, err := d.once(time.Unix(0, 0), id, []api.Check{{Limit: "l", Key: "k", Cost: 1}}, func() ([]api.Result, bool, error) {
+		t.Fatal("a take with an id over the bound was decided")
+		return nil, false, nil
+	})
+	if !errors.As(err, &apiErr) || apiErr.Code != api.CodeInvalid || d.held() != 0 {
+		t.Fatalf("id of %d bytes: %v, %d held; want CodeInvalid and nothing held", len(id), err, d.held())
+	}
 }

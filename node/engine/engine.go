@@ -182,7 +182,7 @@ func New(cfg Config, deps Deps) (*Engine, error) {
 	if dc == (dedup.Config{}) {
 		dc = dedup.DefaultConfig()
 	}
-	e.dedup = newTakeDedup(dc, deps.Registry)
+	e.dedup = newTakeDedup(dc, e.run, deps.Registry)
 	return e, nil
 }
 
