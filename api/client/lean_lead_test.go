@@ -183,7 +183,7 @@ func TestLeanIdleConnClosedByMember(t *testing.T) {
 		_ = nc.Close()
 	}
 	f.mu.Unlock()
-	waitUntil(t, 10*time.Second, "the take to be queued", func() bool { return peerClosed(lc.nc) })
+	waitUntil(t, 10*time.Second, "the member's close to reach the connection", func() bool { return peerClosed(lc.nc) })
 	_ = fc.Sleep(t.Context(), leanIdleCheck)
 	if _, err := c.Take(t.Context(), api.Check{Limit: "exact", Key: "k"}); err != nil {
 		t.Fatalf("a take after the member closed the idle connection: %v", err)

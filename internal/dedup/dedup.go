@@ -90,13 +90,18 @@ type Cache[K comparable, V any] struct {
 	// Put), which pop skips.
 	q       []queued[K]
 	head, n int
+	maxRing int // twice MaxEntries rounded up to a power of two: room for as many stale ids as live ones
 	gen     uint64
 	evicted uint64
 }
 
 // New returns an empty Cache. cfg must be valid (see Config.Validate).
 func New[K comparable, V any](cfg Config) *Cache[K, V] {
-	return &Cache[K, V]{cfg: cfg, m: make(map[K]entry[V])}
+	r := 16
+	for r < 2*cfg.MaxEntries {
+		r *= 2
+	}
+	return &Cache[K, V]{cfg: cfg, m: make(map[K]entry[V]), maxRing: r}
 }
 
 // BeginAt looks id up at now. A Done id returns its answer; a Pending one
@@ -104,22 +109,12 @@ func New[K comparable, V any](cfg Config) *Cache[K, V] {
 // recorded as pending and reported Fresh. Expired ids are dropped first, and
 // the oldest are evicted while the cache is full.
 func (c *Cache[K, V]) BeginAt(now time.Time, id K) (V, Status) {
-	c.expire(now)
-	if e, ok := c.m[id]; ok {
-		if e.done {
-			return e.v, Done
-		}
-		var zero V
-		return zero, Pending
+	v, st := c.Lookup(now, id)
+	if st == Fresh {
+		c.makeRoom()
+		c.record(now, id, entry[V]{})
 	}
-	for len(c.m) >= c.cfg.MaxEntries && c.n > 0 {
-		c.pop(true)
-	}
-	c.gen++
-	c.m[id] = entry[V]{gen: c.gen}
-	c.push(queued[K]{id: id, at: now.UnixNano(), gen: c.gen})
-	var zero V
-	return zero, Fresh
+	return v, st
 }
 
 // Lookup is BeginAt that records nothing: an unknown id is reported Fresh
@@ -143,14 +138,25 @@ func (c *Cache[K, V]) Lookup(now time.Time, id K) (V, Status) {
 func (c *Cache[K, V]) Put(now time.Time, id K, v V) {
 	c.expire(now)
 	if _, ok := c.m[id]; !ok {
-		for len(c.m) >= c.cfg.MaxEntries && c.n > 0 {
-			c.pop(true)
-		}
+		c.makeRoom()
 	}
 	// An earlier record of id keeps its queue slot under the old
 	// generation; pop skips it.
+	c.record(now, id, entry[V]{done: true, v: v})
+}
+
+// makeRoom evicts the oldest ids while the cache is full.
+func (c *Cache[K, V]) makeRoom() {
+	for len(c.m) >= c.cfg.MaxEntries && c.n > 0 {
+		c.pop(true)
+	}
+}
+
+// record holds e for id under a new generation, first seen at now.
+func (c *Cache[K, V]) record(now time.Time, id K, e entry[V]) {
 	c.gen++
-	c.m[id] = entry[V]{gen: c.gen, done: true, v: v}
+	e.gen = c.gen
+	c.m[id] = e
 	c.push(queued[K]{id: id, at: now.UnixNano(), gen: c.gen})
 }
 
@@ -202,22 +208,11 @@ func (c *Cache[K, V]) expire(now time.Time) {
 	}
 }
 
-// maxRing bounds the ring: twice MaxEntries (rounded up to a power of
-// two) leaves room for as many stale ids as live ones before a push must
-// drop the oldest early.
-func (c *Cache[K, V]) maxRing() int {
-	r := 16
-	for r < 2*c.cfg.MaxEntries {
-		r *= 2
-	}
-	return r
-}
-
 // push appends q to the ring, growing it, or, when it is at maxRing,
 // dropping the oldest id first.
 func (c *Cache[K, V]) push(q queued[K]) {
 	if c.n == len(c.q) {
-		if len(c.q) < c.maxRing() {
+		if len(c.q) < c.maxRing {
 			next := make([]queued[K], max(16, 2*len(c.q)))
 			for i := range c.n {
 				next[i] = c.q[(c.head+i)&(len(c.q)-1)]

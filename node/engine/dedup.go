@@ -126,16 +126,26 @@ func (d *takeDedup) once(now time.Time, id string, checks []api.Check, take func
 		return nil, false, api.Errorf(api.CodeUnavailable, "a take with this request_id is being decided: retry")
 	}
 	res, ok, err := take()
-	s.mu.Lock()
-	switch p, packs := d.pack(checks, res); {
-	case err != nil:
+	if err != nil {
+		s.mu.Lock()
 		s.c.Abort(rid)
-	case packs:
-		s.c.Finish(rid, decided{sum: sum, ok: ok, r: p})
-	default:
-		s.full.Put(now, rid, fullAnswer{checks: slices.Clone(checks), results: slices.Clone(res)})
-		s.c.Finish(rid, decided{sum: sum, ok: ok, full: true})
+		s.mu.Unlock()
+		return res, ok, err
 	}
+	// What is kept is built before the lock is taken.
+	kept := decided{sum: sum, ok: ok}
+	var keptWhole fullAnswer
+	if p, packs := d.pack(checks, res); packs {
+		kept.r = p
+	} else {
+		kept.full = true
+		keptWhole = fullAnswer{checks: slices.Clone(checks), results: slices.Clone(res)}
+	}
+	s.mu.Lock()
+	if kept.full {
+		s.full.Put(now, rid, keptWhole)
+	}
+	s.c.Finish(rid, kept)
 	s.mu.Unlock()
 	return res, ok, err
 }
@@ -143,9 +153,8 @@ func (d *takeDedup) once(now time.Time, id string, checks []api.Check, take func
 // replay is once's answer for an id already decided: prev from the first
 // cache and, when prev.full, whole and its status from the second.
 func (d *takeDedup) replay(prev decided, whole fullAnswer, wholeSt dedup.Status, sum uint64, checks []api.Check) ([]api.Result, bool, error) {
-	reused := api.Errorf(api.CodeInvalid, "request_id was already used for a different take")
 	if prev.sum != sum {
-		return nil, false, reused
+		return nil, false, errReused()
 	}
 	if !prev.full {
 		d.replays.Inc()
@@ -158,10 +167,15 @@ func (d *takeDedup) replay(prev decided, whole fullAnswer, wholeSt dedup.Status,
 		return nil, false, api.Errorf(api.CodeUnavailable, "the answer to this request_id was lost: use a new request_id")
 	}
 	if !slices.EqualFunc(whole.checks, checks, sameCheck) {
-		return nil, false, reused
+		return nil, false, errReused()
 	}
 	d.replays.Inc()
 	return slices.Clone(whole.results), prev.ok, nil
+}
+
+// errReused refuses an id reused for a different take.
+func errReused() error {
+	return api.Errorf(api.CodeInvalid, "request_id was already used for a different take")
 }
 
 // sum is the keyed hash of checks that a retry must match.
@@ -231,18 +245,6 @@ func (d *takeDedup) expire(now time.Time) {
 		s.full.ExpireAt(now)
 		s.mu.Unlock()
 	}
-}
-
-// held returns the ids held over all shards.
-func (d *takeDedup) held() int {
-	n := 0
-	for i := range d.shards {
-		s := &d.shards[i]
-		s.mu.Lock()
-		n += s.c.Len()
-		s.mu.Unlock()
-	}
-	return n
 }
 
 // sameCheck reports whether a and b are the same check: an inline limit
