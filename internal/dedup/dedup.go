@@ -15,6 +15,7 @@ package dedup
 
 import (
 	"errors"
+	"hash/maphash"
 	"time"
 )
 
@@ -66,32 +67,40 @@ func (s Status) String() string {
 	return "fresh"
 }
 
-type entry[V any] struct {
-	gen  uint64
+// slot is one id in the ring: its answer, and whether it is still held
+// (live). An id aborted, recorded again by Put, or dropped leaves a dead
+// slot that pop skips.
+type slot[K comparable, V any] struct {
+	id   K
+	at   int64  // first seen, Unix nanoseconds: a time.Time would add a pointer
+	h    uint64 // hash of id
+	live bool   // held: the index points here
 	done bool
 	v    V
 }
 
-type queued[K comparable] struct {
-	id  K
-	at  int64 // Unix nanoseconds: a time.Time would add a pointer
-	gen uint64
-}
-
 // Cache maps recent ids of type K to answers of type V. The zero value is
 // not usable: call New. Not safe for concurrent use.
+//
+// Ids live in a ring in insertion order, which is expiry order, and an
+// open-addressing index (linear probing, backward-shift deletion) finds
+// them. Unlike a Go map, which leaves a tombstone per delete and
+// reallocates its tables to clear them, the index does not change size
+// while ids arrive and expire at a steady rate: a stream of ids allocates
+// nothing once the ring has grown.
 type Cache[K comparable, V any] struct {
-	cfg Config
-	m   map[K]entry[V]
-	// q is a ring of ids in insertion order, which is expiry order: n of
-	// them from q[head], wrapping. It grows by doubling to maxRing and is
-	// reused after, so a steady stream of ids allocates nothing. It may
-	// also hold ids already gone from m (aborted, or recorded again by
-	// Put), which pop skips.
-	q       []queued[K]
+	cfg  Config
+	seed maphash.Seed
+	// q is the ring: n slots from q[head], wrapping. It grows by doubling
+	// to maxRing and is reused after.
+	q       []slot[K, V]
 	head, n int
-	maxRing int // twice MaxEntries rounded up to a power of two: room for as many stale ids as live ones
-	gen     uint64
+	maxRing int // twice MaxEntries rounded up to a power of two: room for as many dead slots as live ones
+	live    int // ids held
+	// idx has twice as many entries as q, so it is at most half full. An
+	// entry is 0 (empty) or the top 32 bits of an id's hash (which also
+	// give its home position) above the id's ring position plus one.
+	idx     []uint64
 	evicted uint64
 }
 
@@ -101,7 +110,7 @@ func New[K comparable, V any](cfg Config) *Cache[K, V] {
 	for r < 2*cfg.MaxEntries {
 		r *= 2
 	}
-	return &Cache[K, V]{cfg: cfg, m: make(map[K]entry[V]), maxRing: r}
+	return &Cache[K, V]{cfg: cfg, seed: maphash.MakeSeed(), maxRing: r}
 }
 
 // BeginAt looks id up at now. A Done id returns its answer; a Pending one
@@ -109,10 +118,12 @@ func New[K comparable, V any](cfg Config) *Cache[K, V] {
 // recorded as pending and reported Fresh. Expired ids are dropped first, and
 // the oldest are evicted while the cache is full.
 func (c *Cache[K, V]) BeginAt(now time.Time, id K) (V, Status) {
-	v, st := c.Lookup(now, id)
+	c.expire(now)
+	h := c.hash(id)
+	v, st := c.status(c.find(id, h))
 	if st == Fresh {
 		c.makeRoom()
-		c.record(now, id, entry[V]{})
+		c.record(now, id, h, false, v)
 	}
 	return v, st
 }
@@ -121,15 +132,19 @@ func (c *Cache[K, V]) BeginAt(now time.Time, id K) (V, Status) {
 // and stays unknown.
 func (c *Cache[K, V]) Lookup(now time.Time, id K) (V, Status) {
 	c.expire(now)
+	return c.status(c.find(id, c.hash(id)))
+}
+
+// status is what the slot at ring position p (-1: none) says.
+func (c *Cache[K, V]) status(p int) (V, Status) {
 	var zero V
-	e, ok := c.m[id]
 	switch {
-	case !ok:
+	case p < 0:
 		return zero, Fresh
-	case !e.done:
+	case !c.q[p].done:
 		return zero, Pending
 	}
-	return e.v, Done
+	return c.q[p].v, Done
 }
 
 // Put records id as decided at now with answer v, replacing whatever id
@@ -137,61 +152,59 @@ func (c *Cache[K, V]) Lookup(now time.Time, id K) (V, Status) {
 // one whose BeginAt saw the id. Its window starts at now.
 func (c *Cache[K, V]) Put(now time.Time, id K, v V) {
 	c.expire(now)
-	if _, ok := c.m[id]; !ok {
+	h := c.hash(id)
+	if p := c.find(id, h); p >= 0 {
+		c.drop(p) // its slot stays in the ring, dead
+	} else {
 		c.makeRoom()
 	}
-	// An earlier record of id keeps its queue slot under the old
-	// generation; pop skips it.
-	c.record(now, id, entry[V]{done: true, v: v})
+	c.record(now, id, h, true, v)
 }
 
 // makeRoom evicts the oldest ids while the cache is full.
 func (c *Cache[K, V]) makeRoom() {
-	for len(c.m) >= c.cfg.MaxEntries && c.n > 0 {
+	for c.live >= c.cfg.MaxEntries && c.n > 0 {
 		c.pop(true)
 	}
 }
 
-// record holds e for id under a new generation, first seen at now.
-func (c *Cache[K, V]) record(now time.Time, id K, e entry[V]) {
-	c.gen++
-	e.gen = c.gen
-	c.m[id] = e
-	c.push(queued[K]{id: id, at: now.UnixNano(), gen: c.gen})
+// record holds id with its answer, first seen at now.
+func (c *Cache[K, V]) record(now time.Time, id K, h uint64, done bool, v V) {
+	p := c.push()
+	c.q[p] = slot[K, V]{id: id, at: now.UnixNano(), h: h, live: true, done: done, v: v}
+	c.index(h, p)
+	c.live++
 }
 
 // Finish stores the answer of a pending id. An id no longer held (evicted,
 // expired or aborted) is ignored.
 func (c *Cache[K, V]) Finish(id K, v V) {
-	if e, ok := c.m[id]; ok && !e.done {
-		e.done, e.v = true, v
-		c.m[id] = e
+	if p := c.find(id, c.hash(id)); p >= 0 && !c.q[p].done {
+		c.q[p].done, c.q[p].v = true, v
 	}
 }
 
 // Abort forgets a pending id whose decision failed, so that a retry decides
 // afresh. A finished id is kept.
 func (c *Cache[K, V]) Abort(id K) {
-	if e, ok := c.m[id]; ok && !e.done {
-		delete(c.m, id)
+	if p := c.find(id, c.hash(id)); p >= 0 && !c.q[p].done {
+		c.drop(p)
 	}
 }
 
 // Len returns the number of ids held.
-func (c *Cache[K, V]) Len() int { return len(c.m) }
+func (c *Cache[K, V]) Len() int { return c.live }
 
 // ExpireAt drops the ids first seen at least Window before now, as BeginAt
 // does on its way in. A cache that sees no new id for a while (its callers
 // went quiet, or moved to takes without a request id) otherwise holds its
 // last burst's answers until the next id arrives, and the garbage
-// collector marks them on every cycle. When nothing is left, the table is
-// replaced by an empty one too, since a Go map never gives back the room
-// it grew to. Time going backwards expires nothing.
+// collector marks them on every cycle. When nothing is left, the ring and
+// index are given back too. Time going backwards expires nothing.
 func (c *Cache[K, V]) ExpireAt(now time.Time) {
 	c.expire(now)
-	if len(c.m) == 0 && c.n == 0 && c.q != nil {
-		c.m = make(map[K]entry[V])
-		c.q, c.head = nil, 0
+	if c.live == 0 && c.n == 0 && c.q != nil {
+		c.q, c.idx, c.head = nil, nil, 0
 	}
 }
 
@@ -208,34 +221,108 @@ func (c *Cache[K, V]) expire(now time.Time) {
 	}
 }
 
-// push appends q to the ring, growing it, or, when it is at maxRing,
-// dropping the oldest id first.
-func (c *Cache[K, V]) push(q queued[K]) {
+// push makes room for one more slot at the ring's tail and returns its
+// position: it grows the ring or, when it is at maxRing, drops the oldest
+// slot first.
+func (c *Cache[K, V]) push() int {
 	if c.n == len(c.q) {
 		if len(c.q) < c.maxRing {
-			next := make([]queued[K], max(16, 2*len(c.q)))
-			for i := range c.n {
-				next[i] = c.q[(c.head+i)&(len(c.q)-1)]
-			}
-			c.q, c.head = next, 0
+			c.grow()
 		} else {
 			c.pop(true)
 		}
 	}
-	c.q[(c.head+c.n)&(len(c.q)-1)] = q
+	p := (c.head + c.n) & (len(c.q) - 1)
 	c.n++
+	return p
 }
 
-// pop removes the oldest queued id; early marks an eviction.
+// grow doubles the ring, laying its slots out from position 0, and
+// rebuilds the index for the new positions.
+func (c *Cache[K, V]) grow() {
+	next := make([]slot[K, V], max(16, 2*len(c.q)))
+	for i := range c.n {
+		next[i] = c.q[(c.head+i)&(len(c.q)-1)]
+	}
+	c.q, c.head = next, 0
+	c.idx = make([]uint64, 2*len(next))
+	for p := range c.n {
+		if c.q[p].live {
+			c.index(c.q[p].h, p)
+		}
+	}
+}
+
+// pop removes the oldest slot; early marks an eviction of a held id.
 func (c *Cache[K, V]) pop(early bool) {
-	q := c.q[c.head]
-	c.q[c.head] = queued[K]{}
-	c.head = (c.head + 1) & (len(c.q) - 1)
-	c.n--
-	if e, ok := c.m[q.id]; ok && e.gen == q.gen {
-		delete(c.m, q.id)
+	if c.q[c.head].live {
+		c.drop(c.head)
 		if early {
 			c.evicted++
 		}
 	}
+	c.q[c.head] = slot[K, V]{} // let go of what V points to
+	c.head = (c.head + 1) & (len(c.q) - 1)
+	c.n--
+}
+
+func (c *Cache[K, V]) hash(id K) uint64 { return maphash.Comparable(c.seed, id) }
+
+// home is where the index entry of a hash starts probing.
+func (c *Cache[K, V]) home(tag uint64) int { return int(tag) & (len(c.idx) - 1) }
+
+// find returns the ring position of the held id with hash h, or -1.
+func (c *Cache[K, V]) find(id K, h uint64) int {
+	if c.live == 0 {
+		return -1
+	}
+	tag, mask := h>>32, len(c.idx)-1
+	for i := c.home(tag); ; i = (i + 1) & mask {
+		e := c.idx[i]
+		if e == 0 {
+			return -1
+		}
+		if e>>32 == tag {
+			if p := int(uint32(e)) - 1; c.q[p].id == id {
+				return p
+			}
+		}
+	}
+}
+
+// index adds the id at ring position p, with hash h, to the index.
+func (c *Cache[K, V]) index(h uint64, p int) {
+	tag, mask := h>>32, len(c.idx)-1
+	i := c.home(tag)
+	for c.idx[i] != 0 {
+		i = (i + 1) & mask
+	}
+	c.idx[i] = tag<<32 | uint64(p+1)
+}
+
+// drop forgets the held id at ring position p: its slot goes dead and its
+// index entry is removed, shifting later entries of its probe run back so
+// that no lookup ever needs a tombstone.
+func (c *Cache[K, V]) drop(p int) {
+	c.q[p].live = false
+	c.live--
+	mask := len(c.idx) - 1
+	want := uint64(p + 1)
+	i := c.home(c.q[p].h >> 32)
+	for uint32(c.idx[i]) != uint32(want) {
+		i = (i + 1) & mask
+	}
+	for j := i; ; {
+		j = (j + 1) & mask
+		e := c.idx[j]
+		if e == 0 {
+			break
+		}
+		// e may move back to i unless its home lies cyclically in (i, j].
+		if h := c.home(e >> 32); (j-h)&mask >= (j-i)&mask {
+			c.idx[i] = e
+			i = j
+		}
+	}
+	c.idx[i] = 0
 }
