@@ -59,9 +59,9 @@ func (s *Server) ctake(ctx context.Context, _ *session, args [][]byte, w *redcon
 	}
 	ctx = api.WithRequestID(ctx, string(rid))
 	if budget > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, time.Duration(budget)*time.Millisecond)
-		defer cancel()
+		bctx := withBudget(ctx, time.Duration(budget)*time.Millisecond)
+		defer bctx.stop()
+		ctx = bctx
 	}
 	resp, err := s.d.Take(ctx, checks)
 	if err == nil && len(resp.Results) != len(checks) {
