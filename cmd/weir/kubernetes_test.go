@@ -238,6 +238,7 @@ type parsedServe struct {
 	cfg       node.Config
 	cf        clusterFlags
 	logFormat string
+	debugAddr string
 	given     map[string]string // flag name → value, as given
 }
 
@@ -246,7 +247,7 @@ func parseServe(t *testing.T, args []string, env map[string]string) parsedServe 
 	t.Helper()
 	p := parsedServe{cfg: node.DefaultConfig(), logFormat: "text", given: map[string]string{}}
 	fs := newFlagSet("serve")
-	serveFlags(fs, &p.cfg, &p.cf, &p.logFormat)
+	serveFlags(fs, &p.cfg, &p.cf, &p.logFormat, &p.debugAddr)
 	if err := parseWithEnv(fs, args, func(k string) string { return env[k] }); err != nil {
 		t.Fatalf("weir serve rejects the StatefulSet's args %q: %v", args, err)
 	}

@@ -83,7 +83,7 @@ func defaultNodeName(hostname func() (string, error), gossipPort int) string {
 }
 
 // serveFlags binds the flags of `weir serve` to a node.Config.
-func serveFlags(fs *flag.FlagSet, cfg *node.Config, cf *clusterFlags, logFormat *string) {
+func serveFlags(fs *flag.FlagSet, cfg *node.Config, cf *clusterFlags, logFormat, debugAddr *string) {
 	fs.StringVar(&cf.gossipAddr, "gossip-addr", ":7946", "gossip (memberlist) listen address, UDP and TCP")
 	fs.StringVar(&cfg.Ring.AdvertiseAddr, "advertise-addr", "", "IP other members reach this node at (default: picked by memberlist)")
 	fs.StringVar(&cfg.PeerAddr, "peer-addr", cfg.PeerAddr, "peer gRPC listen address, forwards and handoff between members (default: the gossip host, gossip port + 1)")
@@ -108,6 +108,7 @@ func serveFlags(fs *flag.FlagSet, cfg *node.Config, cf *clusterFlags, logFormat 
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "how long in-flight requests get on SIGTERM")
 	fs.StringVar(&cfg.StateDir, "state-dir", cfg.StateDir, "directory the buckets in debt and the leases are saved to on SIGTERM and restored from on start, so a restart of every node keeps its debits (empty: nothing kept)")
 	fs.StringVar(logFormat, "log-format", *logFormat, "log format: text or json")
+	fs.StringVar(debugAddr, "debug-addr", "", "loopback address serving Go's profiler (net/http/pprof) for diagnosis, like 127.0.0.1:6060 (empty: off)")
 	tracingFlags(fs, &cfg.Tracing)
 	securityFlags(fs, cfg)
 }
@@ -117,16 +118,22 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	cfg := node.DefaultConfig()
 	cfg.NodeName = ""
 	cfg.RESP.Version = versionNumber() // what HELLO and INFO report
-	logFormat := "text"
+	logFormat, debugAddr := "text", ""
 	var cf clusterFlags
 	fs := newFlagSet("serve")
-	serveFlags(fs, &cfg, &cf, &logFormat)
+	serveFlags(fs, &cfg, &cf, &logFormat, &debugAddr)
 	if code, ok := parseCommand(fs, args, os.Getenv, "weir serve [flags]", stdout, stderr); !ok {
 		return code
 	}
 	if err := cf.apply(&cfg); err != nil {
 		fmt.Fprintf(stderr, "weir serve: %v\n", err)
 		return 2
+	}
+	if debugAddr != "" {
+		if err := checkDebugAddr(debugAddr); err != nil {
+			fmt.Fprintf(stderr, "weir serve: %v\n", err)
+			return 2
+		}
 	}
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
@@ -156,6 +163,14 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "weir serve: %v\n", err)
 		return 1
+	}
+	if debugAddr != "" {
+		_, closeDebug, err := startDebug(debugAddr, log)
+		if err != nil {
+			fmt.Fprintf(stderr, "weir serve: %v\n", err)
+			return 1
+		}
+		defer closeDebug()
 	}
 	f := n.Limits()
 	log.Info("limits file in force", "source", f.Source, "version", f.Version, "limits", len(f.Limits))
