@@ -192,7 +192,9 @@ func (p *Pool) handoff(ctx context.Context, peerAddr string, replica bool, st St
 			return sent, fmt.Errorf("transport: %s to %s: %w", what, peerAddr, err)
 		}
 		if replica {
-			sent += proto.Size(req)
+			// gRPC's codec sized req to marshal it: read its cached
+			// sizes instead of walking every entry again.
+			sent += proto.MarshalOptions{UseCachedSize: true}.Size(req)
 		}
 	}
 	return sent, nil

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/weir-rl/weir/transport/peerpb"
 )
@@ -449,6 +450,38 @@ func TestHandoffRoundTrip(t *testing.T) {
 	err := p.Handoff(context.Background(), addr, State{Buckets: st.Buckets[:1]})
 	if status.Code(err) != codes.Aborted {
 		t.Fatalf("failing handler: err = %v, want Aborted", err)
+	}
+}
+
+// TestReplicateCountsBytes: Replicate returns the size of the messages it
+// sent, chunks and heartbeat alike.
+func TestReplicateCountsBytes(t *testing.T) {
+	rec := &recorder{}
+	tok := testCreds(t, "s")
+	addr := startServer(t, rec, tok)
+	cfg := LocalConfig()
+	cfg.Credentials = tok
+	cfg.Self = "owner"
+	p := newTestPool(t, cfg)
+	var st State
+	for i := range handoffChunk + 3 {
+		st.Buckets = append(st.Buckets, bucket.Entry{Name: "l", Key: fmt.Sprint(i), Snapshot: bucket.Snapshot{Count: int64(i), UntilFull: time.Second}})
+	}
+	dropped := []Key{{Limit: "l", Key: "gone"}}
+	want := 0
+	for i, chunk := range [][]bucket.Entry{st.Buckets[:handoffChunk], st.Buckets[handoffChunk:]} {
+		req := &peerpb.HandoffRequest{From: "owner", Entries: encodeState(State{Buckets: chunk}), Replica: true, Protocol: p.Protocol()}
+		if i == 0 {
+			req.Dropped = encodeKeys(dropped)
+		}
+		want += proto.Size(req)
+	}
+	if n, err := p.Replicate(context.Background(), addr, st, dropped); err != nil || n != want {
+		t.Fatalf("Replicate: %d bytes, %v; want %d", n, err, want)
+	}
+	hb := proto.Size(&peerpb.HandoffRequest{From: "owner", Replica: true, Protocol: p.Protocol()})
+	if n, err := p.Replicate(context.Background(), addr, State{}, nil); err != nil || n != hb {
+		t.Fatalf("heartbeat: %d bytes, %v; want %d", n, err, hb)
 	}
 }
 
