@@ -25,9 +25,14 @@ type Config struct {
 	// Default 10 s; at least 1 ms. A client's retries must fall within it
 	// (the Go client's retries end well before).
 	Window time.Duration
-	// MaxEntries bounds the ids held at once. Default 65,536; at least 1.
+	// MaxEntries bounds the ids held at once. Default 65,536; from 1 to
+	// MaxMaxEntries.
 	MaxEntries int
 }
+
+// MaxMaxEntries is the largest MaxEntries: the index keeps a ring
+// position (up to twice MaxEntries) in 32 bits.
+const MaxMaxEntries = 1 << 30
 
 // DefaultConfig returns a 10 s window over at most 65,536 ids.
 func DefaultConfig() Config { return Config{Window: 10 * time.Second, MaxEntries: 1 << 16} }
@@ -37,8 +42,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.Window < time.Millisecond:
 		return errors.New("dedup: Window must be at least 1ms")
-	case c.MaxEntries < 1:
-		return errors.New("dedup: MaxEntries must be at least 1")
+	case c.MaxEntries < 1 || c.MaxEntries > MaxMaxEntries:
+		return errors.New("dedup: MaxEntries must be from 1 to 2^30")
 	}
 	return nil
 }

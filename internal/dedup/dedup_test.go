@@ -99,7 +99,7 @@ func TestConfigValidate(t *testing.T) {
 	if err := DefaultConfig().Validate(); err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []Config{{Window: 0, MaxEntries: 1}, {Window: time.Second}} {
+	for _, c := range []Config{{Window: 0, MaxEntries: 1}, {Window: time.Second}, {Window: time.Second, MaxEntries: MaxMaxEntries + 1}} {
 		if c.Validate() == nil {
 			t.Errorf("%+v validated", c)
 		}
