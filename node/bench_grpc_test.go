@@ -13,7 +13,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/weir-rl/weir/api/weirv1"
-	"github.com/weir-rl/weir/node"
 )
 
 // BenchmarkGRPCServeTake is a started node's public gRPC server answering
@@ -23,14 +22,7 @@ import (
 // runs on, its stack growth, the transport). Client and server share the
 // process.
 func BenchmarkGRPCServeTake(b *testing.B) {
-	cfg := node.LocalConfig()
-	cfg.LimitsPath = "../bench/limits.yaml"
-	cfg.Store.MaxBuckets = 1 << 20
-	cfg.HTTPAddr, cfg.GRPCAddr = "127.0.0.1:0", "127.0.0.1:0"
-	n, err := node.New(cfg, node.Deps{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	n := benchNode(b)
 	if err := n.Start(context.Background()); err != nil {
 		b.Fatal(err)
 	}

@@ -17,11 +17,12 @@ import (
 	"github.com/weir-rl/weir/node"
 )
 
-// benchNode is a node that is never started: its Decider methods, HTTP
-// handler and gRPC service run in the benchmark's goroutines without
-// sockets, so a profile shows the decision path and not the network. It
-// serves bench/limits.yaml, whose "bench" limit never denies, so every
-// take is a full allowed decision.
+// benchNode is a node not yet started: its Decider methods, HTTP handler
+// and gRPC service run in the benchmark's goroutines without sockets, so
+// a profile shows the decision path and not the network (a benchmark of
+// the servers starts it, on loopback ports). It serves bench/limits.yaml,
+// whose "bench" limit never denies, so every take is a full allowed
+// decision.
 func benchNode(b *testing.B) *node.Node {
 	b.Helper()
 	cfg := node.LocalConfig()

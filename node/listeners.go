@@ -54,9 +54,10 @@ func newHTTPServer(ln net.Listener, h http.Handler, l ServerLimits, tlsCfg *tls.
 // (runtime.newstack under bucket.Store.TakeTenantAt) was 19 % of a node's
 // CPU at 64 unary callers, and 4 % with 128 workers; with 8 it was still
 // 14 %, since a call finds a worker only when one is idle. A worker's
-// stack stays grown. When every worker is busy, gRPC starts a goroutine
-// for the call as before, so the number bounds nothing; an idle worker
-// costs its stack.
+// stack stays grown between calls, until a collection finds it mostly
+// unused and halves it (what is left of the 4 %). When every worker is
+// busy, gRPC starts a goroutine for the call as before, so the number
+// bounds nothing; an idle worker costs its stack.
 func grpcStreamWorkers() uint32 {
 	return uint32(max(128, 16*runtime.GOMAXPROCS(0))) //nolint:gosec // small and positive
 }

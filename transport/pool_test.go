@@ -405,14 +405,21 @@ func TestPeerDownFailsFast(t *testing.T) {
 	t.Logf("closed port noticed after %v", elapsed)
 }
 
-func TestHandoffRoundTrip(t *testing.T) {
+// handoffPeers starts a recording server and a pool that calls it as
+// member self, both with the same secret.
+func handoffPeers(t *testing.T, self string) (*recorder, string, *Pool) {
+	t.Helper()
 	rec := &recorder{}
 	tok := testCreds(t, "s")
 	addr := startServer(t, rec, tok)
 	cfg := LocalConfig()
 	cfg.Credentials = tok
-	cfg.Self = "old-owner"
-	p := newTestPool(t, cfg)
+	cfg.Self = self
+	return rec, addr, newTestPool(t, cfg)
+}
+
+func TestHandoffRoundTrip(t *testing.T) {
+	rec, addr, p := handoffPeers(t, "old-owner")
 
 	var st State
 	for i := range 2*handoffChunk + 4 {
@@ -456,13 +463,7 @@ func TestHandoffRoundTrip(t *testing.T) {
 // TestReplicateCountsBytes: Replicate returns the size of the messages it
 // sent, chunks and heartbeat alike.
 func TestReplicateCountsBytes(t *testing.T) {
-	rec := &recorder{}
-	tok := testCreds(t, "s")
-	addr := startServer(t, rec, tok)
-	cfg := LocalConfig()
-	cfg.Credentials = tok
-	cfg.Self = "owner"
-	p := newTestPool(t, cfg)
+	_, addr, p := handoffPeers(t, "owner")
 	var st State
 	for i := range handoffChunk + 3 {
 		st.Buckets = append(st.Buckets, bucket.Entry{Name: "l", Key: fmt.Sprint(i), Snapshot: bucket.Snapshot{Count: int64(i), UntilFull: time.Second}})
