@@ -62,7 +62,7 @@
 // its answer carries the ring epoch and the forwarded flag the ring refresh
 // reads; its errors map to the same *api.Error.
 //
-// The client keeps Options.LeanConns connections per member (two by
+// The client keeps Options.LeanConns connections per member (one by
 // default), opened on first use: TLS with Options.TLSConfig when set, AUTH
 // with Options.Token when set, then a probe that the node serves
 // WEIR.CTAKE. Concurrent takes share them: each appends its command under a

@@ -75,7 +75,10 @@ type Options struct {
 	Transport Transport
 	// LeanConns is the number of RESP connections the client keeps to each
 	// member for its takes (TransportAuto); concurrent takes share them,
-	// pipelined. Default 2; from 1 to 64.
+	// pipelined. Default 1: one connection carries the most takes per
+	// write and per read on both ends, and a member serves a connection
+	// on one goroutine, so raise it only when one client process must
+	// drive one member with more than one of its cores. From 1 to 64.
 	LeanConns int
 }
 
@@ -132,7 +135,7 @@ type Clock interface {
 }
 
 // DefaultOptions returns the defaults: plaintext, takes over a member's
-// RESP endpoint when it advertises one (two connections per member), ring refresh every 30 s
+// RESP endpoint when it advertises one (one connection per member), ring refresh every 30 s
 // (at most every 100 ms on demand), 512 takes in flight per member stream,
 // three attempts with 10 ms to 1 s of
 // full-jitter backoff under a 10 % retry budget over 10 s, 20 % wait
@@ -147,7 +150,7 @@ func DefaultOptions() Options {
 		},
 		WaitJitter:     0.2,
 		StreamInFlight: 512,
-		LeanConns:      2,
+		LeanConns:      1,
 	}
 }
 
