@@ -62,10 +62,12 @@
 // its answer carries the ring epoch and the forwarded flag the ring refresh
 // reads; its errors map to the same *api.Error.
 //
-// The client keeps Options.LeanConns connections per member (one by
-// default), opened on first use: TLS with Options.TLSConfig when set, AUTH
-// with Options.Token when set, then a probe that the node serves
-// WEIR.CTAKE. Concurrent takes share them: each appends its command under a
+// The client keeps up to Options.LeanConns connections per member (two by
+// default): a take goes on the first with fewer than 32 takes in flight,
+// so callers share one connection, and full writes, until the load asks
+// for a second. A connection is opened on first use: TLS with
+// Options.TLSConfig when set, AUTH with Options.Token when set, then a
+// probe that the node serves WEIR.CTAKE. Concurrent takes share them: each appends its command under a
 // lock and the first to reach the socket writes every command appended so
 // far in one write, so takes that arrive while a write is under way leave
 // together in the next (pipelining without a delay: a lone caller's take is

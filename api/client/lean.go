@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"runtime"
@@ -41,6 +42,13 @@ const leanDialTimeout = 2 * time.Second
 // leanWriteTimeout cuts off a lean connection whose writes block this long
 // (a member that stopped reading).
 const leanWriteTimeout = 10 * time.Second
+
+// leanSpill is how many takes in flight on a lean connection make the next
+// take go on the member's next connection. Until then, more takes per
+// connection mean more takes per write and per read on both ends; beyond
+// it the batches gain little, while the member decides a connection's
+// takes one after another on one goroutine.
+const leanSpill = 32
 
 // leanIdleCheck is how long a lean connection may sit without a take in
 // flight before the next take first checks that the member has not closed
@@ -89,6 +97,7 @@ type leanConn struct {
 	mu       sync.Mutex // guards the fields below
 	buf      []byte     // commands not yet written
 	waiters  []*leanWaiter
+	inflight atomic.Int32 // len(waiters), for leanPool.get to read without mu (written under mu)
 	reading  bool         // a take has the turn to read
 	idleFrom atomic.Int64 // Unix ns when the last waiter left; 0 while any waits (written under mu)
 	err      error        // set once the connection broke
@@ -118,6 +127,7 @@ func (c *leanConn) take(ctx context.Context, rid []byte, checks []api.Check) (ap
 	}
 	c.buf = appendCTake(c.buf, rid, budgetOf(ctx), checks)
 	c.waiters = append(c.waiters, w)
+	c.inflight.Store(int32(len(c.waiters)))
 	busy := len(c.waiters) > 1
 	c.idleFrom.Store(0)
 	lead := !c.reading
@@ -236,6 +246,7 @@ func (c *leanConn) lead(ctx context.Context, w *leanWaiter) (api.TakeResponse, e
 		h := c.waiters[0]
 		c.waiters[0] = nil
 		c.waiters = c.waiters[1:]
+		c.inflight.Store(int32(len(c.waiters)))
 		if h == w {
 			c.passLocked()
 			c.mu.Unlock()
@@ -300,11 +311,16 @@ func (c *leanConn) failLocked(why error) {
 		}
 	}
 	c.waiters = nil
+	c.inflight.Store(0)
 	close(c.done)
 }
 
 // leanPool holds a member's lean connections: up to size, dialled on
-// first use and again after they break, and used in turn. After a failed
+// first use and again after they break. A take goes on the first
+// connection with fewer than leanSpill takes in flight, so the takes of
+// callers share as few connections, and as full writes, as the load
+// allows; the next connection is dialled only when those before it are
+// that busy, and when all are, the take goes on the least busy. After a failed
 // dial (no listener, TLS or AUTH refused, no WEIR.CTAKE) the member's takes
 // go over gRPC for downFor, so a member whose RESP endpoint cannot serve
 // this client costs nothing but that.
@@ -312,7 +328,6 @@ type leanPool struct {
 	addr  string
 	opts  *Options
 	slots []atomic.Pointer[leanConn]
-	next  atomic.Uint32
 
 	mu        sync.Mutex // guards the fields below and serialises dialling
 	downUntil time.Time
@@ -323,10 +338,10 @@ func newLeanPool(addr string, opts *Options) *leanPool {
 	return &leanPool{addr: addr, opts: opts, slots: make([]atomic.Pointer[leanConn], opts.LeanConns)}
 }
 
-// get returns a working connection, dialling one if its slot has none; nil
-// means send this take over gRPC.
+// get returns a working connection, dialling one if the slot it picks has
+// none; nil means send this take over gRPC.
 func (p *leanPool) get(ctx context.Context) *leanConn {
-	slot := &p.slots[int(p.next.Add(1))%len(p.slots)]
+	slot := p.pick()
 	if c := slot.Load(); c != nil && c.usable() {
 		return c
 	}
@@ -349,6 +364,27 @@ func (p *leanPool) get(ctx context.Context) *leanConn {
 	}
 	slot.Store(c)
 	return c
+}
+
+// pick returns the slot of the first connection with fewer than leanSpill
+// takes in flight, or of the first that is not open (or broke); when
+// every connection is that busy, the least busy one's.
+func (p *leanPool) pick() *atomic.Pointer[leanConn] {
+	best, least := 0, int32(math.MaxInt32)
+	for i := range p.slots {
+		c := p.slots[i].Load()
+		if c == nil || c.broken() {
+			return &p.slots[i]
+		}
+		n := c.inflight.Load()
+		if n < leanSpill {
+			return &p.slots[i]
+		}
+		if n < least {
+			best, least = i, n
+		}
+	}
+	return &p.slots[best]
 }
 
 // dial opens a connection: TCP, TLS with Options.TLSConfig when set, AUTH

@@ -298,3 +298,39 @@ func TestLeanAnswersNeverCross(t *testing.T) {
 		t.Fatalf("%d answered and %d gave up of %d", answered.Load(), gaveUp.Load(), callers*each)
 	}
 }
+
+// TestLeanPoolSpills: takes share a member's first connection until it has
+// leanSpill in flight; the next take opens the second, and with both that
+// busy a take goes on the less busy one.
+func TestLeanPoolSpills(t *testing.T) {
+	f := newFakeRESP(t, func() []byte { return nil }) // never answers: takes stay in flight
+	p := newLeanPool(f.ln.Addr().String(), &Options{LeanConns: 2, Clock: realClock{}})
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	fill := func(c *leanConn, n int) {
+		t.Helper()
+		want := c.inflight.Load() + int32(n)
+		for range n {
+			wg.Go(func() { _, _ = c.take(ctx, []byte("rid"), []api.Check{{Limit: "exact", Key: "k", Cost: 1}}) })
+		}
+		waitUntil(t, 10*time.Second, "the takes to be in flight", func() bool { return c.inflight.Load() == want })
+	}
+	first := p.get(ctx)
+	if first == nil {
+		t.Fatal("no lean connection to the fake endpoint")
+	}
+	fill(first, leanSpill-1)
+	if c := p.get(ctx); c != first {
+		t.Fatalf("with %d in flight a take went on another connection", leanSpill-1)
+	}
+	fill(first, 1)
+	second := p.get(ctx)
+	if second == nil || second == first {
+		t.Fatalf("with %d in flight on the first connection, get returned %p (first %p); want a second", leanSpill, second, first)
+	}
+	fill(second, leanSpill+1)
+	if c := p.get(ctx); c != first {
+		t.Fatalf("both busy (%d and %d in flight): get returned %p, want the less busy first %p", first.inflight.Load(), second.inflight.Load(), c, first)
+	}
+}

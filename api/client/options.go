@@ -73,12 +73,14 @@ type Options struct {
 	// calls only). Everything else, leases, allotments and the ring always
 	// go over gRPC. TransportGRPC sends every take over gRPC.
 	Transport Transport
-	// LeanConns is the number of RESP connections the client keeps to each
+	// LeanConns is the most RESP connections the client keeps to each
 	// member for its takes (TransportAuto); concurrent takes share them,
-	// pipelined. Default 1: one connection carries the most takes per
-	// write and per read on both ends, and a member serves a connection
-	// on one goroutine, so raise it only when one client process must
-	// drive one member with more than one of its cores. From 1 to 64.
+	// pipelined. A take goes on the first connection with fewer than 32
+	// takes in flight, and the next one is opened only when those before
+	// it are that busy: the more takes share a write and a read, the less
+	// each costs on both ends, and a member serves a connection on one
+	// goroutine, so a busy client spreads over more. Default 2; from 1 to
+	// 64.
 	LeanConns int
 }
 
@@ -135,7 +137,8 @@ type Clock interface {
 }
 
 // DefaultOptions returns the defaults: plaintext, takes over a member's
-// RESP endpoint when it advertises one (one connection per member), ring refresh every 30 s
+// RESP endpoint when it advertises one (one connection per member, a second
+// under load), ring refresh every 30 s
 // (at most every 100 ms on demand), 512 takes in flight per member stream,
 // three attempts with 10 ms to 1 s of
 // full-jitter backoff under a 10 % retry budget over 10 s, 20 % wait
@@ -150,7 +153,7 @@ func DefaultOptions() Options {
 		},
 		WaitJitter:     0.2,
 		StreamInFlight: 512,
-		LeanConns:      1,
+		LeanConns:      2,
 	}
 }
 
