@@ -11,7 +11,8 @@ import (
 // client.Dial over the seeds, shared by every caller, as one process
 // holds one client. The client fetches the ring from the seeds and sends
 // each take straight to its key's owner: over the owner's RESP endpoint
-// (WEIR.CTAKE, pipelined on one connection per member) when it serves
+// (WEIR.CTAKE, pipelined on one connection per member, a second under
+// load) when it serves
 // one, else with concurrent takes sharing one TakeStream per member
 // (client.Options.Transport).
 type goClientTarget struct {
