@@ -18,6 +18,8 @@ func TestMain(m *testing.M) {
 	switch {
 	case os.Getenv(testParentEnv) != "":
 		os.Exit(ceilingParentMain(context.Background(), os.Getenv(testParentEnv)))
+	case os.Getenv(testFakeWeirEnv) != "":
+		os.Exit(fakeWeirMain(signalContext(), os.Getenv(testFakeWeirEnv), os.Args[1:]))
 	case os.Getenv(testMainEnv) == "1":
 		os.Exit(run(signalContext(), os.Args[1:], os.Stdout, os.Stderr))
 	}

@@ -144,15 +144,50 @@ type weirNodeConfig struct {
 	resp                   bool     // also serve the Redis protocol (--resp-addr)
 	noReplication          bool     // --replication=false: no replica on the successor
 	args                   []string // more `weir serve` flags
+	// pick returns an address for one of the node's ports; nil is
+	// freeAddr. Tests set it to hand out a taken port.
+	pick func() (string, error)
 }
 
-// startWeir starts one node and waits for its HTTP and gRPC ports. It is a
-// cluster member as deployed (gossip and peer service on) with the LAN
-// timing, whose probes cost the least background CPU.
+// startAttempts is how many times startWeir starts a node whose ports
+// were taken before it could bind them.
+const startAttempts = 3
+
+// errPortTaken marks a node that exited because a port picked for it was
+// no longer free when it bound it.
+var errPortTaken = errors.New("loadgen: a port picked free was taken before the node bound it")
+
+// startWeir starts one node and waits for its HTTP, gRPC and RESP ports.
+// A port freeAddr found free can be taken before the node binds it: the
+// kernel hands the same ephemeral ports to outgoing connections, and the
+// suite's clusters open thousands. A node that exits on such a bind error
+// is started again on fresh ports, up to startAttempts times; any other
+// failure is returned at once. (A port taken by another listener would
+// answer waitTCP in the node's place; the ports the suite loses are the
+// local ends of outgoing connections, on which nothing accepts.)
 func startWeir(ctx context.Context, c weirNodeConfig) (*weirNode, error) {
+	var err error
+	for range startAttempts {
+		var n *weirNode
+		n, err = startWeirOnce(ctx, c)
+		if !errors.Is(err, errPortTaken) {
+			return n, err
+		}
+	}
+	return nil, err
+}
+
+// startWeirOnce starts one node on ports picked now and waits for them.
+// It is a cluster member as deployed (gossip and peer service on) with the
+// LAN timing, whose probes cost the least background CPU.
+func startWeirOnce(ctx context.Context, c weirNodeConfig) (*weirNode, error) {
+	pick := c.pick
+	if pick == nil {
+		pick = freeAddr
+	}
 	var addrs [5]string
 	for i := range addrs {
-		a, err := freeAddr()
+		a, err := pick()
 		if err != nil {
 			return nil, err
 		}
@@ -186,7 +221,11 @@ func startWeir(ctx context.Context, c weirNodeConfig) (*weirNode, error) {
 			continue
 		}
 		if err := waitTCP(ctx, a, p, 20*time.Second); err != nil {
+			ended := !p.alive() // by itself, before stop
 			p.stop(time.Second)
+			if ended && strings.Contains(p.logTail(), "address already in use") {
+				return nil, fmt.Errorf("%w: %w", errPortTaken, err)
+			}
 			return nil, err
 		}
 	}
