@@ -109,8 +109,15 @@ func (h *countingHandler) Replicate(_ context.Context, _ string, st State, _ []K
 // (Pool.Replicate to a Server on loopback, both in this process): encoding,
 // protobuf both ways, the round trip and decoding, so ns/entry and the
 // allocations are what the owner and the successor spend per replicated
-// key, before the successor merges it.
+// key, before the successor merges it. v1 sends each bucket as a
+// HandoffEntry message, v2 packed (packed.go).
 func BenchmarkReplicate(b *testing.B) {
+	for _, v := range []Version{V1, V2} {
+		b.Run(fmt.Sprintf("v%d", v), func(b *testing.B) { benchmarkReplicate(b, v) })
+	}
+}
+
+func benchmarkReplicate(b *testing.B, v Version) {
 	tok := testCreds(b, "bench")
 	h := &countingHandler{}
 	addr := startServer(b, h, tok)
@@ -118,6 +125,7 @@ func BenchmarkReplicate(b *testing.B) {
 	cfg.Credentials = tok
 	p := NewPool(cfg)
 	b.Cleanup(func() { p.Close() })
+	p.SetProtocol(v)
 	const n = 256
 	var entries State
 	for i := range n {

@@ -1,9 +1,11 @@
 package transport
 
 import (
+	"bytes"
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/weir-rl/weir/bucket"
 	"github.com/weir-rl/weir/transport/peerpb"
 )
 
@@ -74,6 +77,29 @@ var golden = map[Version]map[string]proto.Message{
 			Allotments: []*peerpb.HeldAllotment{{Limit: "api", Key: "k1", Holder: "rlqs-1", Tokens: 40, ExpiresInMs: 900}},
 		},
 	},
+	V2: {
+		"replica-batch": &peerpb.HandoffRequest{
+			From: "n3", Protocol: 2, Replica: true, Entries: []*peerpb.HandoffEntry{goldenBucketEntry()},
+			Buckets: goldenPacked, Dropped: []*peerpb.Check{{Limit: "api", Key: "gone"}},
+		},
+		"handoff": &peerpb.HandoffRequest{From: "n2", Protocol: 2, Buckets: goldenPacked},
+	},
+}
+
+// goldenPacked is goldenPackedEntries packed (packed.go): the names table
+// ("api"), two entries, the first with every snapshot field set (zig-zag
+// varints), the second Full.
+var goldenPacked = []byte{
+	1, 3, 'a', 'p', 'i', // one name
+	2,                                                           // two entries
+	0, 2, 'k', '1', 1, 0x08, 0x0a, 0x0c, 0x0e, 0x10, 0x12, 0x14, // api/k1, gcra, 4 5 6 7 8 9 10
+	0, 2, 'k', '3', 0x80, 0, 0, 0, 0, 0, 0, 0, // api/k3, token_bucket, Full
+}
+
+// goldenPackedEntries are the buckets goldenPacked holds.
+var goldenPackedEntries = []bucket.Entry{
+	{Name: "api", Key: "k1", Snapshot: bucket.Snapshot{Algorithm: 1, Count: 4, Frac: 5, Prev: 6, Ahead: 7, Since: 8, Left: 9, UntilFull: 10}},
+	{Name: "api", Key: "k3", Snapshot: bucket.Snapshot{Full: true}},
 }
 
 // goldenBucketEntry is a bucket's handoff entry with an inline limit.
@@ -133,7 +159,7 @@ func TestGolden(t *testing.T) {
 	}
 }
 
-// TestGoldenConverts runs v1's golden files through the receiver's
+// TestGoldenConverts runs v1's and v2's golden files through the receiver's
 // converters: what the wire carries reaches the handler's types.
 func TestGoldenConverts(t *testing.T) {
 	var req peerpb.BatchRequest
@@ -155,12 +181,35 @@ func TestGoldenConverts(t *testing.T) {
 	if len(st.Buckets) != 1 || len(st.Leases.Leases) != 1 || len(st.Holdings) != 1 {
 		t.Errorf("decoded handoff: %d buckets, %d leases, %d holdings", len(st.Buckets), len(st.Leases.Leases), len(st.Holdings))
 	}
+
+	var rb peerpb.HandoffRequest
+	b, err := os.ReadFile(goldenPath(V2, "replica-batch"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := proto.Unmarshal(b, &rb); err != nil {
+		t.Fatal(err)
+	}
+	st = decodeState(rb.GetEntries())
+	if st.Buckets, err = decodePacked(st.Buckets, rb.GetBuckets()); err != nil {
+		t.Fatal(err)
+	}
+	if want := append([]bucket.Entry{{Name: "inline", Key: "k2", Snapshot: st.Buckets[0].Snapshot, Limit: st.Buckets[0].Limit}}, goldenPackedEntries...); !slices.Equal(st.Buckets, want) {
+		t.Errorf("decoded v2 replica batch: %+v, want %+v", st.Buckets, want)
+	}
+}
+
+// TestGoldenPackedLayout: the sender writes exactly the golden layout.
+func TestGoldenPackedLayout(t *testing.T) {
+	if got := appendPacked(nil, goldenPackedEntries); !bytes.Equal(got, goldenPacked) {
+		t.Errorf("appendPacked = % x\nwant % x", got, goldenPacked)
+	}
 }
 
 // TestUnknownFieldsTolerated: a message of a newer version, with fields
 // this build does not know, decodes here with every known value intact.
 func TestUnknownFieldsTolerated(t *testing.T) {
-	for name, want := range golden[MaxVersion] {
+	for name, want := range golden[V1] {
 		b, err := proto.Marshal(want)
 		if err != nil {
 			t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/weir-rl/weir/api"
+	"github.com/weir-rl/weir/bucket"
 	"github.com/weir-rl/weir/transport/peerpb"
 )
 
@@ -177,14 +178,26 @@ func (p *Pool) handoff(ctx context.Context, peerAddr string, replica bool, st St
 	if replica {
 		what = "replicate"
 	}
+	version := p.Protocol()
+	var packed []bucket.Entry
+	if Speaks(version, V2) {
+		packed, st.Buckets = splitPackable(st.Buckets)
+	}
 	entries := encodeState(st)
 	sent := 0
-	for first := replica; first || len(entries) > 0 || len(dropped) > 0; first = false {
+	var buf []byte
+	for first := replica; first || len(entries) > 0 || len(dropped) > 0 || len(packed) > 0; first = false {
 		chunk := entries[:min(len(entries), handoffChunk)]
 		entries = entries[len(chunk):]
 		drop := dropped[:min(len(dropped), handoffChunk)]
 		dropped = dropped[len(drop):]
-		req := &peerpb.HandoffRequest{From: p.cfg.Self, Entries: chunk, Replica: replica, Dropped: encodeKeys(drop), Protocol: p.Protocol()}
+		req := &peerpb.HandoffRequest{From: p.cfg.Self, Entries: chunk, Replica: replica, Dropped: encodeKeys(drop), Protocol: version}
+		if len(packed) > 0 {
+			pk := packed[:min(len(packed), handoffChunk)]
+			packed = packed[len(pk):]
+			buf = appendPacked(buf[:0], pk)
+			req.Buckets = buf
+		}
 		cctx, cancel := context.WithTimeout(ctx, p.cfg.HandoffDeadline)
 		_, err := pr.client.Handoff(cctx, req)
 		cancel()

@@ -108,6 +108,10 @@ func (s *service) Handoff(ctx context.Context, in *peerpb.HandoffRequest) (*peer
 		return nil, err
 	}
 	st := decodeState(in.GetEntries())
+	var err error
+	if st.Buckets, err = decodePacked(st.Buckets, in.GetBuckets()); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
 	if in.GetReplica() {
 		if err := s.h.Replicate(ctx, in.GetFrom(), st, decodeKeys(in.GetDropped())); err != nil {
 			return nil, status.Error(codes.Internal, err.Error())

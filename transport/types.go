@@ -165,7 +165,10 @@ func (s State) Len() int { return len(s.Buckets) + len(s.Leases.Leases) + len(s.
 //
 // Both methods are called concurrently from many gRPC goroutines. from is
 // the sending node's name as it announced itself (authenticated only in
-// that the sender holds the cluster secret).
+// that the sender holds the cluster secret). The keys of a State's buckets
+// may be slices of one string per call (packed.go): a handler that keeps
+// a key beyond the call copies it, as bucket.Store does, or it keeps the
+// whole call's keys alive.
 type Handler interface {
 	// Serve performs each request as one atomic step at this node and
 	// returns exactly one Reply per Request, in the same order. Requests

@@ -23,10 +23,13 @@ type Version = uint32
 const (
 	// V1 is the first versioned protocol.
 	V1 Version = 1
+	// V2 adds HandoffRequest.buckets: a handoff's or replica batch's
+	// buckets packed into one byte string (packed.go).
+	V2 Version = 2
 	// MinVersion is the oldest version this build speaks.
 	MinVersion = V1
 	// MaxVersion is the newest version this build speaks.
-	MaxVersion = V1
+	MaxVersion = V2
 )
 
 // Speaks reports whether a cluster speaking version cluster may use a

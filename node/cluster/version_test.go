@@ -26,7 +26,7 @@ func TestProtocolFollowsMembership(t *testing.T) {
 	old := ring.Member{Name: "n0", Addr: "127.0.0.1:1", Meta: ring.Meta{GRPCAddr: "127.0.0.1:2"}, State: ring.Alive}
 	newer := ring.Member{
 		Name: "n9", Addr: "127.0.0.1:3", State: ring.Alive,
-		Meta: ring.Meta{GRPCAddr: "127.0.0.1:4", Protocol: ring.Versions{Min: transport.MaxVersion, Max: transport.MaxVersion + 1}},
+		Meta: ring.Meta{GRPCAddr: "127.0.0.1:4", Protocol: ring.Versions{Min: transport.MinVersion, Max: transport.MaxVersion + 1}},
 	}
 	for _, tc := range []struct {
 		name    string

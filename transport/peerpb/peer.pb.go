@@ -1391,8 +1391,15 @@ type HandoffRequest struct {
 	// replica: keys whose state the sender dropped (evicted, handed over, or
 	// lease keys that hold no lease any more); the receiver drops their
 	// replica entries.
-	Dropped       []*Check `protobuf:"bytes,4,rep,name=dropped,proto3" json:"dropped,omitempty"`
-	Protocol      uint32   `protobuf:"varint,15,opt,name=protocol,proto3" json:"protocol,omitempty"` // as BatchRequest.protocol
+	Dropped []*Check `protobuf:"bytes,4,rep,name=dropped,proto3" json:"dropped,omitempty"`
+	// Since protocol 2: bucket entries packed into one byte string
+	// (transport/packed.go gives the layout), sent beside entries in place
+	// of their HandoffEntry messages; entries then hold only buckets with a
+	// limit_def, leases and holdings. A sender packs only when the cluster
+	// speaks 2 and then writes protocol 2, which a node speaking only 1
+	// refuses rather than ignore the buckets.
+	Buckets       []byte `protobuf:"bytes,5,opt,name=buckets,proto3" json:"buckets,omitempty"`
+	Protocol      uint32 `protobuf:"varint,15,opt,name=protocol,proto3" json:"protocol,omitempty"` // as BatchRequest.protocol
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1451,6 +1458,13 @@ func (x *HandoffRequest) GetReplica() bool {
 func (x *HandoffRequest) GetDropped() []*Check {
 	if x != nil {
 		return x.Dropped
+	}
+	return nil
+}
+
+func (x *HandoffRequest) GetBuckets() []byte {
+	if x != nil {
+		return x.Buckets
 	}
 	return nil
 }
@@ -2003,12 +2017,13 @@ const file_peer_proto_rawDesc = "" +
 	"\afencing\x18\x03 \x01(\x04R\afencing\x12\x15\n" +
 	"\x06ttl_ns\x18\x04 \x01(\x03R\x05ttlNs\x12!\n" +
 	"\fremaining_ns\x18\x05 \x01(\x03R\vremainingNs\x12!\n" +
-	"\fnext_fencing\x18\x06 \x01(\x04R\vnextFencing\"\xbf\x01\n" +
+	"\fnext_fencing\x18\x06 \x01(\x04R\vnextFencing\"\xd9\x01\n" +
 	"\x0eHandoffRequest\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x124\n" +
 	"\aentries\x18\x02 \x03(\v2\x1a.weir.peer.v1.HandoffEntryR\aentries\x12\x18\n" +
 	"\areplica\x18\x03 \x01(\bR\areplica\x12-\n" +
-	"\adropped\x18\x04 \x03(\v2\x13.weir.peer.v1.CheckR\adropped\x12\x1a\n" +
+	"\adropped\x18\x04 \x03(\v2\x13.weir.peer.v1.CheckR\adropped\x12\x18\n" +
+	"\abuckets\x18\x05 \x01(\fR\abuckets\x12\x1a\n" +
 	"\bprotocol\x18\x0f \x01(\rR\bprotocol\"\x0e\n" +
 	"\fHandoffReply\"V\n" +
 	"\rReportRequest\x12\x14\n" +

@@ -1,0 +1,212 @@
+package transport
+
+import (
+	"encoding/binary"
+	"errors"
+	"time"
+
+	"github.com/weir-rl/weir/bucket"
+)
+
+// Packed bucket entries (HandoffRequest.buckets, protocol V2): the bucket
+// states of a handoff or replica batch as one byte string instead of one
+// HandoffEntry message each. A replica batch is thousands of buckets a
+// second per successor, and as messages each cost four allocations and a
+// reflective walk on both sides (BenchmarkReplicate); packed, a batch
+// costs a handful of allocations whatever its length. Only buckets of a
+// limit the limits file names are packed: one that carries its own limit
+// (bucket.Entry.Limit, an inline limit) goes as a message, as do leases
+// and allotments, which are rare.
+//
+// The layout, every integer a varint (uvarint for counts and lengths,
+// zig-zag for the snapshot's signed fields):
+//
+//	names   uvarint n, then n × (uvarint length, bytes): the limit names
+//	entries uvarint n, then n × entry
+//	entry   uvarint name index, uvarint key length, key bytes,
+//	        byte algorithm | 0x80 when Full,
+//	        varint Count, Frac, Prev, Ahead, Since, Left, UntilFull (ns)
+//
+// A bucket of an algorithm this build does not know is dropped, as in
+// decodeState; anything else malformed fails the whole batch.
+
+// packedFull marks a Full snapshot in an entry's algorithm byte.
+const packedFull = 0x80
+
+// errPacked is the error of malformed packed buckets.
+var errPacked = errors.New("transport: malformed packed buckets")
+
+// packable reports whether e goes in the packed form: it carries no limit
+// of its own.
+func packable(e *bucket.Entry) bool { return e.Limit == (bucket.Limit{}) }
+
+// appendPacked appends the packed form of entries, all packable, to b.
+func appendPacked(b []byte, entries []bucket.Entry) []byte {
+	// A batch is nearly always of a few limits: a linear search of them
+	// beats a map.
+	var names []string
+	index := func(name string) int {
+		for i, n := range names {
+			if n == name {
+				return i
+			}
+		}
+		names = append(names, name)
+		return len(names) - 1
+	}
+	idx := make([]int, len(entries))
+	for i := range entries {
+		idx[i] = index(entries[i].Name)
+	}
+	b = binary.AppendUvarint(b, uint64(len(names)))
+	for _, n := range names {
+		b = binary.AppendUvarint(b, uint64(len(n)))
+		b = append(b, n...)
+	}
+	b = binary.AppendUvarint(b, uint64(len(entries)))
+	for i := range entries {
+		e := &entries[i]
+		s := &e.Snapshot
+		b = binary.AppendUvarint(b, uint64(idx[i]))
+		b = binary.AppendUvarint(b, uint64(len(e.Key)))
+		b = append(b, e.Key...)
+		alg := byte(s.Algorithm)
+		if s.Full {
+			alg |= packedFull
+		}
+		b = append(b, alg)
+		for _, v := range [...]int64{s.Count, s.Frac, s.Prev, int64(s.Ahead), int64(s.Since), int64(s.Left), int64(s.UntilFull)} {
+			b = binary.AppendVarint(b, v)
+		}
+	}
+	return b
+}
+
+// packedReader reads the packed form; err is set by the first read past
+// the end or of a malformed varint, after which every read returns zero.
+type packedReader struct {
+	b   []byte
+	err error
+}
+
+func (r *packedReader) uvarint() uint64 {
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.fail()
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *packedReader) varint() int64 {
+	v, n := binary.Varint(r.b)
+	if n <= 0 {
+		r.fail()
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+// bytes returns the next n bytes, which alias the input.
+func (r *packedReader) bytes(n uint64) []byte {
+	if r.err != nil || n > uint64(len(r.b)) {
+		r.fail()
+		return nil
+	}
+	out := r.b[:n]
+	r.b = r.b[n:]
+	return out
+}
+
+func (r *packedReader) fail() {
+	if r.err == nil {
+		r.err = errPacked
+	}
+	r.b = nil
+}
+
+// minPackedEntry is the fewest bytes an entry takes: name index, key
+// length, algorithm byte and seven one-byte varints.
+const minPackedEntry = 10
+
+// decodePacked appends the buckets of packed form b to out and returns
+// it; on a malformed b it returns out unchanged and errPacked. A bucket's
+// name and key are strings of their own (one allocation for the batch's
+// keys), so out retains none of b.
+func decodePacked(out []bucket.Entry, b []byte) ([]bucket.Entry, error) {
+	if len(b) == 0 {
+		return out, nil
+	}
+	r := &packedReader{b: b}
+	nNames := r.uvarint()
+	if nNames > uint64(len(r.b)) { // each name takes at least its length byte
+		return out, errPacked
+	}
+	names := make([]string, nNames)
+	for i := range names {
+		names[i] = string(r.bytes(r.uvarint()))
+	}
+	n := r.uvarint()
+	if r.err != nil || n > uint64(len(r.b))/minPackedEntry {
+		return out, errPacked
+	}
+	// The keys are copied into one string and sliced from it.
+	start := len(out)
+	keys := make([]byte, 0, len(r.b))
+	spans := make([][2]int, n)
+	out = append(out, make([]bucket.Entry, n)...)
+	kept := start
+	for range n {
+		ni := r.uvarint()
+		key := r.bytes(r.uvarint())
+		alg := r.bytes(1)
+		var v [7]int64
+		for j := range v {
+			v[j] = r.varint()
+		}
+		if r.err != nil || ni >= nNames {
+			return out[:start], errPacked
+		}
+		if alg[0]&^packedFull > byte(bucket.FixedWindow) {
+			continue // an algorithm this build does not know
+		}
+		spans[kept-start] = [2]int{len(keys), len(keys) + len(key)}
+		keys = append(keys, key...)
+		out[kept] = bucket.Entry{Name: names[ni], Key: "", Snapshot: bucket.Snapshot{
+			Algorithm: bucket.Algorithm(alg[0] &^ packedFull), Full: alg[0]&packedFull != 0,
+			Count: v[0], Frac: v[1], Prev: v[2], Ahead: time.Duration(v[3]), Since: time.Duration(v[4]),
+			Left: time.Duration(v[5]), UntilFull: time.Duration(v[6]),
+		}}
+		kept++
+	}
+	if len(r.b) != 0 {
+		return out[:start], errPacked
+	}
+	all := string(keys)
+	for i := start; i < kept; i++ {
+		sp := spans[i-start]
+		out[i].Key = all[sp[0]:sp[1]]
+	}
+	return out[:kept], nil
+}
+
+// splitPackable returns the packable buckets of bs and the others, in
+// their order. bs is not modified; the common batch, every bucket
+// packable, is returned as it is.
+func splitPackable(bs []bucket.Entry) (packed, rest []bucket.Entry) {
+	for i := range bs {
+		if !packable(&bs[i]) {
+			for j := range bs {
+				if packable(&bs[j]) {
+					packed = append(packed, bs[j])
+				} else {
+					rest = append(rest, bs[j])
+				}
+			}
+			return packed, rest
+		}
+	}
+	return bs, nil
+}
