@@ -136,21 +136,29 @@ type ceilingProc struct {
 // as a child process of the load generator, the way startWeir starts a
 // node (output in a log under dir, SIGKILL if the load generator dies),
 // and waits until it accepts connections. self is the loadgen binary,
-// normally os.Executable().
+// normally os.Executable(). A ceiling that loses its port before binding
+// it is started again on another, as startWeir does a node.
 func startCeiling(ctx context.Context, self, dir, kind string) (*ceilingProc, error) {
-	addr, err := freeAddr()
-	if err != nil {
-		return nil, err
-	}
-	p, err := startProc(dir, "ceiling-"+kind, self, nil, "ceiling", "-kind", kind, "-addr", addr)
-	if err != nil {
-		return nil, err
-	}
-	if err := waitTCP(ctx, addr, p, 10*time.Second); err != nil {
-		p.stop(time.Second)
-		return nil, err
-	}
-	return &ceilingProc{proc: p, addr: addr}, nil
+	return startCeilingOn(ctx, self, dir, kind, freeAddr)
+}
+
+// startCeilingOn is startCeiling with the port picker pick (tests hand
+// out a taken port).
+func startCeilingOn(ctx context.Context, self, dir, kind string, pick func() (string, error)) (*ceilingProc, error) {
+	return retryPortTaken(func() (*ceilingProc, error) {
+		addr, err := pick()
+		if err != nil {
+			return nil, err
+		}
+		p, err := startProc(dir, "ceiling-"+kind, self, nil, "ceiling", "-kind", kind, "-addr", addr)
+		if err != nil {
+			return nil, err
+		}
+		if err := waitListening(ctx, p, 10*time.Second, addr); err != nil {
+			return nil, err
+		}
+		return &ceilingProc{proc: p, addr: addr}, nil
+	})
 }
 
 // selfPath is the load generator's own binary, which the suite re-executes

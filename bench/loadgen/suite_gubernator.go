@@ -51,31 +51,17 @@ func guberEnv(name, grpcAddr, httpAddr, gossipAddr, join string) []string {
 func startGubernatorTrio(ctx context.Context, bin, dir string, env *suiteEnv) ([]*guberNode, error) {
 	var nodes []*guberNode
 	for i := range 3 {
-		var a [3]string
-		for j := range a {
-			addr, err := freeAddrOn("127.0.0." + itoa(i+1))
-			if err != nil {
-				return nil, err
-			}
-			a[j] = addr
-		}
-		n := &guberNode{grpcAddr: a[0], httpAddr: a[1], gossipAddr: a[2]}
-		join := n.gossipAddr
+		join := ""
 		if i > 0 {
 			join = nodes[0].gossipAddr
 		}
-		name := "g" + itoa(i+1)
-		p, err := startProc(dir, "gubernator-"+name, bin, guberEnv(name, n.grpcAddr, n.httpAddr, n.gossipAddr, join))
+		// A node that loses a picked port before binding it starts again
+		// on fresh ones, as startWeir does.
+		n, err := retryPortTaken(func() (*guberNode, error) { return startGuberNode(ctx, bin, dir, i, join) })
 		if err != nil {
 			return nil, err
 		}
-		n.proc = p
 		env.gubernator = append(env.gubernator, n)
-		for _, addr := range []string{n.grpcAddr, n.httpAddr} {
-			if err := waitTCP(ctx, addr, p, 20*time.Second); err != nil {
-				return nil, err
-			}
-		}
 		nodes = append(nodes, n)
 	}
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -84,6 +70,34 @@ func startGubernatorTrio(ctx context.Context, bin, dir string, env *suiteEnv) ([
 		return nil, err
 	}
 	return nodes, nil
+}
+
+// startGuberNode starts node i (g1, g2, g3) on 127.0.0.(i+1) with ports
+// picked now, joining join ("": itself, the first node), and waits for
+// its gRPC and HTTP ports. A node that fails is stopped.
+func startGuberNode(ctx context.Context, bin, dir string, i int, join string) (*guberNode, error) {
+	var a [3]string
+	for j := range a {
+		addr, err := freeAddrOn("127.0.0." + itoa(i+1))
+		if err != nil {
+			return nil, err
+		}
+		a[j] = addr
+	}
+	n := &guberNode{grpcAddr: a[0], httpAddr: a[1], gossipAddr: a[2]}
+	if join == "" {
+		join = n.gossipAddr
+	}
+	name := "g" + itoa(i+1)
+	p, err := startProc(dir, "gubernator-"+name, bin, guberEnv(name, n.grpcAddr, n.httpAddr, n.gossipAddr, join))
+	if err != nil {
+		return nil, err
+	}
+	n.proc = p
+	if err := waitListening(ctx, p, 20*time.Second, n.grpcAddr, n.httpAddr); err != nil {
+		return nil, err
+	}
+	return n, nil
 }
 
 // guberHealth is the part of GET /v1/HealthCheck that is read.

@@ -149,8 +149,8 @@ type weirNodeConfig struct {
 	pick func() (string, error)
 }
 
-// startAttempts is how many times startWeir starts a node whose ports
-// were taken before it could bind them.
+// startAttempts is how many times the suite starts a node or a ceiling
+// whose ports were taken before it could bind them.
 const startAttempts = 3
 
 // errPortTaken marks a node that exited because a port picked for it was
@@ -161,20 +161,47 @@ var errPortTaken = errors.New("loadgen: a port picked free was taken before the 
 // A port freeAddr found free can be taken before the node binds it: the
 // kernel hands the same ephemeral ports to outgoing connections, and the
 // suite's clusters open thousands. A node that exits on such a bind error
-// is started again on fresh ports, up to startAttempts times; any other
-// failure is returned at once. (A port taken by another listener would
-// answer waitTCP in the node's place; the ports the suite loses are the
-// local ends of outgoing connections, on which nothing accepts.)
+// is started again on fresh ports (retryPortTaken); any other failure is
+// returned at once. (A port taken by another listener would answer
+// waitTCP in the node's place; the ports the suite loses are the local
+// ends of outgoing connections, on which nothing accepts.)
 func startWeir(ctx context.Context, c weirNodeConfig) (*weirNode, error) {
+	return retryPortTaken(func() (*weirNode, error) { return startWeirOnce(ctx, c) })
+}
+
+// retryPortTaken calls start until it returns anything but errPortTaken,
+// at most startAttempts times, for a process started on ports picked
+// free: each call picks them again.
+func retryPortTaken[T any](start func() (T, error)) (T, error) {
+	var v T
 	var err error
 	for range startAttempts {
-		var n *weirNode
-		n, err = startWeirOnce(ctx, c)
-		if !errors.Is(err, errPortTaken) {
-			return n, err
+		if v, err = start(); !errors.Is(err, errPortTaken) {
+			return v, err
 		}
 	}
-	return nil, err
+	var zero T
+	return zero, err
+}
+
+// waitListening waits until p accepts on each of addrs ("" skipped). On
+// failure it stops p, and the error wraps errPortTaken when p had ended by
+// itself with a bind error in its log.
+func waitListening(ctx context.Context, p *proc, timeout time.Duration, addrs ...string) error {
+	for _, a := range addrs {
+		if a == "" {
+			continue
+		}
+		if err := waitTCP(ctx, a, p, timeout); err != nil {
+			ended := !p.alive() // by itself, before stop
+			p.stop(time.Second)
+			if ended && strings.Contains(p.logTail(), "address already in use") {
+				return fmt.Errorf("%w: %w", errPortTaken, err)
+			}
+			return err
+		}
+	}
+	return nil
 }
 
 // startWeirOnce starts one node on ports picked now and waits for them.
@@ -216,18 +243,8 @@ func startWeirOnce(ctx context.Context, c weirNodeConfig) (*weirNode, error) {
 		return nil, err
 	}
 	n.proc = p
-	for _, a := range []string{n.httpAddr, n.grpcAddr, n.respAddr} {
-		if a == "" {
-			continue
-		}
-		if err := waitTCP(ctx, a, p, 20*time.Second); err != nil {
-			ended := !p.alive() // by itself, before stop
-			p.stop(time.Second)
-			if ended && strings.Contains(p.logTail(), "address already in use") {
-				return nil, fmt.Errorf("%w: %w", errPortTaken, err)
-			}
-			return nil, err
-		}
+	if err := waitListening(ctx, p, 20*time.Second, n.httpAddr, n.grpcAddr, n.respAddr); err != nil {
+		return nil, err
 	}
 	return n, nil
 }

@@ -153,3 +153,39 @@ func TestStartWeirGivesUpOnPortsAlwaysTaken(t *testing.T) {
 		t.Errorf("picked %d addresses, want %d: %d starts", picks, 5*startAttempts, startAttempts)
 	}
 }
+
+// A ceiling whose port was taken before it bound it is started again on
+// another, and one whose every port is taken ends in errPortTaken after
+// startAttempts, as a node does.
+func TestStartCeilingRetriesAPortTaken(t *testing.T) {
+	self := testSelf(t)
+	taken := takenAddr(t)
+	picks := 0
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := startCeilingOn(ctx, self, t.TempDir(), ceilingHTTPKind, func() (string, error) {
+		picks++
+		if picks == 1 {
+			return taken, nil
+		}
+		return freeAddr()
+	})
+	if err != nil {
+		t.Fatalf("startCeiling with its first port taken: %v", err)
+	}
+	defer c.stop(5 * time.Second)
+	if picks != 2 || c.addr == taken {
+		t.Errorf("picked %d addresses, serving on %s (taken: %s); want 2 picks and a fresh port", picks, c.addr, taken)
+	}
+	conn, err := net.Dial("tcp", c.addr)
+	if err != nil {
+		t.Fatalf("the restarted ceiling does not listen on %s: %v", c.addr, err)
+	}
+	_ = conn.Close()
+
+	picks = 0
+	_, err = startCeilingOn(ctx, self, t.TempDir(), ceilingGRPCKind, func() (string, error) { picks++; return taken, nil })
+	if !errors.Is(err, errPortTaken) || picks != startAttempts {
+		t.Fatalf("startCeiling with every port taken: %v after %d picks, want errPortTaken after %d", err, picks, startAttempts)
+	}
+}
