@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"sync"
@@ -370,4 +371,41 @@ func counterValue(t *testing.T, n *Node, name, kind string) float64 {
 		}
 	}
 	return 0
+}
+
+// TestLoneNodeDebtReachesItsFirstSuccessor: a node alone records no
+// changes for replication (no key has a successor), and the keys it put
+// in debt then reach their successor once a second member joins.
+func TestLoneNodeDebtReachesItsFirstSuccessor(t *testing.T) {
+	c := newSimCluster(t)
+	c.start(1)
+	n1 := c.nodes["n1"]
+	var keys []string
+	for i := range 40 {
+		k := fmt.Sprintf("alone:%d", i)
+		keys = append(keys, k)
+		if _, err := n1.Take(context.Background(), []api.Check{{Limit: "hot", Key: k, Cost: 5}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.add("n2", "10.0.0.2", "10.0.0.1", "")
+	c.waitConverged(2)
+	var stayed []string
+	for _, k := range keys {
+		if ownerOf(n1, "hot", k) == "n1" {
+			stayed = append(stayed, k)
+		}
+	}
+	if len(stayed) == 0 {
+		t.Fatal("every key moved to n2: the test proves nothing")
+	}
+	n2 := c.nodes["n2"]
+	waitFor(t, 10*time.Second, "a replica at n2 of each key n1 kept", func() bool {
+		for _, k := range stayed {
+			if !holdsReplica(n2, "hot", k) {
+				return false
+			}
+		}
+		return true
+	})
 }

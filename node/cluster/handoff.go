@@ -23,7 +23,7 @@ func (c *Cluster) watch(ctx context.Context) {
 			}
 			c.placement()
 			c.observe(v)
-			c.repl.resync() // successors may have changed
+			c.repl.resync(alone(v, c.self)) // successors may have changed
 			c.replicas.sweep(c.now(), v)
 			c.warm(ctx, v, warm)
 			if v.Majority {
@@ -31,6 +31,17 @@ func (c *Cluster) watch(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// alone reports whether v has no live member but self: no key has a
+// successor.
+func alone(v *ring.View, self string) bool {
+	for _, m := range v.Members {
+		if m.Name != self && m.State == ring.Alive {
+			return false
+		}
+	}
+	return true
 }
 
 // observe sets the ring gauges from v.

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/weir-rl/weir/allot"
@@ -32,8 +33,10 @@ type replication interface {
 	Bucket(limit, key string, now time.Time)
 	Lease(limit, key string, now time.Time)
 	// resync asks the next batch to send every owned key: the ring
-	// changed, so successors may have too.
-	resync()
+	// changed, so successors may have too. alone says whether the ring
+	// has no other live member, in which case no change is recorded
+	// until it has one (the resync then covers what was not recorded).
+	resync(alone bool)
 	// stream sends batches until ctx ends; with replication off it
 	// returns at once.
 	stream(ctx context.Context, c *Cluster)
@@ -45,7 +48,7 @@ type replication interface {
 // noReplication records nothing and sends nothing.
 type noReplication struct{ engine.NoChanges }
 
-func (noReplication) resync()                                              {}
+func (noReplication) resync(bool)                                          {}
 func (noReplication) stream(context.Context, *Cluster)                     {}
 func (noReplication) sync(context.Context, *Cluster, string, string) error { return nil }
 
@@ -59,6 +62,13 @@ type changeLog struct {
 	// last send, so a successor never gets an older state of a key after
 	// a newer one.
 	sending sync.Mutex
+	// alone is set while the ring has no other live member: every key
+	// lacks a successor, so mark records nothing (a lone node's takes pay
+	// no map insert, and its flushes no snapshot per key). It is cleared
+	// before the resync that follows a peer's arrival, and a change is
+	// marked after the store changed, so a change mark skipped while
+	// alone is in the store before that resync's flush exports it.
+	alone atomic.Bool
 
 	mu     sync.Mutex          // guards the fields below
 	dirty  map[keyID]time.Time // bucket keys changed, with their first change
@@ -83,6 +93,9 @@ func (r *changeLog) Bucket(limit, key string, now time.Time) { r.mark(false, lim
 func (r *changeLog) Lease(limit, key string, now time.Time) { r.mark(true, limit, key, now) }
 
 func (r *changeLog) mark(lease bool, limit, key string, now time.Time) {
+	if r.alone.Load() {
+		return
+	}
 	k := keyID{Limit: limit, Key: key}
 	r.mu.Lock()
 	m := r.dirty
@@ -157,10 +170,16 @@ func (r *changeLog) requeue(buckets, leases []keyID, at time.Time) {
 }
 
 // resync implements replication.
-func (r *changeLog) resync() {
+func (r *changeLog) resync(alone bool) {
+	if !alone {
+		r.alone.Store(false)
+	}
 	r.mu.Lock()
 	r.all = true
 	r.mu.Unlock()
+	if alone {
+		r.alone.Store(true)
+	}
 }
 
 // stream implements replication: a batch every interval (or when MaxBatch
@@ -209,10 +228,15 @@ func (bs *replBatches) of(limit, key string) *replBatch {
 	if !ok {
 		return nil
 	}
-	b := bs.byAddr[p.Addr]
+	return bs.to(p.Addr)
+}
+
+// to returns the batch of the successor at addr, started if need be.
+func (bs *replBatches) to(addr string) *replBatch {
+	b := bs.byAddr[addr]
 	if b == nil {
 		b = &replBatch{oldest: bs.now}
-		bs.byAddr[p.Addr] = b
+		bs.byAddr[addr] = b
 	}
 	return b
 }
@@ -293,15 +317,16 @@ func (c *Cluster) holdingsOf(now time.Time, dirty map[keyID]time.Time) map[keyID
 // and those no longer held as dropped.
 func (c *Cluster) batchBuckets(bs *replBatches, dirty map[keyID]time.Time, holdings map[keyID][]allot.Entry) {
 	for k, at := range dirty {
+		p, ok := bs.snap.Successor(k.Limit, k.Key)
+		if !ok {
+			continue // nobody to send it to, so no snapshot either
+		}
 		e, held := c.run.Holdings.SnapshotBucket(bs.now, k.Limit, k.Key)
 		hs := holdings[k]
 		if held && refilled(e.Snapshot) && len(hs) == 0 {
 			continue // the replica refills to full by itself: nothing to send
 		}
-		b := bs.of(k.Limit, k.Key)
-		if b == nil {
-			continue
-		}
+		b := bs.to(p.Addr)
 		b.buckets = append(b.buckets, k)
 		b.oldest = minTime(b.oldest, at)
 		b.st.Holdings = append(b.st.Holdings, hs...)
