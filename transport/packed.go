@@ -89,18 +89,13 @@ type packedReader struct {
 	err error
 }
 
-func (r *packedReader) uvarint() uint64 {
-	v, n := binary.Uvarint(r.b)
-	if n <= 0 {
-		r.fail()
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
+func (r *packedReader) uvarint() uint64 { return readVarint(r, binary.Uvarint) }
+func (r *packedReader) varint() int64   { return readVarint(r, binary.Varint) }
 
-func (r *packedReader) varint() int64 {
-	v, n := binary.Varint(r.b)
+// readVarint reads the next varint with decode (binary.Uvarint or
+// binary.Varint).
+func readVarint[T int64 | uint64](r *packedReader, decode func([]byte) (T, int)) T {
+	v, n := decode(r.b)
 	if n <= 0 {
 		r.fail()
 		return 0

@@ -10,9 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/weir-rl/weir/allot"
@@ -142,17 +140,7 @@ func TestHandoffRoundTripPacked(t *testing.T) {
 	if err := p.Handoff(context.Background(), addr, st); err != nil {
 		t.Fatal(err)
 	}
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	var got State
-	var sizes []int
-	for _, h := range rec.handoffs {
-		got.Buckets = append(got.Buckets, h.Buckets...)
-		got.Leases.Leases = append(got.Leases.Leases, h.Leases.Leases...)
-		got.Leases.NextFencing = max(got.Leases.NextFencing, h.Leases.NextFencing)
-		got.Holdings = append(got.Holdings, h.Holdings...)
-		sizes = append(sizes, h.Len())
-	}
+	got, sizes := rec.handedOver()
 	if want := []int{handoffChunk + 3, handoffChunk, 4}; !slices.Equal(sizes, want) {
 		t.Errorf("chunks %v, want %v", sizes, want)
 	}
@@ -166,13 +154,7 @@ func TestHandoffRoundTripPacked(t *testing.T) {
 // it.
 func TestMalformedPackedRefused(t *testing.T) {
 	rec := &recorder{}
-	addr := startServer(t, rec, nil)
-	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	c := peerpb.NewPeerClient(conn)
+	c := rawPeerClient(t, startServer(t, rec, nil))
 	good := appendPacked(nil, packedSample())
 	for _, replica := range []bool{false, true} {
 		_, err := c.Handoff(context.Background(), &peerpb.HandoffRequest{

@@ -87,6 +87,23 @@ func (r *recorder) Handoff(_ context.Context, from string, st State) error {
 	return r.handoffErr
 }
 
+// handedOver returns the handoffs received so far as one State, and the
+// number of entries in each.
+func (r *recorder) handedOver() (State, []int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var got State
+	var sizes []int
+	for _, h := range r.handoffs {
+		got.Buckets = append(got.Buckets, h.Buckets...)
+		got.Leases.Leases = append(got.Leases.Leases, h.Leases.Leases...)
+		got.Leases.NextFencing = max(got.Leases.NextFencing, h.Leases.NextFencing)
+		got.Holdings = append(got.Holdings, h.Holdings...)
+		sizes = append(sizes, h.Len())
+	}
+	return got, sizes
+}
+
 func (r *recorder) Replicate(_ context.Context, from string, st State, dropped []Key) error {
 	r.calls.Add(1)
 	r.mu.Lock()
@@ -429,15 +446,8 @@ func TestHandoffRoundTrip(t *testing.T) {
 	if err := p.Handoff(context.Background(), addr, st); err != nil {
 		t.Fatal(err)
 	}
+	got, sizes := rec.handedOver()
 	rec.mu.Lock()
-	var got State
-	var sizes []int
-	for _, h := range rec.handoffs {
-		got.Buckets = append(got.Buckets, h.Buckets...)
-		got.Leases.Leases = append(got.Leases.Leases, h.Leases.Leases...)
-		got.Leases.NextFencing = max(got.Leases.NextFencing, h.Leases.NextFencing)
-		sizes = append(sizes, h.Len())
-	}
 	from := rec.from
 	rec.handoffs = nil
 	rec.mu.Unlock()

@@ -13,19 +13,25 @@ import (
 	"github.com/weir-rl/weir/transport/peerpb"
 )
 
+// rawPeerClient is a peer client of the server at addr without a Pool,
+// for sending messages a Pool would not; closed when the test ends.
+func rawPeerClient(t *testing.T, addr string) peerpb.PeerClient {
+	t.Helper()
+	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return peerpb.NewPeerClient(conn)
+}
+
 // TestProtocolVersionOnTheWire: a receiver serves the versions it speaks
 // (0, a sender before versions, reads as 1) and refuses a newer one with
 // FailedPrecondition before its handler sees it; a message with fields it
 // does not know is served with the fields it knows.
 func TestProtocolVersionOnTheWire(t *testing.T) {
 	rec := &recorder{}
-	addr := startServer(t, rec, nil)
-	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	c := peerpb.NewPeerClient(conn)
+	c := rawPeerClient(t, startServer(t, rec, nil))
 	ctx := context.Background()
 	batch := func(v Version) *peerpb.BatchRequest {
 		return &peerpb.BatchRequest{From: "n1", Protocol: v, Requests: []*peerpb.Request{
@@ -39,7 +45,7 @@ func TestProtocolVersionOnTheWire(t *testing.T) {
 	}
 	calls := rec.calls.Load()
 	newer := MaxVersion + 1
-	_, err = c.Batch(ctx, batch(newer))
+	_, err := c.Batch(ctx, batch(newer))
 	_, herr := c.Handoff(ctx, &peerpb.HandoffRequest{From: "n1", Protocol: newer})
 	_, rerr := c.Report(ctx, &peerpb.ReportRequest{Protocol: newer})
 	for _, err := range []error{err, herr, rerr} {
