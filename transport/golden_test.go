@@ -194,7 +194,8 @@ func TestGoldenConverts(t *testing.T) {
 	if st.Buckets, err = decodePacked(st.Buckets, rb.GetBuckets()); err != nil {
 		t.Fatal(err)
 	}
-	if want := append([]bucket.Entry{{Name: "inline", Key: "k2", Snapshot: st.Buckets[0].Snapshot, Limit: st.Buckets[0].Limit}}, goldenPackedEntries...); !slices.Equal(st.Buckets, want) {
+	inline := decodeState([]*peerpb.HandoffEntry{goldenBucketEntry()}).Buckets
+	if want := append(inline, goldenPackedEntries...); !slices.Equal(st.Buckets, want) {
 		t.Errorf("decoded v2 replica batch: %+v, want %+v", st.Buckets, want)
 	}
 }

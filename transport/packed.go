@@ -3,6 +3,7 @@ package transport
 import (
 	"encoding/binary"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/weir-rl/weir/bucket"
@@ -149,7 +150,8 @@ func decodePacked(out []bucket.Entry, b []byte) ([]bucket.Entry, error) {
 	}
 	// The keys are copied into one string and sliced from it.
 	start := len(out)
-	keys := make([]byte, 0, len(r.b))
+	var keys strings.Builder
+	keys.Grow(len(r.b))
 	spans := make([][2]int, n)
 	out = append(out, make([]bucket.Entry, n)...)
 	kept := start
@@ -167,9 +169,9 @@ func decodePacked(out []bucket.Entry, b []byte) ([]bucket.Entry, error) {
 		if alg[0]&^packedFull > byte(bucket.FixedWindow) {
 			continue // an algorithm this build does not know
 		}
-		spans[kept-start] = [2]int{len(keys), len(keys) + len(key)}
-		keys = append(keys, key...)
-		out[kept] = bucket.Entry{Name: names[ni], Key: "", Snapshot: bucket.Snapshot{
+		spans[kept-start] = [2]int{keys.Len(), keys.Len() + len(key)}
+		keys.Write(key)
+		out[kept] = bucket.Entry{Name: names[ni], Snapshot: bucket.Snapshot{
 			Algorithm: bucket.Algorithm(alg[0] &^ packedFull), Full: alg[0]&packedFull != 0,
 			Count: v[0], Frac: v[1], Prev: v[2], Ahead: time.Duration(v[3]), Since: time.Duration(v[4]),
 			Left: time.Duration(v[5]), UntilFull: time.Duration(v[6]),
@@ -179,7 +181,7 @@ func decodePacked(out []bucket.Entry, b []byte) ([]bucket.Entry, error) {
 	if len(r.b) != 0 {
 		return out[:start], errPacked
 	}
-	all := string(keys)
+	all := keys.String()
 	for i := start; i < kept; i++ {
 		sp := spans[i-start]
 		out[i].Key = all[sp[0]:sp[1]]

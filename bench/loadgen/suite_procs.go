@@ -153,9 +153,9 @@ type weirNodeConfig struct {
 // whose ports were taken before it could bind them.
 const startAttempts = 3
 
-// errPortTaken marks a node that exited because a port picked for it was
-// no longer free when it bound it.
-var errPortTaken = errors.New("loadgen: a port picked free was taken before the node bound it")
+// errPortTaken marks a process (a node, a ceiling) that exited because a
+// port picked for it was no longer free when it bound it.
+var errPortTaken = errors.New("loadgen: a port picked free was taken before the process bound it")
 
 // startWeir starts one node and waits for its HTTP, gRPC and RESP ports.
 // A port freeAddr found free can be taken before the node binds it: the
@@ -172,16 +172,13 @@ func startWeir(ctx context.Context, c weirNodeConfig) (*weirNode, error) {
 // retryPortTaken calls start until it returns anything but errPortTaken,
 // at most startAttempts times, for a process started on ports picked
 // free: each call picks them again.
-func retryPortTaken[T any](start func() (T, error)) (T, error) {
-	var v T
-	var err error
+func retryPortTaken[T any](start func() (T, error)) (v T, err error) {
 	for range startAttempts {
 		if v, err = start(); !errors.Is(err, errPortTaken) {
-			return v, err
+			break
 		}
 	}
-	var zero T
-	return zero, err
+	return v, err
 }
 
 // waitListening waits until p accepts on each of addrs ("" skipped). On

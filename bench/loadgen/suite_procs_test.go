@@ -84,6 +84,18 @@ func takenAddr(t *testing.T) string {
 	return c.LocalAddr().String()
 }
 
+// takenFirst is a port picker that hands out taken first and free ports
+// after, counting its picks in *picks.
+func takenFirst(taken string, picks *int) func() (string, error) {
+	return func() (string, error) {
+		*picks++
+		if *picks == 1 {
+			return taken, nil
+		}
+		return freeAddr()
+	}
+}
+
 // A port picked free and taken before the node binds it (here: handed
 // out as the first pick) starts the node again on fresh ports instead of
 // failing the suite.
@@ -91,13 +103,7 @@ func TestStartWeirRetriesAPortTaken(t *testing.T) {
 	bin := fakeWeir(t, "1")
 	taken := takenAddr(t)
 	picks := 0
-	pick := func() (string, error) {
-		picks++
-		if picks == 1 {
-			return taken, nil
-		}
-		return freeAddr()
-	}
+	pick := takenFirst(taken, &picks)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	n, err := startWeir(ctx, weirNodeConfig{bin: bin, limits: "x.yaml", dir: t.TempDir(), name: "t", resp: true, pick: pick})
@@ -163,13 +169,7 @@ func TestStartCeilingRetriesAPortTaken(t *testing.T) {
 	picks := 0
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := startCeilingOn(ctx, self, t.TempDir(), ceilingHTTPKind, func() (string, error) {
-		picks++
-		if picks == 1 {
-			return taken, nil
-		}
-		return freeAddr()
-	})
+	c, err := startCeilingOn(ctx, self, t.TempDir(), ceilingHTTPKind, takenFirst(taken, &picks))
 	if err != nil {
 		t.Fatalf("startCeiling with its first port taken: %v", err)
 	}

@@ -23,7 +23,7 @@ func (c *Cluster) watch(ctx context.Context) {
 			}
 			c.placement()
 			c.observe(v)
-			c.repl.resync(alone(v, c.self)) // successors may have changed
+			c.repl.resync(alone(v)) // successors may have changed
 			c.replicas.sweep(c.now(), v)
 			c.warm(ctx, v, warm)
 			if v.Majority {
@@ -33,11 +33,11 @@ func (c *Cluster) watch(ctx context.Context) {
 	}
 }
 
-// alone reports whether v has no live member but self: no key has a
-// successor.
-func alone(v *ring.View, self string) bool {
+// alone reports whether v has no alive member but its own: no key has a
+// successor (placement forwards only to alive members).
+func alone(v *ring.View) bool {
 	for _, m := range v.Members {
-		if m.Name != self && m.State == ring.Alive {
+		if m.Name != v.Self && m.State == ring.Alive {
 			return false
 		}
 	}

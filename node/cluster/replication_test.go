@@ -42,7 +42,7 @@ func TestAlone(t *testing.T) {
 		{[]ring.Member{self, other(ring.Suspect)}, true},
 		{[]ring.Member{self, other(ring.Alive)}, false},
 	} {
-		if got := alone(ring.NewView(1, "n1", tc.members), "n1"); got != tc.want {
+		if got := alone(ring.NewView(1, "n1", tc.members)); got != tc.want {
 			t.Errorf("%v: alone %v, want %v", tc.members, got, tc.want)
 		}
 	}
