@@ -82,6 +82,12 @@ type Decision struct {
 	// replaced or changed otherwise: a refund, a merge, an import or a
 	// removal by export. It is not unique across Stores or restarts.
 	Instance uint64
+	// FullAt is the instant, in Unix ns, from which the bucket holds no
+	// debt after the take, as the Store keeps it when the request is
+	// admitted (Store.TakeAt sets it; TakeAt leaves it zero). Unlike
+	// ResetAfter it is absolute: a clock that went backwards decides at
+	// the latest instant the state has seen, not at now.
+	FullAt int64
 }
 
 // TakeAt is the atomic transition of one bucket at now: it refills (or

@@ -277,3 +277,35 @@ func TestStoreSettleAt(t *testing.T) {
 		t.Fatalf("settling a sliding window: %v, want ErrInvalid", err)
 	}
 }
+
+// TestStoreFullAt: a Store's decision says, as an instant, when the bucket
+// it left holds no debt, for every algorithm, and a clock that went
+// backwards reports the instant the state decided at, not now plus
+// ResetAfter (which would be early: the replication stream skips a bucket
+// it believes refilled).
+func TestStoreFullAt(t *testing.T) {
+	for _, l := range []Limit{
+		tb(10, 1, time.Second), gcra(10, 1, time.Second),
+		{Algorithm: SlidingWindow, Capacity: 10, Window: time.Second},
+		{Algorithm: FixedWindow, Capacity: 10, Calendar: Second},
+	} {
+		s := NewStore(Config{MaxBuckets: 16, Shards: 1})
+		for _, now := range []time.Time{at(10 * time.Second), at(5 * time.Second)} {
+			ds, ok, err := s.TakeAt(now, []Check{{"n", l, "a", 3, false}}, nil)
+			if err != nil || !ok {
+				t.Fatalf("%v at %v: ok %v, %v", l.Algorithm, now, ok, err)
+			}
+			e, _ := s.SnapshotAt(now, "n", "a")
+			// The snapshot ages the state to now; the stored full instant
+			// is the same whatever now the snapshot is read at.
+			want := now.Add(e.Snapshot.UntilFull).UnixNano()
+			if ds[0].FullAt != want {
+				t.Errorf("%v at %v: FullAt %v, want %v (the stored state's)", l.Algorithm, now,
+					time.Unix(0, ds[0].FullAt).Sub(epoch), time.Unix(0, want).Sub(epoch))
+			}
+			if back := now.Add(ds[0].ResetAfter).UnixNano(); now.Equal(at(5*time.Second)) && l.Algorithm == TokenBucket && back >= ds[0].FullAt {
+				t.Errorf("token_bucket with the clock back: now+ResetAfter %v is not early; the test needs a clock step that shows it", time.Unix(0, back).Sub(epoch))
+			}
+		}
+	}
+}

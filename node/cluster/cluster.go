@@ -251,7 +251,9 @@ func New(cfg Config, deps Deps) (*Cluster, error) {
 }
 
 // Bucket implements engine.Changes: the replication stream records it.
-func (c *Cluster) Bucket(limit, key string, now time.Time) { c.repl.Bucket(limit, key, now) }
+func (c *Cluster) Bucket(limit, key string, now, full time.Time) {
+	c.repl.Bucket(limit, key, now, full)
+}
 
 // Lease implements engine.Changes: the replication stream records it.
 func (c *Cluster) Lease(limit, key string, now time.Time) { c.repl.Lease(limit, key, now) }

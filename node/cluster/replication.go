@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,7 +31,7 @@ import (
 // of a node with replication off.
 type replication interface {
 	// Bucket and Lease record changes (engine.Changes).
-	Bucket(limit, key string, now time.Time)
+	Bucket(limit, key string, now, full time.Time)
 	Lease(limit, key string, now time.Time)
 	// resync asks the next batch to send every owned key: the ring
 	// changed, so successors may have too. alone says whether the ring
@@ -70,29 +71,56 @@ type changeLog struct {
 	// alone is in the store before that resync's flush exports it.
 	alone atomic.Bool
 
-	mu     sync.Mutex          // guards the fields below
-	dirty  map[keyID]time.Time // bucket keys changed, with their first change
-	leases map[keyID]time.Time // lease keys changed
-	all    bool                // send every owned key (the ring changed)
-	kick   chan struct{}       // a batch is full: flush before the tick
+	mu     sync.Mutex       // guards the fields below
+	dirty  map[keyID]change // bucket keys changed
+	leases map[keyID]change // lease keys changed
+	all    bool             // send every owned key (the ring changed)
+	kick   chan struct{}    // a batch is full: flush before the tick
 	// The last batch's maps, emptied by recycle, for take to reuse.
-	spareDirty, spareLeases map[keyID]time.Time
+	spareDirty, spareLeases map[keyID]change
 }
+
+// change is what the log keeps of one changed key until its batch.
+type change struct {
+	// first is the instant of the key's first change in the batch.
+	first time.Time
+	// full is the latest instant, in Unix ns, from which the bucket holds
+	// no debt after its changes in the batch (engine.Changes.Bucket), or
+	// unknownFull when one of them did not say: the flush then looks the
+	// bucket up. A key whose full has passed and that has no allotments
+	// is skipped without a lookup, as refilled (refilled).
+	full int64
+}
+
+// unknownFull is a change.full that says nothing: a lease key's, a
+// refund's, a key a resync or a failed batch adds.
+const unknownFull = math.MaxInt64
+
+// unknown is the change of a key changed at at, its full unknown.
+func unknown(at time.Time) change { return change{first: at, full: unknownFull} }
 
 func newChangeLog(cfg ReplicationConfig, m *replMetrics) *changeLog {
 	return &changeLog{
-		cfg: cfg, m: m, dirty: map[keyID]time.Time{}, leases: map[keyID]time.Time{},
+		cfg: cfg, m: m, dirty: map[keyID]change{}, leases: map[keyID]change{},
 		kick: make(chan struct{}, 1), all: true,
 	}
 }
 
 // Bucket implements engine.Changes.
-func (r *changeLog) Bucket(limit, key string, now time.Time) { r.mark(false, limit, key, now) }
+func (r *changeLog) Bucket(limit, key string, now, full time.Time) {
+	f := int64(unknownFull)
+	if !full.IsZero() {
+		f = full.UnixNano()
+	}
+	r.mark(false, limit, key, now, f)
+}
 
 // Lease implements engine.Changes.
-func (r *changeLog) Lease(limit, key string, now time.Time) { r.mark(true, limit, key, now) }
+func (r *changeLog) Lease(limit, key string, now time.Time) {
+	r.mark(true, limit, key, now, unknownFull)
+}
 
-func (r *changeLog) mark(lease bool, limit, key string, now time.Time) {
+func (r *changeLog) mark(lease bool, limit, key string, now time.Time, full int64) {
 	if r.alone.Load() {
 		return
 	}
@@ -102,12 +130,15 @@ func (r *changeLog) mark(lease bool, limit, key string, now time.Time) {
 	if lease {
 		m = r.leases
 	}
-	if _, ok := m[k]; !ok {
-		m[k] = now
+	if c, ok := m[k]; !ok {
+		m[k] = change{first: now, full: full}
+	} else if full > c.full {
+		c.full = full
+		m[k] = c
 	}
-	full := len(r.dirty)+len(r.leases) >= r.cfg.MaxBatch
+	batchFull := len(r.dirty)+len(r.leases) >= r.cfg.MaxBatch
 	r.mu.Unlock()
-	if full {
+	if batchFull {
 		select {
 		case r.kick <- struct{}{}:
 		default:
@@ -118,7 +149,7 @@ func (r *changeLog) mark(lease bool, limit, key string, now time.Time) {
 // take returns the changed keys and whether everything must be sent, and
 // starts a new batch. The caller hands the two maps back with recycle once
 // it is done with them.
-func (r *changeLog) take() (buckets, leases map[keyID]time.Time, all bool) {
+func (r *changeLog) take() (buckets, leases map[keyID]change, all bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	buckets, leases, all = r.dirty, r.leases, r.all
@@ -128,9 +159,9 @@ func (r *changeLog) take() (buckets, leases map[keyID]time.Time, all bool) {
 }
 
 // orNew returns m, or a new map when m is nil.
-func orNew(m map[keyID]time.Time) map[keyID]time.Time {
+func orNew(m map[keyID]change) map[keyID]change {
 	if m == nil {
-		return map[keyID]time.Time{}
+		return map[keyID]change{}
 	}
 	return m
 }
@@ -138,8 +169,8 @@ func orNew(m map[keyID]time.Time) map[keyID]time.Time {
 // recycle keeps the maps of a batch for the next one, so a steady stream
 // of changes allocates no maps. A map grown far past a batch (a resync
 // holds every owned key) is left to the collector instead.
-func (r *changeLog) recycle(buckets, leases map[keyID]time.Time) {
-	keep := func(m map[keyID]time.Time) map[keyID]time.Time {
+func (r *changeLog) recycle(buckets, leases map[keyID]change) {
+	keep := func(m map[keyID]change) map[keyID]change {
 		if len(m) > 4*r.cfg.MaxBatch {
 			return nil
 		}
@@ -153,19 +184,26 @@ func (r *changeLog) recycle(buckets, leases map[keyID]time.Time) {
 }
 
 // requeue puts keys of a batch that was not delivered back, as changed at
-// or before at.
+// or before at. A key changed again since keeps the full its new changes
+// recorded, which bounds its state at the next flush as well; one that was
+// not is looked up then.
 func (r *changeLog) requeue(buckets, leases []keyID, at time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, k := range buckets {
-		if old, ok := r.dirty[k]; !ok || at.Before(old) {
-			r.dirty[k] = at
+	again := func(m map[keyID]change, k keyID) {
+		c, ok := m[k]
+		if !ok {
+			m[k] = unknown(at)
+		} else if at.Before(c.first) {
+			c.first = at
+			m[k] = c
 		}
 	}
+	for _, k := range buckets {
+		again(r.dirty, k)
+	}
 	for _, k := range leases {
-		if old, ok := r.leases[k]; !ok || at.Before(old) {
-			r.leases[k] = at
-		}
+		again(r.leases, k)
 	}
 }
 
@@ -251,10 +289,10 @@ func (c *Cluster) flush(ctx context.Context, r *changeLog) map[string]bool {
 	owner := c.run.Holdings
 	if all {
 		for _, e := range owner.ExportBuckets(now, nil, false) {
-			dirtyB[keyID{Limit: e.Name, Key: e.Key}] = now
+			dirtyB[keyID{Limit: e.Name, Key: e.Key}] = unknown(now)
 		}
 		for _, l := range owner.ExportLeases(now, nil, false).Leases {
-			dirtyL[keyID{Limit: l.Limit, Key: l.Key}] = now
+			dirtyL[keyID{Limit: l.Limit, Key: l.Key}] = unknown(now)
 		}
 	}
 	bs := &replBatches{snap: c.placement(), now: now, byAddr: map[string]*replBatch{}}
@@ -286,7 +324,7 @@ func (r *changeLog) sync(ctx context.Context, c *Cluster, limit, key string) err
 	r.sending.Lock()
 	defer r.sending.Unlock()
 	now := c.now()
-	dirty := map[keyID]time.Time{{Limit: limit, Key: key}: now}
+	dirty := map[keyID]change{{Limit: limit, Key: key}: unknown(now)}
 	bs := &replBatches{snap: c.placement(), now: now, byAddr: map[string]*replBatch{}}
 	c.batchBuckets(bs, dirty, c.holdingsOf(now, dirty))
 	for addr, b := range bs.byAddr {
@@ -302,7 +340,7 @@ func (r *changeLog) sync(ctx context.Context, c *Cluster, limit, key string) err
 }
 
 // holdingsOf returns the allotments granted of the dirty buckets, by key.
-func (c *Cluster) holdingsOf(now time.Time, dirty map[keyID]time.Time) map[keyID][]allot.Entry {
+func (c *Cluster) holdingsOf(now time.Time, dirty map[keyID]change) map[keyID][]allot.Entry {
 	out := map[keyID][]allot.Entry{}
 	for _, h := range c.run.Holdings.ExportHoldings(now, func(l, k string) bool { _, ok := dirty[keyID{Limit: l, Key: k}]; return ok }, false) {
 		k := keyID{Limit: h.Key.Limit, Key: h.Key.Key}
@@ -314,21 +352,26 @@ func (c *Cluster) holdingsOf(now time.Time, dirty map[keyID]time.Time) map[keyID
 // batchBuckets adds the changed buckets still in debt, or with allotments
 // granted of them, to their successors' batches with those allotments
 // (the successor replaces its replica of the key's allotments by them),
-// and those no longer held as dropped.
-func (c *Cluster) batchBuckets(bs *replBatches, dirty map[keyID]time.Time, holdings map[keyID][]allot.Entry) {
-	for k, at := range dirty {
+// and those no longer held as dropped. A key its changes say is full by
+// now, without allotments, costs no lookup at all.
+func (c *Cluster) batchBuckets(bs *replBatches, dirty map[keyID]change, holdings map[keyID][]allot.Entry) {
+	now := bs.now.UnixNano()
+	for k, ch := range dirty {
+		hs := holdings[k]
+		if ch.full <= now && len(hs) == 0 {
+			continue // refilled since its last take: as below, without the lookups
+		}
 		p, ok := bs.snap.Successor(k.Limit, k.Key)
 		if !ok {
 			continue // nobody to send it to, so no snapshot either
 		}
 		e, held := c.run.Holdings.SnapshotBucket(bs.now, k.Limit, k.Key)
-		hs := holdings[k]
 		if held && refilled(e.Snapshot) && len(hs) == 0 {
 			continue // the replica refills to full by itself: nothing to send
 		}
 		b := bs.to(p.Addr)
 		b.buckets = append(b.buckets, k)
-		b.oldest = minTime(b.oldest, at)
+		b.oldest = minTime(b.oldest, ch.first)
 		b.st.Holdings = append(b.st.Holdings, hs...)
 		switch {
 		case held:
@@ -345,7 +388,7 @@ func (c *Cluster) batchBuckets(bs *replBatches, dirty map[keyID]time.Time, holdi
 
 // batchLeases adds the leases of the changed lease keys to their
 // successors' batches, and keys that hold no lease any more as dropped.
-func (c *Cluster) batchLeases(bs *replBatches, dirty map[keyID]time.Time) {
+func (c *Cluster) batchLeases(bs *replBatches, dirty map[keyID]change) {
 	if len(dirty) == 0 {
 		return
 	}
@@ -355,13 +398,13 @@ func (c *Cluster) batchLeases(bs *replBatches, dirty map[keyID]time.Time) {
 		k := keyID{Limit: l.Limit, Key: l.Key}
 		held[k] = append(held[k], l)
 	}
-	for k, at := range dirty {
+	for k, ch := range dirty {
 		b := bs.of(k.Limit, k.Key)
 		if b == nil {
 			continue
 		}
 		b.leases = append(b.leases, k)
-		b.oldest = minTime(b.oldest, at)
+		b.oldest = minTime(b.oldest, ch.first)
 		if ls, ok := held[k]; ok {
 			b.st.Leases.Leases = append(b.st.Leases.Leases, ls...)
 			b.st.Leases.NextFencing = h.NextFencing

@@ -14,14 +14,14 @@ func TestChangeLogRecordsNothingAlone(t *testing.T) {
 	r := newChangeLog(DefaultReplicationConfig(), nil)
 	now := time.Unix(1_800_000_000, 0)
 	r.resync(true)
-	r.Bucket("l", "a", now)
+	r.Bucket("l", "a", now, time.Time{})
 	r.Lease("l", "b", now)
 	b, l, all := r.take()
 	if len(b) != 0 || len(l) != 0 || !all {
 		t.Fatalf("alone: %d buckets, %d leases recorded, all %v; want none and all", len(b), len(l), all)
 	}
 	r.resync(false)
-	r.Bucket("l", "a", now)
+	r.Bucket("l", "a", now, time.Time{})
 	r.Lease("l", "b", now)
 	b, l, all = r.take()
 	if len(b) != 1 || len(l) != 1 || !all {
@@ -45,5 +45,42 @@ func TestAlone(t *testing.T) {
 		if got := alone(ring.NewView(1, "n1", tc.members)); got != tc.want {
 			t.Errorf("%v: alone %v, want %v", tc.members, got, tc.want)
 		}
+	}
+}
+
+// TestChangeLogKeepsTheLatestFull: a key's change in a batch keeps the
+// latest full instant its takes reported, and a change that did not say
+// (the zero Time) makes it unknown for the rest of the batch, so the
+// flush never skips a bucket some change left in debt past that instant.
+// A failed batch's key comes back unknown unless changed again since.
+func TestChangeLogKeepsTheLatestFull(t *testing.T) {
+	r := newChangeLog(DefaultReplicationConfig(), nil)
+	r.resync(false)
+	now := time.Unix(1_800_000_000, 0)
+	ms := func(n int) time.Time { return now.Add(time.Duration(n) * time.Millisecond) }
+	r.Bucket("l", "a", now, ms(30))
+	r.Bucket("l", "a", ms(1), ms(50))
+	r.Bucket("l", "a", ms(2), ms(40)) // a refund-like earlier full: 50 stays
+	r.Bucket("l", "b", now, ms(10))
+	r.Bucket("l", "b", ms(1), time.Time{})
+	r.Bucket("l", "b", ms(2), ms(20))
+	b, _, _ := r.take()
+	a, bb := b[keyID{Limit: "l", Key: "a"}], b[keyID{Limit: "l", Key: "b"}]
+	if !a.first.Equal(now) || a.full != ms(50).UnixNano() {
+		t.Errorf("a: first %v full %v, want the first change and the latest full (+50ms)", a.first.Sub(now), time.Unix(0, a.full).Sub(now))
+	}
+	if bb.full != unknownFull {
+		t.Errorf("b: full %v after a change that did not say, want unknown", time.Unix(0, bb.full).Sub(now))
+	}
+	// a fails to send and is not changed again; c fails and was changed
+	// again with a known full.
+	r.Bucket("l", "c", ms(5), ms(60))
+	r.requeue([]keyID{{Limit: "l", Key: "a"}, {Limit: "l", Key: "c"}}, nil, ms(-5))
+	b, _, _ = r.take()
+	if got := b[keyID{Limit: "l", Key: "a"}]; got.full != unknownFull || !got.first.Equal(ms(-5)) {
+		t.Errorf("requeued a: first %v full %v, want -5ms and unknown", got.first.Sub(now), got.full)
+	}
+	if got := b[keyID{Limit: "l", Key: "c"}]; got.full != ms(60).UnixNano() || !got.first.Equal(ms(-5)) {
+		t.Errorf("requeued c: first %v full %v, want -5ms and its new change's +60ms", got.first.Sub(now), time.Unix(0, got.full).Sub(now))
 	}
 }

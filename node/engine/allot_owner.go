@@ -202,7 +202,7 @@ func (e *Engine) refundOwned(debits []bucket.Check) {
 	e.capAllotted(now, debits, lims)
 	e.store.RefundAt(now, debits)
 	unlock()
-	e.touchedAt(now, debits)
+	e.touchedAt(now, debits, nil)
 }
 
 // capped returns the bucket limit to decide (limit, key) by at now: l's,
@@ -226,7 +226,7 @@ func (e *Engine) capped(now time.Time, name, key string, l bucket.Limit) bucket.
 			break
 		}
 		e.om.stranded.Add(float64(h.Tokens))
-		e.changes.Bucket(name, key, now)
+		e.changes.Bucket(name, key, now, time.Time{})
 	}
 	return e.cappedNow(k, l)
 }

@@ -109,7 +109,7 @@ func (e *Engine) ownerTake(f *limits.File, checks []api.Check, tn api.Tenant, sp
 			out[i].Capacity = enforcedLim[j].Bucket.Capacity
 		}
 		if ok {
-			e.touchedAt(now, enforced)
+			e.touchedAt(now, enforced, ds)
 			if sp != nil {
 				*sp = Spend{Where: Owner, Debits: slices.Clone(enforced)}
 			}
@@ -167,12 +167,19 @@ func (e *Engine) quotaError(f *limits.File, checks []api.Check, tn api.Tenant) e
 }
 
 // touchedAt tells the replication stream that the owner buckets of checks
-// changed at now. A peek (cost 0) changed nothing.
-func (e *Engine) touchedAt(now time.Time, checks []bucket.Check) {
-	for _, c := range checks {
-		if c.Cost != 0 {
-			e.changes.Bucket(c.Name, c.Key, now)
+// changed at now: by the admitted take whose decisions ds are (each full
+// from its FullAt), or, when ds is nil, otherwise (full unknown). A peek
+// (cost 0) changed nothing.
+func (e *Engine) touchedAt(now time.Time, checks []bucket.Check, ds []bucket.Decision) {
+	for i, c := range checks {
+		if c.Cost == 0 {
+			continue
 		}
+		var full time.Time
+		if ds != nil {
+			full = time.Unix(0, ds[i].FullAt)
+		}
+		e.changes.Bucket(c.Name, c.Key, now, full)
 	}
 }
 
@@ -224,5 +231,5 @@ func (e *Engine) ServeRefund(checks []api.Check) {
 	e.capAllotted(now, bcs, lims)
 	e.store.RefundAt(now, bcs)
 	unlock()
-	e.touchedAt(now, bcs) // the successor's replica must see the refund too
+	e.touchedAt(now, bcs, nil) // the successor's replica must see the refund too
 }

@@ -79,8 +79,11 @@ type Peers interface {
 // the decision path, sometimes with the lease table's lock held: it must
 // be quick and must not call the engine.
 type Changes interface {
-	// Bucket records that the owner bucket (limit, key) changed at now.
-	Bucket(limit, key string, now time.Time)
+	// Bucket records that the owner bucket (limit, key) changed at now,
+	// and holds no debt from full on unless it changes again: the
+	// bucket.Decision.FullAt of the admitted take that changed it, or the
+	// zero Time when the change was not a take (unknown).
+	Bucket(limit, key string, now, full time.Time)
 	// Lease records that the leases of (limit, key) changed at now.
 	Lease(limit, key string, now time.Time)
 	// Sync sends the state of the owner bucket (limit, key), with the
@@ -184,7 +187,7 @@ type NoChanges struct{}
 var _ Changes = NoChanges{}
 
 // Bucket implements Changes: nothing to record.
-func (NoChanges) Bucket(string, string, time.Time) {}
+func (NoChanges) Bucket(string, string, time.Time, time.Time) {}
 
 // Lease implements Changes: nothing to record.
 func (NoChanges) Lease(string, string, time.Time) {}
