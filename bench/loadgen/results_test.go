@@ -7,6 +7,8 @@ import (
 	"errors"
 	"io"
 	"math"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -435,5 +437,30 @@ func TestParseSuiteFlags(t *testing.T) {
 		if _, err := parseSuiteFlags(bad, io.Discard); err == nil {
 			t.Errorf("%v: want an error", bad)
 		}
+	}
+}
+
+// TestStartCPUProfile: -cpuprofile writes a profile pprof reads back
+// (gzip-compressed protobuf), and a path it cannot create is an error
+// before the run starts.
+func TestStartCPUProfile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cpu.pprof")
+	stop, err := startCPUProfile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Fatalf("profile file: %d bytes, %v; want a gzip stream", len(b), err)
+	}
+	if _, err := startCPUProfile(filepath.Join(t.TempDir(), "missing", "cpu.pprof")); err == nil {
+		t.Fatal("a profile path in a missing directory was accepted")
+	}
+	cfg, err := parseSuiteFlags([]string{"-cpuprofile", path}, io.Discard)
+	if err != nil || cfg.CPUProfile != path {
+		t.Fatalf("-cpuprofile: %q, %v", cfg.CPUProfile, err)
 	}
 }

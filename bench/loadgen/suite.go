@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -38,6 +39,8 @@ type suiteConfig struct {
 	// `make gubernator`); its targets are skipped, with why, when it is
 	// missing.
 	GubernatorBin string
+	// CPUProfile is where the load generator's CPU profile goes ("": none).
+	CPUProfile string
 }
 
 // suite is `loadgen suite`: it starts every target on loopback, runs one
@@ -54,7 +57,15 @@ func suite(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 2
 	}
+	stop, err := startCPUProfile(cfg.CPUProfile)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
 	rows, header, err := runSuite(ctx, cfg, stderr)
+	if perr := stop(); perr != nil && err == nil {
+		err = perr
+	}
 	if len(rows) > 0 {
 		if werr := writeSuite(cfg.OutDir, header, rows, stdout); werr != nil {
 			fmt.Fprintln(stderr, werr)
@@ -99,6 +110,7 @@ func parseSuiteFlags(args []string, stderr io.Writer) (suiteConfig, error) {
 	fs.StringVar(&workloads, "workloads", "hot,uniform,zipf", "key patterns: hot (1 key), uniform and zipf (over -keys keys)")
 	fs.IntVar(&keys, "keys", 100_000, "distinct keys of the uniform and zipf workloads")
 	fs.StringVar(&targets, "targets", "", "comma-separated target names to run (default: all)")
+	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write the load generator's own CPU profile of the whole run to this file: the client side of the targets run (run one for a clean picture)")
 	fs.BoolVar(&cfg.Quick, "quick", false, "a short run: 0.3 s cells after 0.1 s warm-up, unless -seconds or -warmup are given")
 	err := fs.Parse(args)
 	if err != nil {
@@ -400,4 +412,24 @@ func writeSuite(dir, header string, rows []suiteRow, stdout io.Writer) error {
 	}
 	_, err = io.WriteString(stdout, md.String())
 	return err
+}
+
+// startCPUProfile starts profiling this process into path, and returns
+// the function that stops it and closes the file; for "" it does nothing.
+func startCPUProfile(path string) (stop func() error, err error) {
+	if path == "" {
+		return func() error { return nil }, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("loadgen: suite: -cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("loadgen: suite: -cpuprofile: %w", err)
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		return f.Close()
+	}, nil
 }
