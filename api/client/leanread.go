@@ -32,6 +32,7 @@ type replyReader struct {
 	r          io.Reader
 	buf        []byte
 	start, end int
+	names      names
 }
 
 func newReplyReader(r io.Reader) *replyReader {
@@ -72,12 +73,13 @@ func (rr *replyReader) fill() error {
 }
 
 // next parses one reply with parse, reading until it is buffered whole.
-func next[T any](rr *replyReader, parse func(*cursor) (T, error)) (T, error) {
+// parse gets the cursor by value and says how much it consumed, so that
+// the cursor stays on the stack (see byValue).
+func next[T any](rr *replyReader, parse func(cursor) (T, int, error)) (T, error) {
 	for {
-		c := cursor{b: rr.buf[rr.start:rr.end]}
-		v, err := parse(&c)
+		v, n, err := parse(cursor{b: rr.buf[rr.start:rr.end], names: &rr.names})
 		if !errors.Is(err, errShort) {
-			rr.start += c.i
+			rr.start += n
 			return v, err
 		}
 		if err := rr.fill(); err != nil {
@@ -91,19 +93,51 @@ func next[T any](rr *replyReader, parse func(*cursor) (T, error)) (T, error) {
 // service refused the take), or another error (the connection is not
 // usable any more, or, for a timeout, nothing was consumed).
 func (rr *replyReader) readCTake() (api.TakeResponse, error) {
-	return next(rr, parseCTake)
+	return next(rr, byValue(parseCTake))
 }
 
 // readSimple reads a reply that is a simple string or an error: the string
 // (without '+') or a replyError.
 func (rr *replyReader) readSimple() (string, error) {
-	return next(rr, parseSimple)
+	return next(rr, byValue(parseSimple))
 }
 
-// cursor walks a buffered reply; i is how much of b it consumed.
+// byValue adapts a parser to next. A cursor whose address went through a
+// function value escaped to the heap: an allocation per reply.
+func byValue[T any](parse func(*cursor) (T, error)) func(cursor) (T, int, error) {
+	return func(c cursor) (T, int, error) {
+		v, err := parse(&c)
+		return v, c.i, err
+	}
+}
+
+// cursor walks a buffered reply; i is how much of b it consumed. Bulk
+// strings are interned in names when it is not nil.
 type cursor struct {
-	b []byte
-	i int
+	b     []byte
+	i     int
+	names *names
+}
+
+// names are the last few limit names a connection's replies carried, so
+// that a reply naming one of them costs no allocation: a client asks of
+// few limits.
+type names struct {
+	s    [8]string
+	next int
+}
+
+// of returns b as a string, one of n's when it is there.
+func (n *names) of(b []byte) string {
+	for _, s := range n.s {
+		if s == string(b) && s != "" {
+			return s
+		}
+	}
+	s := string(b)
+	n.s[n.next] = s
+	n.next = (n.next + 1) % len(n.s)
+	return s
 }
 
 // line returns the next line without its CRLF, pointing into b.
@@ -123,8 +157,34 @@ func (c *cursor) line() ([]byte, error) {
 	return rest[:j-1], nil
 }
 
-// int reads an integer reply.
+// int reads an integer reply. Integers of up to 18 digits, which are all
+// a reply's but for a corrupt one, are parsed in one pass over the line;
+// the rest, and anything short or malformed, by intLine.
 func (c *cursor) int() (int64, error) {
+	b := c.b[c.i:]
+	if len(b) >= 4 && b[0] == ':' {
+		j, neg := 1, b[1] == '-'
+		if neg {
+			j++
+		}
+		k, n := j, int64(0)
+		for k < len(b) && k-j < 19 && b[k]-'0' <= 9 {
+			n = n*10 + int64(b[k]-'0')
+			k++
+		}
+		if k > j && k-j <= 18 && k+1 < len(b) && b[k] == '\r' && b[k+1] == '\n' {
+			c.i += k + 2
+			if neg {
+				n = -n
+			}
+			return n, nil
+		}
+	}
+	return c.intLine()
+}
+
+// intLine reads an integer reply through line and strconv.
+func (c *cursor) intLine() (int64, error) {
 	line, err := c.line()
 	if err != nil {
 		return 0, err
@@ -160,6 +220,9 @@ func (c *cursor) bulk() (string, error) {
 		return "", errBadReply
 	}
 	c.i += int(n) + 2
+	if c.names != nil {
+		return c.names.of(rest[:n]), nil
+	}
 	return string(rest[:n]), nil
 }
 
