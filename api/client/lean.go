@@ -209,14 +209,27 @@ func (c *leanConn) passLocked() {
 }
 
 // lead reads replies, handing each to its waiter, until w's own arrives or
-// ctx ends, then passes the turn on.
+// ctx ends, then passes the turn on. Under load the turn often comes with
+// w's reply already buffered (read by the leader before): only a read
+// from the connection, which may block, needs ctx's end to interrupt it,
+// so the hook that does is set up before the first such read.
 func (c *leanConn) lead(ctx context.Context, w *leanWaiter) (api.TakeResponse, error) {
+	var block func()
 	if ctx.Done() != nil {
-		stop := context.AfterFunc(ctx, func() { _ = c.nc.SetReadDeadline(time.Unix(1, 0)) })
-		defer stop()
+		var stop func() bool
+		block = func() {
+			if stop == nil {
+				stop = context.AfterFunc(ctx, func() { _ = c.nc.SetReadDeadline(time.Unix(1, 0)) })
+			}
+		}
+		defer func() {
+			if stop != nil {
+				stop()
+			}
+		}()
 	}
 	for {
-		resp, err := c.rd.readCTake()
+		resp, err := c.rd.readCTake(block)
 		var re replyError
 		switch {
 		case errors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() != nil:

@@ -219,7 +219,7 @@ func TestReplyReaderResumes(t *testing.T) {
 	for _, want := range []int64{7, 8} {
 		timeouts := 0
 		for {
-			resp, err := rr.readCTake()
+			resp, err := rr.readCTake(nil)
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				timeouts++
 				continue
@@ -233,7 +233,7 @@ func TestReplyReaderResumes(t *testing.T) {
 			t.Fatalf("reply %d read after %d timeouts: the reader did not stop in the middle", want, timeouts)
 		}
 	}
-	if _, err := rr.readCTake(); !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrDeadlineExceeded) {
+	if _, err := rr.readCTake(nil); !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("past the last reply: %v", err)
 	}
 }

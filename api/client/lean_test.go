@@ -418,7 +418,7 @@ func TestLeanPendingTakes(t *testing.T) {
 // replies without reading past them.
 func TestReadCTakeRejects(t *testing.T) {
 	ok := "*13\r\n:1\r\n:0\r\n:7\r\n:3\r\n:0\r\n$5\r\nexact\r\n:1\r\n:9\r\n:10\r\n:0\r\n:100\r\n:0\r\n:1000\r\n"
-	resp, err := newReplyReader(stringsReader(ok)).readCTake()
+	resp, err := newReplyReader(stringsReader(ok)).readCTake(nil)
 	if err != nil || !resp.Allowed || resp.RulesVersion != 7 || resp.RingEpoch != 3 || len(resp.Results) != 1 ||
 		resp.Results[0] != (api.Result{Limit: "exact", Allowed: true, Remaining: 9, Capacity: 10, ResetAfter: 100 * time.Millisecond, Window: time.Second}) {
 		t.Fatalf("good reply: %+v, %v", resp, err)
@@ -429,11 +429,11 @@ func TestReadCTakeRejects(t *testing.T) {
 		"*13\r\n:1\r\n:0\r\n:7\r\n:3\r\n:0\r\n$5\r\nexact\r\n:1\r\n:9\r\n:10\r\n:0\r\n:100\r\n:3\r\n:1000\r\n",
 		"*13\r\n:1\r\n:0\r\n:7\r\n:3\r\n:0\r\n$-1\r\n",
 	} {
-		if _, err := newReplyReader(stringsReader(bad)).readCTake(); err == nil {
+		if _, err := newReplyReader(stringsReader(bad)).readCTake(nil); err == nil {
 			t.Errorf("readCTake(%q) accepted", bad)
 		}
 	}
-	if _, err := newReplyReader(stringsReader("-QUOTA tenant full\r\n")).readCTake(); statusOfReply(err.(replyError)) == nil { //nolint:errorlint // the decoder returns it bare
+	if _, err := newReplyReader(stringsReader("-QUOTA tenant full\r\n")).readCTake(nil); statusOfReply(err.(replyError)) == nil { //nolint:errorlint // the decoder returns it bare
 		t.Error("error reply not converted")
 	}
 }

@@ -72,15 +72,19 @@ func (rr *replyReader) fill() error {
 	return io.ErrNoProgress
 }
 
-// next parses one reply with parse, reading until it is buffered whole.
-// parse gets the cursor by value and says how much it consumed, so that
-// the cursor stays on the stack (see byValue).
-func next[T any](rr *replyReader, parse func(cursor) (T, int, error)) (T, error) {
+// next parses one reply with parse, reading until it is buffered whole;
+// block, when not nil, is called before each read, which may block. parse
+// gets the cursor by value and says how much it consumed, so that the
+// cursor stays on the stack (see byValue).
+func next[T any](rr *replyReader, parse func(cursor) (T, int, error), block func()) (T, error) {
 	for {
 		v, n, err := parse(cursor{b: rr.buf[rr.start:rr.end], names: &rr.names})
 		if !errors.Is(err, errShort) {
 			rr.start += n
 			return v, err
+		}
+		if block != nil {
+			block()
 		}
 		if err := rr.fill(); err != nil {
 			var zero T
@@ -91,15 +95,17 @@ func next[T any](rr *replyReader, parse func(cursor) (T, int, error)) (T, error)
 
 // readCTake reads one WEIR.CTAKE reply: the answer, or a replyError (the
 // service refused the take), or another error (the connection is not
-// usable any more, or, for a timeout, nothing was consumed).
-func (rr *replyReader) readCTake() (api.TakeResponse, error) {
-	return next(rr, byValue(parseCTake))
+// usable any more, or, for a timeout, nothing was consumed). block, when
+// not nil, is called before each read from the connection: a reply
+// already buffered is returned without one.
+func (rr *replyReader) readCTake(block func()) (api.TakeResponse, error) {
+	return next(rr, byValue(parseCTake), block)
 }
 
 // readSimple reads a reply that is a simple string or an error: the string
 // (without '+') or a replyError.
 func (rr *replyReader) readSimple() (string, error) {
-	return next(rr, byValue(parseSimple))
+	return next(rr, byValue(parseSimple), nil)
 }
 
 // byValue adapts a parser to next. A cursor whose address went through a

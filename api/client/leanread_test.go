@@ -28,7 +28,7 @@ func BenchmarkReadCTake(b *testing.B) {
 	rr := newReplyReader(&repeatReader{b: versionReply(12345)})
 	b.ReportAllocs()
 	for b.Loop() {
-		resp, err := rr.readCTake()
+		resp, err := rr.readCTake(nil)
 		if err != nil || resp.RulesVersion != 12345 {
 			b.Fatalf("%+v, %v", resp, err)
 		}
@@ -63,10 +63,28 @@ func TestCursorIntAgreesWithStrconv(t *testing.T) {
 // Results and nothing else; a limit name seen before is reused.
 func TestReadCTakeAllocatesOnlyResults(t *testing.T) {
 	rr := newReplyReader(&repeatReader{b: versionReply(1)})
-	if _, err := rr.readCTake(); err != nil {
+	if _, err := rr.readCTake(nil); err != nil {
 		t.Fatal(err)
 	}
-	if n := testing.AllocsPerRun(100, func() { _, _ = rr.readCTake() }); n != 1 {
+	if n := testing.AllocsPerRun(100, func() { _, _ = rr.readCTake(nil) }); n != 1 {
 		t.Fatalf("%v allocations per reply, want 1 (its Results)", n)
+	}
+}
+
+// TestReadCTakeBlocksOnlyToRead: block is called before each read from
+// the connection and not for a reply already buffered, so a leader whose
+// reply came with another's sets up no interruption.
+func TestReadCTakeBlocksOnlyToRead(t *testing.T) {
+	rr := newReplyReader(&repeatReader{b: versionReply(1)})
+	blocked := 0
+	block := func() { blocked++ }
+	if _, err := rr.readCTake(block); err != nil || blocked != 1 {
+		t.Fatalf("first reply: %v after %d reads, want one read", err, blocked)
+	}
+	// The read filled the buffer with many replies.
+	for i := range 10 {
+		if _, err := rr.readCTake(block); err != nil || blocked != 1 {
+			t.Fatalf("buffered reply %d: %v, block called %d times, want still once", i, err, blocked)
+		}
 	}
 }
