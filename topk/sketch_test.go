@@ -244,7 +244,12 @@ func TestMemoryBoundedUnderAMillionKeys(t *testing.T) {
 
 func BenchmarkAdd(b *testing.B) {
 	keys, _ := zipfStream(3, 1<<16, 1_000_000)
-	s := New(1024)
+	benchAdd(b, New(1024), keys)
+}
+
+// benchAdd adds keys to s, cycling, one per iteration; len(keys) is a
+// power of two.
+func benchAdd(b *testing.B, s *Sketch, keys []string) {
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
@@ -262,11 +267,5 @@ func BenchmarkAddUniform(b *testing.B) {
 	for i := range keys {
 		keys[i] = "tenant-" + strconv.Itoa(rng.IntN(100_000))
 	}
-	s := New(128)
-	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
-		s.Add(keys[i&(len(keys)-1)], 1, false)
-		i++
-	}
+	benchAdd(b, New(128), keys)
 }
