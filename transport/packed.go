@@ -193,17 +193,19 @@ func decodePacked(out []bucket.Entry, b []byte) ([]bucket.Entry, error) {
 // their order. bs is not modified; the common batch, every bucket
 // packable, is returned as it is.
 func splitPackable(bs []bucket.Entry) (packed, rest []bucket.Entry) {
-	for i := range bs {
-		if !packable(&bs[i]) {
-			for j := range bs {
-				if packable(&bs[j]) {
-					packed = append(packed, bs[j])
-				} else {
-					rest = append(rest, bs[j])
-				}
-			}
-			return packed, rest
+	i := 0
+	for i < len(bs) && packable(&bs[i]) {
+		i++
+	}
+	if i == len(bs) {
+		return bs, nil
+	}
+	for j := range bs {
+		if packable(&bs[j]) {
+			packed = append(packed, bs[j])
+		} else {
+			rest = append(rest, bs[j])
 		}
 	}
-	return bs, nil
+	return packed, rest
 }

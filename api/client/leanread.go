@@ -136,7 +136,7 @@ type names struct {
 // of returns b as a string, one of n's when it is there.
 func (n *names) of(b []byte) string {
 	for _, s := range n.s {
-		if s == string(b) && s != "" {
+		if s == string(b) {
 			return s
 		}
 	}
