@@ -62,7 +62,8 @@ type Reloader struct {
 	cert atomic.Pointer[tls.Certificate]
 	cas  atomic.Pointer[x509.CertPool] // nil: no client certificates asked for
 
-	mu sync.Mutex // serializes reloads
+	mu     sync.Mutex    // serializes reloads, guards loaded
+	loaded []os.FileInfo // the files as they were just before the last good load
 }
 
 // New loads cfg's files and returns a Reloader serving them. It fails when
@@ -89,8 +90,43 @@ func New(cfg Config, logger *slog.Logger, onReload func(error)) (*Reloader, erro
 	return r, nil
 }
 
+// paths are the files r reads.
+func (r *Reloader) paths() []string {
+	paths := []string{r.cfg.CertFile, r.cfg.KeyFile}
+	if r.cfg.ClientCAFile != "" {
+		paths = append(paths, r.cfg.ClientCAFile)
+	}
+	return paths
+}
+
+// stat returns the files' information, nil for one that cannot be read.
+func (r *Reloader) stat() []os.FileInfo {
+	var out []os.FileInfo
+	for _, p := range r.paths() {
+		fi, _ := os.Stat(p)
+		out = append(out, fi)
+	}
+	return out
+}
+
+// changed reports whether a file is not the one the last good load read:
+// another file (renamed over it), another size or another modification
+// time. Called with mu held.
+func (r *Reloader) changed() bool {
+	for i, fi := range r.stat() {
+		old := r.loaded[i]
+		if fi == nil || old == nil || !os.SameFile(fi, old) || fi.Size() != old.Size() || !fi.ModTime().Equal(old.ModTime()) {
+			return true
+		}
+	}
+	return false
+}
+
 // load reads the files and swaps them in, or changes nothing on error.
+// Their information is taken before they are read, so a file replaced
+// while it is read reads as changed afterwards.
 func (r *Reloader) load() error {
+	before := r.stat()
 	cert, err := tls.LoadX509KeyPair(r.cfg.CertFile, r.cfg.KeyFile)
 	if err != nil {
 		return fmt.Errorf("tlsreload: %w", err)
@@ -105,6 +141,7 @@ func (r *Reloader) load() error {
 	if cas != nil {
 		r.cas.Store(cas)
 	}
+	r.loaded = before
 	return nil
 }
 
@@ -125,13 +162,23 @@ func (r *Reloader) Reload() error {
 
 // Run reloads the files whenever they change on disk, until ctx ends (see
 // filewatch.Run). It returns nil then, or an error when the watch cannot be
-// set up. Run must not be called twice at once.
+// set up. Run must not be called twice at once. As soon as the watch is
+// up, it reloads once if a file changed since the last good load, so a
+// certificate replaced between New and Run is not missed.
 func (r *Reloader) Run(ctx context.Context) error {
-	paths := []string{r.cfg.CertFile, r.cfg.KeyFile}
-	if r.cfg.ClientCAFile != "" {
-		paths = append(paths, r.cfg.ClientCAFile)
-	}
-	return filewatch.Run(ctx, filewatch.Config{Files: paths, Logger: r.logger}, func() { _ = r.Reload() })
+	first := true
+	return filewatch.Run(ctx, filewatch.Config{Files: r.paths(), Logger: r.logger, Initial: true}, func() {
+		if first {
+			first = false
+			r.mu.Lock()
+			changed := r.changed()
+			r.mu.Unlock()
+			if !changed {
+				return
+			}
+		}
+		_ = r.Reload()
+	})
 }
 
 // Certificate returns the certificate in force.

@@ -204,3 +204,41 @@ func TestConfigValidate(t *testing.T) {
 		t.Fatal("missing files accepted")
 	}
 }
+
+// TestCertificateReplacedBeforeRunIsServed: a certificate replaced after
+// New loaded the files but before Run's watch was up is served once Run
+// starts, and the one reload says so. Files just loaded read as
+// unchanged, so starting Run without a change reloads nothing.
+func TestCertificateReplacedBeforeRunIsServed(t *testing.T) {
+	dir := t.TempDir()
+	ca := testpki.NewCA(t, dir, "ca")
+	live := ca.Server(t, dir, "live")
+	reloads := make(chan error, 16)
+	r, err := New(Config{CertFile: live.CertFile, KeyFile: live.KeyFile}, nil, func(err error) { reloads <- err })
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.mu.Lock()
+	unchanged := !r.changed()
+	r.mu.Unlock()
+	if !unchanged {
+		t.Fatal("the files just loaded read as changed")
+	}
+	ca.Server(t, dir, "next").Install(t, live)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	select {
+	case err := <-reloads:
+		if err != nil {
+			t.Fatalf("the reload at Run's start failed: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not reload a certificate replaced before it started")
+	}
+	leaf, err := x509.ParseCertificate(r.Certificate().Certificate[0])
+	if err != nil || leaf.Subject.CommonName != "next" {
+		t.Fatalf("served after Run started: %v, %v; want next", leaf.Subject.CommonName, err)
+	}
+}
