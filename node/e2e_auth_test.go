@@ -257,6 +257,10 @@ func TestTokensFileReload(t *testing.T) {
 	waitFor(t, "the fresh token to be accepted", 10*time.Second, func() bool {
 		return tn.as(fresh, http.MethodPost, "/v1/take", body).status == http.StatusOK
 	})
+	// The file was unchanged when the watch came up: one reload, not two.
+	if n := tn.metric(`weir_tokens_reloads_total{result="success"}`); n != 1 {
+		t.Fatalf("%v successful reloads after one replacement, want 1", n)
+	}
 	replaceFile(t, path, "version: 1\ntokens: [broken\n")
 	waitFor(t, "the broken file to be rejected", 10*time.Second, func() bool {
 		return tn.metric(`weir_tokens_reloads_total{result="failure"}`) >= 1
@@ -264,6 +268,21 @@ func TestTokensFileReload(t *testing.T) {
 	if r := tn.as(fresh, http.MethodPost, "/v1/take", body); r.status != http.StatusOK {
 		t.Fatalf("after a broken file the last valid one must stay: %d", r.status)
 	}
+}
+
+// TestTokensReplacedBeforeStartAreInForce: a tokens file replaced after
+// node.New read it but before Start's watch is up is in force once the
+// node has started.
+func TestTokensReplacedBeforeStartAreInForce(t *testing.T) {
+	path := writeLimits(t, tokensFile())
+	const fresh = "fresh-0123456789abcdef0123456789abcdef"
+	tn := startNodeAfter(t, func(c *node.Config) { c.Security.TokensFile = path }, func() {
+		replaceFile(t, path, tokensFile()+"  - name: fresh\n    sha256: "+auth.HashToken(fresh)+"\n    scopes: [decide]\n")
+	})
+	body := takeBody(checkJSON{Limit: "export", Key: "k", Cost: 1})
+	waitFor(t, "the token added before Start to be accepted", 10*time.Second, func() bool {
+		return tn.as(fresh, http.MethodPost, "/v1/take", body).status == http.StatusOK
+	})
 }
 
 // TestOperatorRoutesNeedRead: hot keys and cluster stats name every

@@ -69,6 +69,13 @@ type testNode struct {
 // Everything it starts is stopped in t.Cleanup.
 func startNode(t *testing.T, edit func(*node.Config)) *testNode {
 	t.Helper()
+	return startNodeAfter(t, edit, nil)
+}
+
+// startNodeAfter is startNode calling beforeStart (when not nil) between
+// node.New and Start.
+func startNodeAfter(t *testing.T, edit func(*node.Config), beforeStart func()) *testNode {
+	t.Helper()
 	cfg := node.LocalConfig()
 	cfg.NodeName = "n1"
 	cfg.SweepInterval = 0
@@ -79,6 +86,9 @@ func startNode(t *testing.T, edit func(*node.Config)) *testNode {
 	n, err := node.New(cfg, node.Deps{Clock: clock.Now})
 	if err != nil {
 		t.Fatalf("node.New: %v", err)
+	}
+	if beforeStart != nil {
+		beforeStart()
 	}
 	if err := n.Start(context.Background()); err != nil {
 		t.Fatalf("Start: %v", err)

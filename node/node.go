@@ -16,6 +16,7 @@ import (
 	"github.com/weir-rl/weir/api"
 	"github.com/weir-rl/weir/api/rlqs"
 	"github.com/weir-rl/weir/auth"
+	"github.com/weir-rl/weir/internal/filewatch"
 	"github.com/weir-rl/weir/internal/tracing"
 	"github.com/weir-rl/weir/node/cluster"
 	"github.com/weir-rl/weir/node/engine"
@@ -62,6 +63,11 @@ type Node struct {
 	sm      *securityMetrics
 	tokens  atomic.Pointer[auth.Policy] // nil: no tokens file, the API is open
 	tracer  *tracing.Tracer             // the zero Tracer when Config.Tracing is off
+
+	// tokensMu serializes tokens file loads and guards tokensStamp, the
+	// file as it was just before the last good load.
+	tokensMu    sync.Mutex
+	tokensStamp filewatch.Stamp
 
 	mu      sync.Mutex // guards the fields below
 	httpLn  net.Listener

@@ -21,11 +21,9 @@ func (n *Node) newSecurity() error {
 	sec := n.cfg.Security
 	n.sm = newSecurityMetrics(n.reg)
 	if sec.TokensFile != "" {
-		p, err := auth.Load(sec.TokensFile)
-		if err != nil {
+		if err := n.loadTokens(); err != nil {
 			return fmt.Errorf("node: %w", err)
 		}
-		n.tokens.Store(p)
 	}
 	n.tls = plaintext{}
 	if sec.TLS.Enabled() {
@@ -76,8 +74,23 @@ func (n *Node) runSecurity(ctx context.Context) {
 		n.log.Warn("no tokens file: the public API is open to anyone who can reach it (see --tokens-file)")
 	}
 	if path := n.cfg.Security.TokensFile; path != "" {
+		// Initial: a file replaced between New's load and this watch is
+		// reloaded as soon as the watch is up; an unchanged one is not.
+		first := true
 		n.goRun(func() {
-			if err := filewatch.Run(ctx, filewatch.Config{Files: []string{path}, Logger: n.log}, func() { _ = n.ReloadTokens() }); err != nil {
+			err := filewatch.Run(ctx, filewatch.Config{Files: []string{path}, Logger: n.log, Initial: true}, func() {
+				if first {
+					first = false
+					n.tokensMu.Lock()
+					changed := n.tokensStamp.Changed(path)
+					n.tokensMu.Unlock()
+					if !changed {
+						return
+					}
+				}
+				_ = n.ReloadTokens()
+			})
+			if err != nil {
 				n.log.Warn("tokens file watch stopped", "err", err)
 			}
 		})
@@ -127,15 +140,30 @@ func (n *Node) ReloadTokens() error {
 	if path == "" {
 		return nil
 	}
-	p, err := auth.Load(path)
-	if err != nil {
+	if err := n.loadTokens(); err != nil {
 		n.sm.tokenReloads.WithLabelValues("failure").Inc()
 		n.log.Error("tokens file rejected; the last valid one stays in force", "file", path, "err", err)
 		return err
 	}
-	n.tokens.Store(p)
 	n.sm.tokenReloads.WithLabelValues("success").Inc()
-	n.log.Info("tokens file reloaded", "file", path, "tokens", len(p.Tokens()))
+	n.log.Info("tokens file reloaded", "file", path, "tokens", len(n.tokens.Load().Tokens()))
+	return nil
+}
+
+// loadTokens reads the tokens file and puts it in force, stamping it
+// first (so a file replaced while it is read reads as changed); on error
+// nothing changes.
+func (n *Node) loadTokens() error {
+	path := n.cfg.Security.TokensFile
+	n.tokensMu.Lock()
+	defer n.tokensMu.Unlock()
+	stamp := filewatch.StampOf(path)
+	p, err := auth.Load(path)
+	if err != nil {
+		return err
+	}
+	n.tokens.Store(p)
+	n.tokensStamp = stamp
 	return nil
 }
 

@@ -62,8 +62,8 @@ type Reloader struct {
 	cert atomic.Pointer[tls.Certificate]
 	cas  atomic.Pointer[x509.CertPool] // nil: no client certificates asked for
 
-	mu     sync.Mutex    // serializes reloads, guards loaded
-	loaded []os.FileInfo // the files as they were just before the last good load
+	mu     sync.Mutex      // serializes reloads, guards loaded
+	loaded filewatch.Stamp // the files as they were just before the last good load
 }
 
 // New loads cfg's files and returns a Reloader serving them. It fails when
@@ -99,34 +99,11 @@ func (r *Reloader) paths() []string {
 	return paths
 }
 
-// stat returns the files' information, nil for one that cannot be read.
-func (r *Reloader) stat() []os.FileInfo {
-	var out []os.FileInfo
-	for _, p := range r.paths() {
-		fi, _ := os.Stat(p)
-		out = append(out, fi)
-	}
-	return out
-}
-
-// changed reports whether a file is not the one the last good load read:
-// another file (renamed over it), another size or another modification
-// time. Called with mu held.
-func (r *Reloader) changed() bool {
-	for i, fi := range r.stat() {
-		old := r.loaded[i]
-		if fi == nil || old == nil || !os.SameFile(fi, old) || fi.Size() != old.Size() || !fi.ModTime().Equal(old.ModTime()) {
-			return true
-		}
-	}
-	return false
-}
-
 // load reads the files and swaps them in, or changes nothing on error.
 // Their information is taken before they are read, so a file replaced
 // while it is read reads as changed afterwards.
 func (r *Reloader) load() error {
-	before := r.stat()
+	before := filewatch.StampOf(r.paths()...)
 	cert, err := tls.LoadX509KeyPair(r.cfg.CertFile, r.cfg.KeyFile)
 	if err != nil {
 		return fmt.Errorf("tlsreload: %w", err)
@@ -171,7 +148,7 @@ func (r *Reloader) Run(ctx context.Context) error {
 		if first {
 			first = false
 			r.mu.Lock()
-			changed := r.changed()
+			changed := r.loaded.Changed(r.paths()...)
 			r.mu.Unlock()
 			if !changed {
 				return

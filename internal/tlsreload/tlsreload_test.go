@@ -219,7 +219,7 @@ func TestCertificateReplacedBeforeRunIsServed(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.mu.Lock()
-	unchanged := !r.changed()
+	unchanged := !r.loaded.Changed(r.paths()...)
 	r.mu.Unlock()
 	if !unchanged {
 		t.Fatal("the files just loaded read as changed")
