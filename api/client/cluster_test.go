@@ -124,29 +124,45 @@ func (c *testCluster) running() map[string]*node.Node {
 }
 
 // waitConverged waits until every running member sees the running members
-// alive, and only them in its ring (a killed member stays known, dead).
+// alive, and only them in its ring (a killed member stays known, dead). On
+// a timeout it says what each member saw last.
 func (c *testCluster) waitConverged() {
 	c.t.Helper()
 	nodes := c.running()
-	waitUntil(c.t, 30*time.Second, "the members to agree on the ring", func() bool {
-		for _, n := range nodes {
+	seen := map[string]string{}
+	agree := func() bool {
+		ok := true
+		for name, n := range nodes {
 			info, _ := n.Cluster(context.Background(), "", "")
-			if len(info.Ring.Table.Members()) != len(nodes) {
-				return false
+			var view strings.Builder
+			fmt.Fprintf(&view, "ring %v, members", info.Ring.Table.Members())
+			for _, m := range info.Ring.Members {
+				fmt.Fprintf(&view, " %s:%s", m.Name, m.State)
 			}
-			for _, name := range info.Ring.Table.Members() {
-				if nodes[name] == nil {
-					return false
+			seen[name] = view.String()
+			if len(info.Ring.Table.Members()) != len(nodes) {
+				ok = false
+			}
+			for _, member := range info.Ring.Table.Members() {
+				if nodes[member] == nil {
+					ok = false
 				}
 			}
 			for _, m := range info.Ring.Members {
 				if (nodes[m.Name] != nil) != (m.State == "alive") {
-					return false
+					ok = false
 				}
 			}
 		}
-		return true
-	})
+		return ok
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for !agree() {
+		if time.Now().After(deadline) {
+			c.t.Fatalf("timed out after 30s waiting for the members to agree on the ring; they saw %v", seen)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // waitSettled waits until a take of a fresh key through c makes no member

@@ -371,6 +371,42 @@ func TestAnnounceLeaveMarksTheMemberLeaving(t *testing.T) {
 	})
 }
 
+// TestLeaveWithGossipLostIsALeave: a member that leaves while every gossip
+// packet is lost (its leaving flag and memberlist's leave message with it)
+// still leaves: the leaving note goes over a stream, so its peers record
+// a leave, not a failure, when they find it gone. Without the note they
+// mark it dead, and it keeps its weight in the majority rule for
+// ForgetAfter.
+func TestLeaveWithGossipLostIsALeave(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	waitFor(t, "convergence", func() bool { return converged(c.rings...) })
+	leaver, rest := c.rings[2], c.rings[:2]
+	c.net.Loss(1)
+	if err := leaver.Leave(time.Second); err != nil {
+		t.Logf("leave: %v", err) // its broadcasts were lost: not acknowledged
+	}
+	leaver.Close()
+	c.net.Loss(0)
+	addr := fmt.Sprintf("%s:%d", hostOf(2), gossipPort)
+	waitFor(t, "the leave recorded by both peers", func() bool {
+		for _, r := range rest {
+			if m, ok := r.View().Member("n2"); ok {
+				if m.State == ring.Dead {
+					t.Fatalf("%s marked the member that left dead", r.cfg.Name)
+				}
+				return false
+			}
+			r.mu.Lock()
+			_, left := r.tbl.left[addr]
+			r.mu.Unlock()
+			if !left {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 func TestForgetAfterAndForget(t *testing.T) {
 	// Long enough that no survivor forgets one crashed member before it
 	// sees the other dead (detection ~1.5 s apart under -race on a busy

@@ -84,8 +84,13 @@ func (d delegate) NodeMeta(limit int) []byte {
 	return b
 }
 
-// NotifyMsg ignores user messages; Weir sends none over gossip.
-func (delegate) NotifyMsg([]byte) {}
+// NotifyMsg queues a leaving note (see msgLeaving); it ignores any other
+// user message.
+func (d delegate) NotifyMsg(b []byte) {
+	if name, ok := parseLeavingNote(b); ok {
+		d.q.push(event{kind: evLeaving, name: name})
+	}
+}
 
 // GetBroadcasts returns nothing; Weir piggybacks nothing on gossip.
 func (delegate) GetBroadcasts(int, int) [][]byte { return nil }

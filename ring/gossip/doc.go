@@ -22,11 +22,15 @@
 // Forget.
 //
 // memberlist reports a graceful leave and a failure with the same event, so
-// Leave first gossips a "leaving" flag in this member's metadata and waits
-// for that broadcast, then leaves; peers treat the departure of a flagged
-// member as a leave. A peer that missed the flag sees a failure instead (and
-// forgets the member after ForgetAfter). memberlist raises no event for
-// suspicion either, so members are reported Alive until declared Dead.
+// Leave first gossips a "leaving" flag in this member's metadata and, over
+// memberlist's reliable stream, sends each other member a leaving note; it
+// waits for both, bounded by its timeout, then leaves. Peers treat the
+// departure of a flagged or noted member as a leave, and a note that comes
+// after the departure turns the failure it read as into a leave. Only a
+// peer that got neither (unreachable for the whole announcement) sees a
+// failure (and forgets the member after ForgetAfter). memberlist raises no
+// event for suspicion either, so members are reported Alive until declared
+// Dead.
 //
 // # Healing partitions
 //

@@ -215,17 +215,21 @@ func (r *Membership) runningLocked() error {
 	return nil
 }
 
-// announceLocked gossips this member's metadata with the leaving flag and
-// waits up to timeout for the broadcast to be sent. r.life is held.
+// announceLocked gossips this member's metadata with the leaving flag,
+// sends every other member the leaving note, and waits up to timeout for
+// the broadcast and the notes to be sent. r.life is held.
 func (r *Membership) announceLocked(timeout time.Duration) {
 	r.announced.Store(true)
 	r.mu.Lock()
 	b := appendMeta(nil, r.tbl.members[r.cfg.Name].m.Meta, metaLeaving)
 	r.mu.Unlock()
 	r.meta.Store(&b)
+	deadline := time.Now().Add(timeout)
+	wait := r.sendLeavingNotes()
 	if err := r.ml.UpdateNode(timeout); err != nil {
 		r.log.Warn("gossip: leave announcement not confirmed", "err", err)
 	}
+	wait(deadline)
 }
 
 // Close stops memberlist (without a leave broadcast: call Leave first for a

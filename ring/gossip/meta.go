@@ -52,7 +52,8 @@ func validateMeta(m ring.Meta) error {
 // metaLeaving is the flag bit saying the member is leaving gracefully.
 // memberlist reports a graceful leave and a failure with the same
 // NotifyLeave (the Node's State field is not updated), so a leaving member
-// first gossips this flag; peers then treat its NotifyLeave as a leave.
+// first gossips this flag (and sends the leaving note, msgLeaving); peers
+// then treat its NotifyLeave as a leave.
 const metaLeaving = 1
 
 // appendMeta encodes m compactly with flags: a version byte, the flags

@@ -12,9 +12,10 @@ import (
 type eventKind uint8
 
 const (
-	evJoin   eventKind = iota // the node is alive (new, or back from dead/left)
-	evUpdate                  // the node's metadata or address changed
-	evLeave                   // the node failed (dead) or left gracefully
+	evJoin    eventKind = iota // the node is alive (new, or back from dead/left)
+	evUpdate                   // the node's metadata or address changed
+	evLeave                    // the node failed (dead) or left gracefully
+	evLeaving                  // the node said it is leaving (a leaving note)
 )
 
 // event is a memberlist notification, copied out of memberlist's lock.
@@ -29,6 +30,9 @@ type event struct {
 type entry struct {
 	m     ring.Member
 	since time.Time
+	// told is set by the member's leaving note: it stays Leaving whatever
+	// metadata gossip brings afterwards.
+	told bool
 }
 
 // table is the membership core: the members this node knows, fed with
@@ -87,6 +91,7 @@ func (t *table) apply(ev event, now time.Time) bool {
 			e.m.Addr = ev.addr // self meta and state are set locally
 			return changed
 		}
+		leaving = leaving || e.told
 		changed := e.m.Addr != ev.addr || e.m.Meta != meta || e.m.Leaving != leaving
 		e.m.Addr, e.m.Meta, e.m.Leaving = ev.addr, meta, leaving
 		return setState(e, ring.Alive, now) || changed
@@ -98,15 +103,36 @@ func (t *table) apply(ev event, now time.Time) bool {
 			return false // Membership.Leave marks self; otherwise memberlist refutes
 		}
 		if e.m.Leaving {
-			delete(t.members, ev.name)
-			if e.m.Addr != "" {
-				t.left[e.m.Addr] = now
-			}
+			t.forgetLeft(ev.name, now)
 			return true
 		}
 		return setState(e, ring.Dead, now)
+	case evLeaving:
+		if e == nil || ev.name == t.self {
+			return false
+		}
+		e.told = true
+		switch {
+		case e.m.State == ring.Dead:
+			// The leave arrived first and read as a failure: it was a
+			// leave.
+			t.forgetLeft(ev.name, now)
+			return true
+		case !e.m.Leaving:
+			e.m.Leaving = true
+			return true
+		}
 	}
 	return false
+}
+
+// forgetLeft removes a member that left gracefully and remembers its
+// address as left.
+func (t *table) forgetLeft(name string, now time.Time) {
+	if a := t.members[name].m.Addr; a != "" {
+		t.left[a] = now
+	}
+	delete(t.members, name)
 }
 
 // expire forgets members dead for at least forgetAfter, and left addresses

@@ -92,3 +92,66 @@ func TestTable(t *testing.T) {
 		t.Fatal("setSelfMeta change detection")
 	}
 }
+
+// TestTableLeavingNote: a leaving note marks its member Leaving whatever
+// metadata gossip brings later, so its leave is a leave; a note that comes
+// after a leave which read as a failure turns that failure into a leave.
+func TestTableLeavingNote(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	meta := appendMeta(nil, ring.Meta{GRPCAddr: "10.0.0.2:8081"}, 0)
+	state := func(tb *table) string {
+		got := ""
+		for _, m := range tb.list() {
+			got += fmt.Sprintf("%s:%s:%v ", m.Name, m.State, m.Leaving)
+		}
+		return got
+	}
+	// The note before the leave, with metadata without the flag between.
+	tb := newTable("a", ring.Meta{}, t0)
+	tb.apply(event{kind: evJoin, name: "b", addr: "10.0.0.2:7946", meta: meta}, t0)
+	if !tb.apply(event{kind: evLeaving, name: "b"}, t0) || tb.apply(event{kind: evLeaving, name: "b"}, t0) {
+		t.Fatal("a first note must change the table, a second must not")
+	}
+	tb.apply(event{kind: evUpdate, name: "b", addr: "10.0.0.2:7946", meta: meta}, t0)
+	if got := state(tb); got != "a:alive:false b:alive:true " {
+		t.Fatalf("after the note and an update without the flag: %s", got)
+	}
+	tb.apply(event{kind: evLeave, name: "b", addr: "10.0.0.2:7946"}, t0)
+	if got := state(tb); got != "a:alive:false " {
+		t.Fatalf("after the leave: %s", got)
+	}
+	if _, ok := tb.left["10.0.0.2:7946"]; !ok {
+		t.Fatal("the leave was not recorded as a leave")
+	}
+
+	// The leave before the note: a failure until the note comes.
+	tb = newTable("a", ring.Meta{}, t0)
+	tb.apply(event{kind: evJoin, name: "b", addr: "10.0.0.2:7946", meta: meta}, t0)
+	tb.apply(event{kind: evLeave, name: "b", addr: "10.0.0.2:7946"}, t0)
+	if got := state(tb); got != "a:alive:false b:dead:false " {
+		t.Fatalf("a leave without the flag: %s", got)
+	}
+	if !tb.apply(event{kind: evLeaving, name: "b"}, t0) {
+		t.Fatal("the late note changed nothing")
+	}
+	if _, ok := tb.left["10.0.0.2:7946"]; !ok || state(tb) != "a:alive:false " {
+		t.Fatalf("after the late note: %s, left %v", state(tb), tb.left)
+	}
+
+	// Notes about self or an unknown member change nothing.
+	if tb.apply(event{kind: evLeaving, name: "a"}, t0) || tb.apply(event{kind: evLeaving, name: "zz"}, t0) {
+		t.Fatal("a note about self or an unknown member changed the table")
+	}
+}
+
+func TestParseLeavingNote(t *testing.T) {
+	if name, ok := parseLeavingNote(leavingNote("n2")); !ok || name != "n2" {
+		t.Fatalf("round trip: %q %v", name, ok)
+	}
+	long := string(make([]byte, maxNoteName+1))
+	for _, b := range [][]byte{nil, {}, {msgLeaving}, []byte("Xn2"), leavingNote(long)} {
+		if name, ok := parseLeavingNote(b); ok {
+			t.Fatalf("%q parsed as a note from %q", b, name)
+		}
+	}
+}

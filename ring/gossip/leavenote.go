@@ -1,0 +1,74 @@
+package gossip
+
+import (
+	"sync"
+	"time"
+)
+
+// msgLeaving tags the leaving note: a memberlist user message that names
+// its sender and says it is about to leave gracefully. announceLocked sends
+// it over memberlist's reliable stream to every other member, beside the
+// leaving flag it gossips in the metadata (metaLeaving).
+//
+// The flag alone is not enough. It travels by gossip, and the dead message
+// memberlist's Leave queues about the leaver replaces any broadcast about
+// the same member still in the queue, so on a loaded machine a peer can get
+// the leave without the flag and count a graceful leave as a failure: the
+// member then keeps its weight in the majority rule for ForgetAfter, and
+// one real failure later the survivors are a minority. The note goes over
+// a stream, whatever gossip loses, and the table accepts it before or after
+// the leave (see table.apply).
+const msgLeaving byte = 'L'
+
+// maxNoteName bounds the member name a leaving note may carry; a longer
+// note is ignored.
+const maxNoteName = 512
+
+// leavingNote is the leaving note of member name.
+func leavingNote(name string) []byte { return append([]byte{msgLeaving}, name...) }
+
+// parseLeavingNote returns the member named by a leaving note; ok is false
+// for any other message. The name is copied out of b.
+func parseLeavingNote(b []byte) (name string, ok bool) {
+	if len(b) < 2 || b[0] != msgLeaving || len(b)-1 > maxNoteName {
+		return "", false
+	}
+	return string(b[1:]), true
+}
+
+// sendLeavingNotes starts sending the leaving note to every other member
+// memberlist knows alive or suspect, and returns a function that waits
+// until every send has ended or until deadline. A send that outlasts the
+// deadline ends by memberlist's TCP timeout; Close waits for it. r.life is
+// held.
+func (r *Membership) sendLeavingNotes() (wait func(deadline time.Time)) {
+	note := leavingNote(r.cfg.Name)
+	ml := r.ml // Close clears r.ml; the sends keep this one
+	var sends sync.WaitGroup
+	for _, n := range ml.Members() {
+		if n.Name == r.cfg.Name {
+			continue
+		}
+		sends.Add(1)
+		r.wg.Go(func() {
+			defer sends.Done()
+			if err := ml.SendReliable(n, note); err != nil {
+				r.log.Warn("gossip: leaving note not sent", "to", n.Name, "err", err)
+			}
+		})
+	}
+	done := make(chan struct{})
+	r.wg.Go(func() {
+		sends.Wait()
+		close(done)
+	})
+	return func(deadline time.Time) {
+		t := time.NewTimer(max(time.Until(deadline), 0))
+		defer t.Stop()
+		select {
+		case <-done:
+		case <-t.C:
+			r.log.Warn("gossip: leaving notes still in flight at the announcement's deadline")
+		}
+	}
+}
