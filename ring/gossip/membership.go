@@ -236,8 +236,8 @@ func (r *Membership) announceLocked(timeout time.Duration) {
 // graceful exit) and every goroutine of the Membership, then closes the
 // Changes channel. View keeps returning the last view. Close is idempotent.
 // With memberlist's own transport, Close can wait up to Timing.TCPTimeout
-// for a join in flight to a silent address (a dial cannot be cancelled
-// there). A Membership cannot be restarted.
+// for a join or a leaving note in flight to a silent address (a dial
+// cannot be cancelled there). A Membership cannot be restarted.
 func (r *Membership) Close() error {
 	r.life.Lock()
 	defer r.life.Unlock()
