@@ -122,8 +122,9 @@ type Cluster struct {
 	// rules is the fixed part of the placement rules.
 	rules placement.Config
 	// pub is the placement snapshot in force and what it was built from.
-	pub   atomic.Pointer[published]
-	locks keyLocks // see Hold and handOver
+	pub     atomic.Pointer[published]
+	locks   keyLocks     // see Hold and handOver
+	unlocks *readUnlocks // locks' RUnlock, for Hold
 	// leaving is set while this node hands everything off before leaving.
 	leaving atomic.Pointer[ring.View]
 	// movedN mirrors len(moved), so the decision path skips the lock when
@@ -242,6 +243,7 @@ func New(cfg Config, deps Deps) (*Cluster, error) {
 		moved: map[keyID]moved{}, fetched: map[keyID]time.Time{},
 		repl: noReplication{}, replicas: noReplicas{},
 	}
+	c.unlocks = newReadUnlocks(&c.locks)
 	if cfg.Replication.Enabled {
 		rs := newReplicas(cfg.Replication)
 		rs.m = newReplMetrics(deps.Registry, rs.len)
@@ -396,8 +398,28 @@ func stripe(limit, key string) int {
 	return int(xxhash.Sum64String(limit+"\x00"+key) % 64)
 }
 
-// Hold implements engine.Router.
+// readUnlocks are the RUnlock method values of the stripes of a keyLocks,
+// made once, so a one-check Hold returns its release without allocating.
+type readUnlocks [len(keyLocks{})]func()
+
+func newReadUnlocks(l *keyLocks) *readUnlocks {
+	var u readUnlocks
+	for i := range l {
+		u[i] = l[i].RUnlock
+	}
+	return &u
+}
+
+// Hold implements engine.Router. A take of one check, the common case,
+// allocates nothing; more checks lock their stripes in order.
 func (c *Cluster) Hold(checks []api.Check) (func(), bool) {
+	if len(checks) == 1 {
+		ch := checks[0]
+		i := stripe(ch.Limit, ch.Key)
+		c.locks[i].RLock()
+		_, moved := c.movedTo(ch.Limit, ch.Key)
+		return c.unlocks[i], !moved
+	}
 	var idx [8]int
 	stripes := idx[:0]
 	for _, ch := range checks {
