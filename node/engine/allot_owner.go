@@ -29,8 +29,11 @@ type ledger struct {
 	// order: the cluster's Hold first, then these, in ascending order,
 	// then mu.
 	locks [64]sync.Mutex
-	mu    sync.Mutex // guards l
-	l     *allot.Ledger
+	// unlocks are locks' Unlock method values, made once by initUnlocks,
+	// so locking one stripe returns its release without allocating.
+	unlocks [64]func()
+	mu      sync.Mutex // guards l
+	l       *allot.Ledger
 	// n and tokens mirror the ledger's holdings and their tokens, for the
 	// gauges.
 	n, tokens atomic.Int64
@@ -87,18 +90,29 @@ func (e *Engine) lockAllotted(checks []bucket.Check, lims []*limits.Limit) func(
 			stripes = append(stripes, allotStripe(c.Name, c.Key))
 		}
 	}
-	if len(stripes) == 0 {
+	switch len(stripes) {
+	case 0:
 		return noRelease
+	case 1: // the common case allocates nothing
+		e.ledger.locks[stripes[0]].Lock()
+		return e.ledger.unlocks[stripes[0]]
 	}
 	slices.Sort(stripes)
-	stripes = slices.Compact(stripes)
-	for _, s := range stripes {
+	held := slices.Clone(slices.Compact(stripes)) // buf stays on the stack
+	for _, s := range held {
 		e.ledger.locks[s].Lock()
 	}
 	return func() {
-		for _, s := range stripes {
+		for _, s := range held {
 			e.ledger.locks[s].Unlock()
 		}
+	}
+}
+
+// initUnlocks makes the Unlock method values of l's stripes.
+func (l *ledger) initUnlocks() {
+	for i := range l.locks {
+		l.unlocks[i] = l.locks[i].Unlock
 	}
 }
 

@@ -162,6 +162,7 @@ func New(cfg Config, deps Deps) (*Engine, error) {
 	})
 	e.m.bucketsMax.Set(float64(cfg.Store.MaxBuckets))
 	e.ledger.l = allot.NewLedger(cfg.MaxHoldings)
+	e.ledger.initUnlocks()
 	e.allotSeq.Store(rand.Uint64())
 	e.om = newOwnerMetrics(deps.Registry, &e.ledger)
 	e.hm = newHolderMetrics(deps.Registry)
