@@ -57,12 +57,12 @@ func (s *Server) ctake(ctx context.Context, _ *session, args [][]byte, w *redcon
 		writeCError(s, w, err)
 		return
 	}
-	ctx = api.WithRequestID(ctx, string(rid))
 	if budget > 0 {
 		bctx := withBudget(ctx, time.Duration(budget)*time.Millisecond)
 		defer bctx.stop()
 		ctx = bctx
 	}
+	ctx = api.WithRequestID(ctx, string(rid)) // outermost: RequestID reads it without a lookup
 	resp, err := s.d.Take(ctx, checks)
 	if err == nil && len(resp.Results) != len(checks) {
 		err = errNoResult
