@@ -84,9 +84,10 @@ type Decision struct {
 	Instance uint64
 	// FullAt is the instant, in Unix ns, from which the bucket holds no
 	// debt after the take, as the Store keeps it when the request is
-	// admitted (Store.TakeAt sets it; TakeAt leaves it zero). Unlike
-	// ResetAfter it is absolute: a clock that went backwards decides at
-	// the latest instant the state has seen, not at now.
+	// admitted (Store.TakeAt sets it; the package's TakeAt, on one state,
+	// leaves it zero). Unlike ResetAfter it is absolute: a clock that went
+	// backwards decides at the latest instant the state has seen, not at
+	// now.
 	FullAt int64
 }
 

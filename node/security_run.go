@@ -74,22 +74,14 @@ func (n *Node) runSecurity(ctx context.Context) {
 		n.log.Warn("no tokens file: the public API is open to anyone who can reach it (see --tokens-file)")
 	}
 	if path := n.cfg.Security.TokensFile; path != "" {
-		// Initial: a file replaced between New's load and this watch is
-		// reloaded as soon as the watch is up; an unchanged one is not.
-		first := true
+		loaded := func() filewatch.Stamp {
+			n.tokensMu.Lock()
+			defer n.tokensMu.Unlock()
+			return n.tokensStamp
+		}
 		n.goRun(func() {
-			err := filewatch.Run(ctx, filewatch.Config{Files: []string{path}, Logger: n.log, Initial: true}, func() {
-				if first {
-					first = false
-					n.tokensMu.Lock()
-					changed := n.tokensStamp.Changed(path)
-					n.tokensMu.Unlock()
-					if !changed {
-						return
-					}
-				}
-				_ = n.ReloadTokens()
-			})
+			// Reloads a file replaced between New's load and this watch too.
+			err := filewatch.RunReloading(ctx, filewatch.Config{Files: []string{path}, Logger: n.log}, loaded, func() { _ = n.ReloadTokens() })
 			if err != nil {
 				n.log.Warn("tokens file watch stopped", "err", err)
 			}

@@ -1,6 +1,9 @@
 package filewatch
 
-import "os"
+import (
+	"context"
+	"os"
+)
 
 // Stamp is what a caller read from a set of files looked like just before
 // it read them: each file's identity, size and modification time (nil for
@@ -34,4 +37,24 @@ func (s Stamp) Changed(paths ...string) bool {
 		}
 	}
 	return false
+}
+
+// RunReloading is Run for a caller that loaded its files before Run and
+// reloads them when they change: reload runs once per burst of events,
+// and once as soon as the watches are up (Config.Initial) when loaded,
+// the Stamp of the caller's last good load, no longer matches cfg.Files.
+// So a file replaced between the load and the watch is reloaded, and an
+// unchanged start reloads nothing.
+func RunReloading(ctx context.Context, cfg Config, loaded func() Stamp, reload func()) error {
+	cfg.Initial = true
+	first := true
+	return Run(ctx, cfg, func() {
+		if first {
+			first = false
+			if !loaded().Changed(cfg.Files...) {
+				return
+			}
+		}
+		reload()
+	})
 }

@@ -143,19 +143,12 @@ func (r *Reloader) Reload() error {
 // up, it reloads once if a file changed since the last good load, so a
 // certificate replaced between New and Run is not missed.
 func (r *Reloader) Run(ctx context.Context) error {
-	first := true
-	return filewatch.Run(ctx, filewatch.Config{Files: r.paths(), Logger: r.logger, Initial: true}, func() {
-		if first {
-			first = false
-			r.mu.Lock()
-			changed := r.loaded.Changed(r.paths()...)
-			r.mu.Unlock()
-			if !changed {
-				return
-			}
-		}
-		_ = r.Reload()
-	})
+	loaded := func() filewatch.Stamp {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.loaded
+	}
+	return filewatch.RunReloading(ctx, filewatch.Config{Files: r.paths(), Logger: r.logger}, loaded, func() { _ = r.Reload() })
 }
 
 // Certificate returns the certificate in force.

@@ -136,15 +136,8 @@ func TestSwappedCertificateIsServedWithoutRestart(t *testing.T) {
 	ca := testpki.NewCA(t, dir, "ca")
 	live := ca.Server(t, dir, "live")
 	next := ca.Server(t, dir, "next")
-	reloads := make(chan error, 16)
-	r, err := New(Config{CertFile: live.CertFile, KeyFile: live.KeyFile}, nil, func(err error) { reloads <- err })
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	r, reloads := newCounted(t, live)
+	runWatch(t, r)
 	addr := serve(t, r)
 	cc := clientCfg(t, ClientOptions{CAFile: ca.CertFile})
 	first, err := served(addr, cc)
@@ -213,11 +206,7 @@ func TestCertificateReplacedBeforeRunIsServed(t *testing.T) {
 	dir := t.TempDir()
 	ca := testpki.NewCA(t, dir, "ca")
 	live := ca.Server(t, dir, "live")
-	reloads := make(chan error, 16)
-	r, err := New(Config{CertFile: live.CertFile, KeyFile: live.KeyFile}, nil, func(err error) { reloads <- err })
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, reloads := newCounted(t, live)
 	r.mu.Lock()
 	unchanged := !r.loaded.Changed(r.paths()...)
 	r.mu.Unlock()
@@ -225,10 +214,7 @@ func TestCertificateReplacedBeforeRunIsServed(t *testing.T) {
 		t.Fatal("the files just loaded read as changed")
 	}
 	ca.Server(t, dir, "next").Install(t, live)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	runWatch(t, r)
 	select {
 	case err := <-reloads:
 		if err != nil {
@@ -241,4 +227,24 @@ func TestCertificateReplacedBeforeRunIsServed(t *testing.T) {
 	if err != nil || leaf.Subject.CommonName != "next" {
 		t.Fatalf("served after Run started: %v, %v; want next", leaf.Subject.CommonName, err)
 	}
+}
+
+// newCounted returns a Reloader of cert's files whose reload results go to
+// the returned channel.
+func newCounted(t *testing.T, cert testpki.Pair) (*Reloader, chan error) {
+	t.Helper()
+	reloads := make(chan error, 16)
+	r, err := New(Config{CertFile: cert.CertFile, KeyFile: cert.KeyFile}, nil, func(err error) { reloads <- err })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, reloads
+}
+
+// runWatch runs r.Run until the test ends.
+func runWatch(t *testing.T, r *Reloader) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
 }

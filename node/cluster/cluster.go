@@ -4,12 +4,10 @@ import (
 	"context"
 	"log/slog"
 	"net"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/cespare/xxhash/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/singleflight"
 
@@ -122,9 +120,8 @@ type Cluster struct {
 	// rules is the fixed part of the placement rules.
 	rules placement.Config
 	// pub is the placement snapshot in force and what it was built from.
-	pub     atomic.Pointer[published]
-	locks   keyLocks     // see Hold and handOver
-	unlocks *readUnlocks // locks' RUnlock, for Hold
+	pub   atomic.Pointer[published]
+	locks keyLocks // see Hold and handOver
 	// leaving is set while this node hands everything off before leaving.
 	leaving atomic.Pointer[ring.View]
 	// movedN mirrors len(moved), so the decision path skips the lock when
@@ -243,7 +240,7 @@ func New(cfg Config, deps Deps) (*Cluster, error) {
 		moved: map[keyID]moved{}, fetched: map[keyID]time.Time{},
 		repl: noReplication{}, replicas: noReplicas{},
 	}
-	c.unlocks = newReadUnlocks(&c.locks)
+	c.locks.initUnlocks()
 	if cfg.Replication.Enabled {
 		rs := newReplicas(cfg.Replication)
 		rs.m = newReplMetrics(deps.Registry, rs.len)
@@ -384,79 +381,6 @@ func (c *Cluster) markMoved(limit, key, to string, gave handed) handed {
 		c.purgeAt = now.Add(c.cfg.HandoffWindow)
 	}
 	return gave
-}
-
-// keyLocks are striped locks over (limit, key): a decision holds its keys'
-// stripes for reading from its ownership check to its debit, and a handover
-// holds the stripe for writing while it marks the key moved and extracts
-// its bucket. So a take under way either lands in the extracted state or
-// sees the mark and goes to the new owner; it never debits a fresh bucket
-// left behind.
-type keyLocks [64]sync.RWMutex
-
-func stripe(limit, key string) int {
-	return int(xxhash.Sum64String(limit+"\x00"+key) % 64)
-}
-
-// readUnlocks are the RUnlock method values of the stripes of a keyLocks,
-// made once, so a one-check Hold returns its release without allocating.
-type readUnlocks [len(keyLocks{})]func()
-
-func newReadUnlocks(l *keyLocks) *readUnlocks {
-	var u readUnlocks
-	for i := range l {
-		u[i] = l[i].RUnlock
-	}
-	return &u
-}
-
-// Hold implements engine.Router. A take of one check, the common case,
-// allocates nothing; more checks lock their stripes in order.
-func (c *Cluster) Hold(checks []api.Check) (func(), bool) {
-	if len(checks) == 1 {
-		ch := checks[0]
-		i := stripe(ch.Limit, ch.Key)
-		c.locks[i].RLock()
-		_, moved := c.movedTo(ch.Limit, ch.Key)
-		return c.unlocks[i], !moved
-	}
-	var idx [8]int
-	stripes := idx[:0]
-	for _, ch := range checks {
-		stripes = append(stripes, stripe(ch.Limit, ch.Key))
-	}
-	slices.Sort(stripes)
-	stripes = slices.Compact(stripes)
-	for _, i := range stripes {
-		c.locks[i].RLock()
-	}
-	release := func() {
-		for _, i := range stripes {
-			c.locks[i].RUnlock()
-		}
-	}
-	for _, ch := range checks {
-		if _, moved := c.movedTo(ch.Limit, ch.Key); moved {
-			return release, false
-		}
-	}
-	return release, true
-}
-
-// handOver marks (limit, key) moved to member to and removes its bucket
-// and the allotments granted of it, returning them, with no decision on
-// the key in between: the bucket and the holdings that cap it leave
-// together. When this node holds neither because it handed them to the
-// same member already (under a mark that still holds), it returns that
-// earlier state again (markMoved).
-func (c *Cluster) handOver(now time.Time, limit, key, to string) (bucket.Entry, bool, []allot.Entry) {
-	l := &c.locks[stripe(limit, key)]
-	l.Lock()
-	defer l.Unlock()
-	e, ok := c.run.Holdings.ExtractBucket(now, limit, key)
-	hs := c.run.Holdings.ExtractHoldings(now, limit, key)
-	gave := c.markMoved(limit, key, to, handed{bucket: e, ok: ok, holdings: hs})
-	return gave.bucket, gave.ok, gave.holdings
 }
 
 // Epoch is the epoch of the view requests are routed by.

@@ -10,7 +10,7 @@ import (
 
 func holdTestCluster(now time.Time) *Cluster {
 	c := &Cluster{cfg: Config{HandoffWindow: time.Minute}, moved: map[keyID]moved{}, now: func() time.Time { return now }}
-	c.unlocks = newReadUnlocks(&c.locks)
+	c.locks.initUnlocks()
 	return c
 }
 
@@ -44,14 +44,14 @@ func TestHoldLocksTheKeysStripes(t *testing.T) {
 			t.Fatalf("%s: ok %v, want %v", tc.name, ok, tc.ok)
 		}
 		for _, ch := range tc.checks {
-			if l := &c.locks[stripe(ch.Limit, ch.Key)]; l.TryLock() {
+			if l := &c.locks.rw[stripe(ch.Limit, ch.Key)]; l.TryLock() {
 				l.Unlock()
 				t.Fatalf("%s: the stripe of %s is not held", tc.name, ch.Key)
 			}
 		}
 		release()
 		for _, ch := range tc.checks {
-			l := &c.locks[stripe(ch.Limit, ch.Key)]
+			l := &c.locks.rw[stripe(ch.Limit, ch.Key)]
 			if !l.TryLock() {
 				t.Fatalf("%s: the stripe of %s is still held after the release", tc.name, ch.Key)
 			}
