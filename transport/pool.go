@@ -149,8 +149,9 @@ func (p *Pool) Do(ctx context.Context, peerAddr string, req Request) (Reply, err
 
 // Handoff sends st to the peer at peerAddr, in chunks of at most 1024
 // buckets and leases per RPC, each bounded by Config.HandoffDeadline and
-// ctx. It returns the first error; chunks before it were stored by the
-// peer.
+// ctx. A chunk that fails as unreachable goes once more after a dial made
+// then (see Reconnect). It returns the first error; chunks before it were
+// stored by the peer.
 func (p *Pool) Handoff(ctx context.Context, peerAddr string, st State) error {
 	_, err := p.handoff(ctx, peerAddr, false, st, nil)
 	return err
@@ -200,6 +201,12 @@ func (p *Pool) handoff(ctx context.Context, peerAddr string, replica bool, st St
 		}
 		cctx, cancel := context.WithTimeout(ctx, p.cfg.HandoffDeadline)
 		_, err := pr.client.Handoff(cctx, req)
+		if err != nil && !replica {
+			// Perhaps a peer back from a failure, its connection still
+			// waiting out a backoff. A replica stream sends again at its
+			// next interval; a failed handoff leaves the keys' debt here.
+			err = pr.handoffAgain(cctx, req, err)
+		}
 		cancel()
 		if err != nil {
 			return sent, fmt.Errorf("transport: %s to %s: %w", what, peerAddr, err)

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"maps"
 	"time"
 
 	"github.com/weir-rl/weir/node/placement"
@@ -10,13 +11,39 @@ import (
 )
 
 // watch follows ring changes: it records when the view changed and pushes
-// the buckets and leases this node no longer owns to their new owners.
+// the buckets and leases this node no longer owns to their new owners. A
+// push that failed goes again, after 100 ms and then twice as long each
+// time, until it succeeds, the view changes, or HandoffWindow has passed
+// since the change: a new owner pulls a key it misses only within that
+// window, so after it a key whose state stayed here would start full
+// there.
 func (c *Cluster) watch(ctx context.Context) {
-	warm := map[string]bool{} // peer addresses already dialled
+	alive := map[string]bool{} // peer addresses alive in the last view
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
+	defer retry.Stop()
+	var (
+		pending *ring.View    // the view whose push failed, nil when none did
+		until   time.Time     // when its retries end
+		wait    time.Duration // before the next retry
+	)
+	push := func(v *ring.View) {
+		if c.pushMoved(ctx, v) && c.now().Add(wait).Before(until) {
+			pending = v
+			retry.Reset(wait)
+			wait *= 2
+			return
+		}
+		pending = nil
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-retry.C:
+			if pending != nil && pending == c.ring.View() {
+				push(pending)
+			}
 		case v, ok := <-c.ring.Changes():
 			if !ok || v == nil {
 				return
@@ -25,13 +52,19 @@ func (c *Cluster) watch(ctx context.Context) {
 			c.observe(v)
 			c.repl.resync(alone(v)) // successors may have changed
 			c.replicas.sweep(c.now(), v)
-			c.warm(ctx, v, warm)
+			c.warm(ctx, v, alive)
+			retry.Stop()
+			pending = nil
 			if v.Majority {
-				c.pushMoved(ctx, v)
+				until, wait = c.now().Add(c.cfg.HandoffWindow), pushRetry
+				push(v)
 			}
 		}
 	}
 }
+
+// pushRetry is the wait before a failed push first goes again.
+const pushRetry = 100 * time.Millisecond
 
 // alone reports whether v has no alive member but its own: no key has a
 // successor (placement forwards only to alive members).
@@ -59,16 +92,26 @@ func (c *Cluster) observe(v *ring.View) {
 	}
 }
 
-// warm dials every live member not dialled yet (Reachable's empty pull),
-// so the first real forward to a new member does not pay for the
-// connection and miss its deadline.
-func (c *Cluster) warm(ctx context.Context, v *ring.View, seen map[string]bool) {
+// warm dials every live member that was not alive in the last view
+// (Reachable's empty pull), so the first real forward to a new member does
+// not pay for the connection and miss its deadline. A member back from a
+// failure is first redialled at once (transport.Pool.Reconnect): its
+// connection may be waiting out the backoff of the dials refused while it
+// was down, failing every forward and handoff meanwhile. alive is updated
+// to v's live members.
+func (c *Cluster) warm(ctx context.Context, v *ring.View, alive map[string]bool) {
+	was := maps.Clone(alive)
+	clear(alive)
 	for _, m := range v.Members {
 		addr := m.Meta.GRPCAddr
-		if m.Name == c.self || m.State != ring.Alive || addr == "" || seen[addr] {
+		if m.Name == c.self || m.State != ring.Alive || addr == "" {
 			continue
 		}
-		seen[addr] = true
+		alive[addr] = true
+		if was[addr] {
+			continue
+		}
+		c.pool.Reconnect(addr)
 		c.wg.Go(func() { c.Reachable(ctx, addr) })
 	}
 }
@@ -78,8 +121,8 @@ func (c *Cluster) warm(ctx context.Context, v *ring.View, seen map[string]bool) 
 // stored it, and leases a push failed to deliver go back into the table;
 // until then a pull finds them here. Two pushes may overlap (the leave's
 // and the watch's): a receiver keeps the fewer tokens of two copies, and
-// only one of them extracts each bucket.
-func (c *Cluster) pushMoved(ctx context.Context, v *ring.View) {
+// only one of them extracts each bucket. It reports whether a push failed.
+func (c *Cluster) pushMoved(ctx context.Context, v *ring.View) (failed bool) {
 	now := c.now()
 	snap := placement.New(c.rules, placement.State{View: v, Joined: true})
 	pick := func(limit, key string) bool { _, ok := snap.HandTo(limit, key); return ok }
@@ -117,13 +160,15 @@ func (c *Cluster) pushMoved(ctx context.Context, v *ring.View) {
 			// rejoining owner whose pull found nothing would grant the
 			// key's permits a second time.
 			c.importLeases(st.Leases)
-			c.log.Warn("handoff failed; the new owner pulls on first miss", "to", name, "entries", st.Len(), "err", err)
+			c.log.Warn("handoff failed; the new owner pulls on first miss, and it is sent again", "to", name, "entries", st.Len(), "err", err)
+			failed = true
 			continue
 		}
 		c.m.handoff.WithLabelValues("out").Add(float64(st.Len()))
 		c.log.Info("handed off", "to", name, "entries", st.Len())
 		c.pushFinal(ctx, name, addr, *st)
 	}
+	return failed
 }
 
 // pushFinal sends the final state of the buckets (and the allotments
