@@ -9,11 +9,13 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"time"
 
 	"google.golang.org/grpc"
 
 	"github.com/weir-rl/weir/api/weirv1"
+	"github.com/weir-rl/weir/internal/gcfloor"
 )
 
 // A ceiling is a server that does no work: an HTTP handler that reads the
@@ -59,6 +61,14 @@ func ceilingCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "loadgen ceiling: -kind %q: want http or grpc\n", *kind)
 		return 2
 	}
+	floor, err := ceilingHeapFloor(os.Getenv)
+	if err != nil {
+		fmt.Fprintln(stderr, "loadgen ceiling:", err)
+		return 2
+	}
+	if floor > 0 {
+		defer gcfloor.Start(uint64(floor)<<20, 100).Stop()
+	}
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		fmt.Fprintln(stderr, "loadgen ceiling:", err)
@@ -70,6 +80,25 @@ func ceilingCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return 1
 	}
 	return 0
+}
+
+// ceilingHeapFloor is the heap floor (MiB) a ceiling keeps: the one
+// `weir serve` keeps, from the same environment variable with the same
+// default, so that a server and its ceiling collect garbage alike; 0 when
+// GOGC is set, as for weir serve.
+func ceilingHeapFloor(getenv func(string) string) (int, error) {
+	if getenv("GOGC") != "" {
+		return 0, nil
+	}
+	v := getenv("WEIR_HEAP_FLOOR_MIB")
+	if v == "" {
+		return gcfloor.DefaultFloorMiB, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("WEIR_HEAP_FLOOR_MIB=%q: want a whole number of MiB, 0 for off", v)
+	}
+	return n, nil
 }
 
 // serveCeiling serves the ceiling of kind on ln until ctx ends, then

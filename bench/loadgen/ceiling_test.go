@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/weir-rl/weir/internal/gcfloor"
 )
 
 // testParentEnv, set to a directory in a child's environment, makes the
@@ -195,6 +197,26 @@ func TestServeCeilingStopsOnCancel(t *testing.T) {
 		cancel()
 		if err := <-done; err != nil && !errors.Is(err, net.ErrClosed) {
 			t.Errorf("%s: %v", kind, err)
+		}
+	}
+}
+
+func TestCeilingHeapFloor(t *testing.T) {
+	for _, c := range []struct {
+		env     map[string]string
+		want    int
+		wantErr bool
+	}{
+		{map[string]string{}, gcfloor.DefaultFloorMiB, false},
+		{map[string]string{"WEIR_HEAP_FLOOR_MIB": "16"}, 16, false},
+		{map[string]string{"WEIR_HEAP_FLOOR_MIB": "0"}, 0, false},
+		{map[string]string{"WEIR_HEAP_FLOOR_MIB": "16", "GOGC": "100"}, 0, false},
+		{map[string]string{"WEIR_HEAP_FLOOR_MIB": "-1"}, 0, true},
+		{map[string]string{"WEIR_HEAP_FLOOR_MIB": "lots"}, 0, true},
+	} {
+		got, err := ceilingHeapFloor(func(k string) string { return c.env[k] })
+		if got != c.want || (err != nil) != c.wantErr {
+			t.Errorf("env %v: %d, %v; want %d, error %v", c.env, got, err, c.want, c.wantErr)
 		}
 	}
 }

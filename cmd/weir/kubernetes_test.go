@@ -235,19 +235,18 @@ func expandArgs(t *testing.T, c corev1.Container) []string {
 
 // parsedServe is the StatefulSet's command line as `weir serve` parses it.
 type parsedServe struct {
-	cfg       node.Config
-	cf        clusterFlags
-	logFormat string
-	debugAddr string
-	given     map[string]string // flag name → value, as given
+	cfg   node.Config
+	cf    clusterFlags
+	given map[string]string // flag name → value, as given
 }
 
 // parseServe parses args with the very flag set `weir serve` builds.
 func parseServe(t *testing.T, args []string, env map[string]string) parsedServe {
 	t.Helper()
-	p := parsedServe{cfg: node.DefaultConfig(), logFormat: "text", given: map[string]string{}}
+	p := parsedServe{cfg: node.DefaultConfig(), given: map[string]string{}}
+	pf := processFlags{logFormat: "text"}
 	fs := newFlagSet("serve")
-	serveFlags(fs, &p.cfg, &p.cf, &p.logFormat, &p.debugAddr)
+	serveFlags(fs, &p.cfg, &p.cf, &pf)
 	if err := parseWithEnv(fs, args, func(k string) string { return env[k] }); err != nil {
 		t.Fatalf("weir serve rejects the StatefulSet's args %q: %v", args, err)
 	}

@@ -16,6 +16,7 @@ import (
 
 	sockaddr "github.com/hashicorp/go-sockaddr"
 
+	"github.com/weir-rl/weir/internal/gcfloor"
 	"github.com/weir-rl/weir/node"
 	"github.com/weir-rl/weir/ring/gossip"
 )
@@ -82,8 +83,16 @@ func defaultNodeName(hostname func() (string, error), gossipPort int) string {
 	return h
 }
 
+// processFlags are the flags of `weir serve` about the process rather
+// than the node: its log format, profiler and garbage collector.
+type processFlags struct {
+	logFormat    string // text or json
+	debugAddr    string // --debug-addr, "" for off
+	heapFloorMiB int    // --heap-floor-mib
+}
+
 // serveFlags binds the flags of `weir serve` to a node.Config.
-func serveFlags(fs *flag.FlagSet, cfg *node.Config, cf *clusterFlags, logFormat, debugAddr *string) {
+func serveFlags(fs *flag.FlagSet, cfg *node.Config, cf *clusterFlags, pf *processFlags) {
 	fs.StringVar(&cf.gossipAddr, "gossip-addr", ":7946", "gossip (memberlist) listen address, UDP and TCP")
 	fs.StringVar(&cfg.Ring.AdvertiseAddr, "advertise-addr", "", "IP other members reach this node at (default: picked by memberlist)")
 	fs.StringVar(&cfg.PeerAddr, "peer-addr", cfg.PeerAddr, "peer gRPC listen address, forwards and handoff between members (default: the gossip host, gossip port + 1)")
@@ -107,10 +116,29 @@ func serveFlags(fs *flag.FlagSet, cfg *node.Config, cf *clusterFlags, logFormat,
 	fs.BoolVar(&cfg.HTTP.LegacyHeaders, "legacy-headers", cfg.HTTP.LegacyHeaders, "send X-RateLimit-Limit/Remaining/Reset")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "how long in-flight requests get on SIGTERM")
 	fs.StringVar(&cfg.StateDir, "state-dir", cfg.StateDir, "directory the buckets in debt and the leases are saved to on SIGTERM and restored from on start, so a restart of every node keeps its debits (empty: nothing kept)")
-	fs.StringVar(logFormat, "log-format", *logFormat, "log format: text or json")
-	fs.StringVar(debugAddr, "debug-addr", "", "loopback address serving Go's profiler (net/http/pprof) for diagnosis, like 127.0.0.1:6060 (empty: off)")
+	fs.StringVar(&pf.logFormat, "log-format", pf.logFormat, "log format: text or json")
+	fs.StringVar(&pf.debugAddr, "debug-addr", "", "loopback address serving Go's profiler (net/http/pprof) for diagnosis, like 127.0.0.1:6060 (empty: off)")
+	fs.IntVar(&pf.heapFloorMiB, "heap-floor-mib", gcfloor.DefaultFloorMiB, "the garbage collector waits for this much heap (MiB) while the live heap is small, instead of collecting at twice the live heap; 0: Go's default; off when GOGC is set")
 	tracingFlags(fs, &cfg.Tracing)
 	securityFlags(fs, cfg)
+}
+
+// maxHeapFloorMiB bounds --heap-floor-mib: 1 TiB.
+const maxHeapFloorMiB = 1 << 20
+
+// startHeapFloor keeps a heap floor of mib MiB (package gcfloor) unless
+// it is 0 or the GOGC environment variable is set (the operator's choice
+// wins), logs which, and returns the func that stops it.
+func startHeapFloor(mib int, getenv func(string) string, log *slog.Logger) (stop func()) {
+	if gogc := getenv("GOGC"); gogc != "" {
+		log.Info("heap floor off: GOGC is set", "GOGC", gogc)
+		return func() {}
+	}
+	if mib == 0 {
+		return func() {}
+	}
+	log.Info("heap floor", "mib", mib)
+	return gcfloor.Start(uint64(mib)<<20, 100).Stop
 }
 
 // serve runs a node until SIGTERM or SIGINT, reloading limits on SIGHUP.
@@ -118,13 +146,14 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	cfg := node.DefaultConfig()
 	cfg.NodeName = ""
 	cfg.RESP.Version = versionNumber() // what HELLO and INFO report
-	logFormat, debugAddr := "text", ""
+	pf := processFlags{logFormat: "text"}
 	var cf clusterFlags
 	fs := newFlagSet("serve")
-	serveFlags(fs, &cfg, &cf, &logFormat, &debugAddr)
+	serveFlags(fs, &cfg, &cf, &pf)
 	if code, ok := parseCommand(fs, args, os.Getenv, "weir serve [flags]", stdout, stderr); !ok {
 		return code
 	}
+	logFormat, debugAddr, heapFloor := pf.logFormat, pf.debugAddr, pf.heapFloorMiB
 	if err := cf.apply(&cfg); err != nil {
 		fmt.Fprintf(stderr, "weir serve: %v\n", err)
 		return 2
@@ -134,6 +163,10 @@ func serve(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "weir serve: %v\n", err)
 			return 2
 		}
+	}
+	if heapFloor < 0 || heapFloor > maxHeapFloorMiB {
+		fmt.Fprintf(stderr, "weir serve: --heap-floor-mib %d: want 0 (off) to %d\n", heapFloor, maxHeapFloorMiB)
+		return 2
 	}
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
@@ -174,6 +207,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	}
 	f := n.Limits()
 	log.Info("limits file in force", "source", f.Source, "version", f.Version, "limits", len(f.Limits))
+	defer startHeapFloor(heapFloor, os.Getenv, log)()
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()

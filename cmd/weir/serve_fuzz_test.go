@@ -25,10 +25,10 @@ func FuzzServeFlags(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, line string) {
 		cfg := node.DefaultConfig()
-		logFormat, debugAddr := "text", ""
+		pf := processFlags{logFormat: "text"}
 		var cf clusterFlags
 		fs := newFlagSet("serve")
-		serveFlags(fs, &cfg, &cf, &logFormat, &debugAddr)
+		serveFlags(fs, &cfg, &cf, &pf)
 		if parseWithEnv(fs, strings.Fields(line), func(string) string { return "" }) != nil {
 			return
 		}

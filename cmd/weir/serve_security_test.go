@@ -33,10 +33,10 @@ func TestProtectedMode(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := node.DefaultConfig()
-			logFormat, debugAddr := "text", ""
+			pf := processFlags{logFormat: "text"}
 			var cf clusterFlags
 			fs := newFlagSet("serve")
-			serveFlags(fs, &cfg, &cf, &logFormat, &debugAddr)
+			serveFlags(fs, &cfg, &cf, &pf)
 			if err := parseWithEnv(fs, tt.args, func(k string) string { return tt.env[k] }); err != nil {
 				t.Fatal(err)
 			}
