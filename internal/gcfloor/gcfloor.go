@@ -70,8 +70,14 @@ type Tuner struct {
 
 // Start keeps a floor of floor bytes under the heap from now until Stop:
 // it sets GOGC from the live heap now and after every collection. base is
-// the GOGC without a floor (100, Go's default). A floor of 0 does nothing.
+// the GOGC without a floor (100, Go's default). A memory limit (GOMEMLIMIT,
+// or debug.SetMemoryLimit) caps the floor at a quarter of it, so that a
+// small container keeps most of its memory for live data. A floor of 0
+// does nothing.
 func Start(floor uint64, base int) *Tuner {
+	if limit := debug.SetMemoryLimit(-1); limit > 0 && uint64(limit)/4 < floor {
+		floor = uint64(limit) / 4
+	}
 	t := &Tuner{floor: floor, base: base, sample: []metrics.Sample{
 		{Name: "/gc/heap/live:bytes"}, {Name: "/gc/scan/stack:bytes"}, {Name: "/gc/scan/globals:bytes"},
 	}}
@@ -83,6 +89,9 @@ func Start(floor uint64, base int) *Tuner {
 	t.arm()
 	return t
 }
+
+// Floor returns the floor kept, in bytes, after Start's cap.
+func (t *Tuner) Floor() uint64 { return t.floor }
 
 // Percent returns the GOGC the tuner set last (the base when it set none).
 func (t *Tuner) Percent() int {

@@ -1,6 +1,7 @@
 package gcfloor
 
 import (
+	"math"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
@@ -123,4 +124,22 @@ func TestZeroFloorDoesNothing(t *testing.T) {
 		t.Fatalf("GOGC = %d, tuner %d; want 100 untouched", p, tu.Percent())
 	}
 	tu.Stop()
+}
+
+// TestMemoryLimitCapsTheFloor: under a memory limit the floor is at most
+// a quarter of it.
+func TestMemoryLimitCapsTheFloor(t *testing.T) {
+	defer debug.SetGCPercent(gcPercent())
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(64 << 20))
+	tu := Start(256<<20, 100)
+	defer tu.Stop()
+	if f := tu.Floor(); f != 16<<20 {
+		t.Fatalf("floor under a 64 MiB memory limit = %d MiB, want 16", f>>20)
+	}
+	debug.SetMemoryLimit(math.MaxInt64)
+	tu2 := Start(256<<20, 100)
+	defer tu2.Stop()
+	if f := tu2.Floor(); f != 256<<20 {
+		t.Fatalf("floor without a memory limit = %d MiB, want 256", f>>20)
+	}
 }
