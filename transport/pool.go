@@ -205,7 +205,7 @@ func (p *Pool) handoff(ctx context.Context, peerAddr string, replica bool, st St
 			// Perhaps a peer back from a failure, its connection still
 			// waiting out a backoff. A replica stream sends again at its
 			// next interval; a failed handoff leaves the keys' debt here.
-			err = pr.handoffAgain(cctx, req, err)
+			pr, err = p.handoffAgain(cctx, pr, req, err)
 		}
 		cancel()
 		if err != nil {
