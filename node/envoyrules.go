@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -31,6 +32,10 @@ type envoyRules struct {
 	failures prometheus.Counter
 
 	cur atomic.Pointer[envoyconf.Config]
+	// next is the configuration a reload is switching to, nil between
+	// reloads: merge adds its limits to cur's, so the limits of the new
+	// rules are in force before the rules are (see reload).
+	next atomic.Pointer[envoyconf.Config]
 
 	mu   sync.Mutex // serializes reloads; guards seen
 	seen [32]byte   // hash of the directory's YAML last read
@@ -64,9 +69,22 @@ func newEnvoyRules(dir string, log *slog.Logger, reg prometheus.Registerer, onRe
 // current returns the configuration in force.
 func (r *envoyRules) current() *envoyconf.Config { return r.cur.Load() }
 
-// merge returns base with the limits of the rules in force added.
+// merge returns base with the limits of the rules in force added, and
+// during a reload those of the rules it switches to.
 func (r *envoyRules) merge(base *limits.File) (*limits.File, error) {
-	return base.WithLimits(envoyLimits(r.current()))
+	ls := envoyLimits(r.current())
+	if n := r.next.Load(); n != nil {
+		// Mid-reload: the new rules' limits too; a name in both is the
+		// new definition.
+		nl := envoyLimits(n)
+		names := make(map[string]bool, len(nl))
+		for _, l := range nl {
+			names[l.Name] = true
+		}
+		ls = slices.DeleteFunc(ls, func(l limits.Limit) bool { return names[l.Name] })
+		ls = append(ls, nl...)
+	}
+	return base.WithLimits(ls)
 }
 
 // hash digests the names and contents of the directory's YAML files.
@@ -112,7 +130,14 @@ func (r *envoyRules) reload(force bool) error {
 		r.log.Error("envoy config rejected; the last valid one stays in force", "dir", r.dir, "err", err)
 		return err
 	}
+	// Three steps, so that no request maps a descriptor to a limit the
+	// engine does not have (answered "unknown limit"): the limits of the
+	// old and the new rules, then the new rules, then the new rules'
+	// limits alone.
+	r.next.Store(c)
+	r.onReload()
 	r.cur.Store(c)
+	r.next.Store(nil)
 	r.reloads.Inc()
 	r.log.Info("envoy config loaded", "dir", r.dir, "domains", len(c.Domains()), "rules", len(c.Rules()))
 	r.onReload()
