@@ -398,18 +398,26 @@ func TestWrongSecretCannotHandshake(t *testing.T) {
 	}
 }
 
-func TestPeerDownFailsFast(t *testing.T) {
+// closedPort returns a loopback address nothing listens on: a port just
+// picked and closed again.
+func closedPort(t *testing.T) string {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	addr := lis.Addr().String()
 	lis.Close()
+	return addr
+}
+
+func TestPeerDownFailsFast(t *testing.T) {
+	addr := closedPort(t)
 	cfg := LocalConfig()
 	cfg.Deadline = 10 * time.Second
 	p := newTestPool(t, cfg)
 	begin := time.Now()
-	_, err = p.Do(context.Background(), addr, take(0))
+	_, err := p.Do(context.Background(), addr, take(0))
 	elapsed := time.Since(begin)
 	// Unavailable, not DeadlineExceeded: the refused connection failed the
 	// call at once instead of leaving it to wait out the deadline.

@@ -20,12 +20,7 @@ import (
 // new owner back from a crash would start the handed-over keys from a full
 // bucket.
 func TestHandoffToAPeerBackFromFailure(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := lis.Addr().String()
-	lis.Close()
+	addr := closedPort(t)
 	var dials atomic.Int64
 	cfg := LocalConfig()
 	cfg.Dialer = func(ctx context.Context, a string) (net.Conn, error) {
@@ -47,7 +42,7 @@ func TestHandoffToAPeerBackFromFailure(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond) // polling a count, not waiting for an effect
 	}
-	lis, err = net.Listen("tcp", addr)
+	lis, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Skipf("port %s taken meanwhile: %v", addr, err)
 	}

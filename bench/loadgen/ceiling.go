@@ -87,7 +87,7 @@ func ceilingCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 // default, so that a server and its ceiling collect garbage alike; 0 when
 // GOGC is set, as for weir serve.
 func ceilingHeapFloor(getenv func(string) string) (int, error) {
-	if getenv("GOGC") != "" {
+	if gcfloor.GOGCSet(getenv) {
 		return 0, nil
 	}
 	v := getenv("WEIR_HEAP_FLOOR_MIB")

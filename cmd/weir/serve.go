@@ -131,8 +131,8 @@ const maxHeapFloorMiB = 1 << 20
 // is set (the operator's choice wins), logs which, and returns the func
 // that stops it.
 func startHeapFloor(mib int, getenv func(string) string, log *slog.Logger) (stop func()) {
-	if gogc := getenv("GOGC"); gogc != "" {
-		log.Info("heap floor off: GOGC is set", "GOGC", gogc)
+	if gcfloor.GOGCSet(getenv) {
+		log.Info("heap floor off: GOGC is set", "GOGC", getenv("GOGC"))
 		return func() {}
 	}
 	if mib == 0 {
@@ -155,19 +155,18 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	if code, ok := parseCommand(fs, args, os.Getenv, "weir serve [flags]", stdout, stderr); !ok {
 		return code
 	}
-	logFormat, debugAddr, heapFloor := pf.logFormat, pf.debugAddr, pf.heapFloorMiB
 	if err := cf.apply(&cfg); err != nil {
 		fmt.Fprintf(stderr, "weir serve: %v\n", err)
 		return 2
 	}
-	if debugAddr != "" {
-		if err := checkDebugAddr(debugAddr); err != nil {
+	if pf.debugAddr != "" {
+		if err := checkDebugAddr(pf.debugAddr); err != nil {
 			fmt.Fprintf(stderr, "weir serve: %v\n", err)
 			return 2
 		}
 	}
-	if heapFloor < 0 || heapFloor > maxHeapFloorMiB {
-		fmt.Fprintf(stderr, "weir serve: --heap-floor-mib %d: want 0 (off) to %d\n", heapFloor, maxHeapFloorMiB)
+	if pf.heapFloorMiB < 0 || pf.heapFloorMiB > maxHeapFloorMiB {
+		fmt.Fprintf(stderr, "weir serve: --heap-floor-mib %d: want 0 (off) to %d\n", pf.heapFloorMiB, maxHeapFloorMiB)
 		return 2
 	}
 	given := map[string]bool{}
@@ -181,7 +180,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		cfg.NodeName = defaultNodeName(os.Hostname, cfg.Ring.BindPort)
 	}
 	var h slog.Handler = slog.NewTextHandler(stderr, nil)
-	if logFormat == "json" {
+	if pf.logFormat == "json" {
 		h = slog.NewJSONHandler(stderr, nil)
 	}
 	log := slog.New(newDedupHandler(h)).With("node", cfg.NodeName)
@@ -199,8 +198,8 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "weir serve: %v\n", err)
 		return 1
 	}
-	if debugAddr != "" {
-		_, closeDebug, err := startDebug(debugAddr, log)
+	if pf.debugAddr != "" {
+		_, closeDebug, err := startDebug(pf.debugAddr, log)
 		if err != nil {
 			fmt.Fprintf(stderr, "weir serve: %v\n", err)
 			return 1
@@ -209,7 +208,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	}
 	f := n.Limits()
 	log.Info("limits file in force", "source", f.Source, "version", f.Version, "limits", len(f.Limits))
-	defer startHeapFloor(heapFloor, os.Getenv, log)()
+	defer startHeapFloor(pf.heapFloorMiB, os.Getenv, log)()
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()

@@ -36,6 +36,11 @@ import (
 // node holding tens of thousands of keys.
 const DefaultFloorMiB = 64
 
+// GOGCSet reports whether the GOGC environment variable is set, read
+// through getenv: the operator chose the collector's pace, and a floor is
+// not kept (weir serve and the load generator's ceilings both ask).
+func GOGCSet(getenv func(string) string) bool { return getenv("GOGC") != "" }
+
 // heapMinimum is Go's smallest heap goal at GOGC=100 (4 MiB). The
 // runtime scales it with GOGC, so a GOGC above floor × 100 / heapMinimum
 // would put the goal above the floor whatever the live heap.
@@ -62,7 +67,6 @@ type Tuner struct {
 	floor   uint64
 	base    int
 	stopped atomic.Bool
-	once    sync.Once
 	sample  []metrics.Sample
 	mu      sync.Mutex // serialises tune with Stop
 	percent int        // the GOGC set last
@@ -105,15 +109,13 @@ func (t *Tuner) Percent() int {
 
 // Stop ends the tuning and sets GOGC back to the base. It is idempotent.
 func (t *Tuner) Stop() {
-	t.once.Do(func() {
-		t.mu.Lock()
-		defer t.mu.Unlock()
-		if t.stopped.Swap(true) {
-			return
-		}
-		debug.SetGCPercent(t.base)
-		t.percent = t.base
-	})
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.stopped.Swap(true) {
+		return
+	}
+	debug.SetGCPercent(t.base)
+	t.percent = t.base
 }
 
 // sentinel is allocated for the next collection to find unreachable. It
