@@ -3,8 +3,8 @@ package node_test
 import (
 	"context"
 	"errors"
-	"io"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
