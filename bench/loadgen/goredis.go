@@ -87,44 +87,66 @@ func (c *goRedisLuaCaller) take(ctx context.Context, k int) (bool, error) {
 
 func (c *goRedisLuaCaller) close() error { return nil }
 
-// respTarget asks a Weir node's Redis-protocol endpoint through go-redis:
-// WEIR.TAKE limit key cost. The reply is read as the endpoint is specified
-// to answer, allowed first: an array whose first element is 1 or 0 (or a
-// bare integer).
+// respTarget asks Weir nodes' Redis-protocol endpoints through go-redis:
+// WEIR.TAKE limit key cost, over one client (a pool sized to the callers)
+// per node. The reply is read as the endpoint is specified to answer,
+// allowed first: an array whose first element is 1 or 0 (or a bare
+// integer).
 type respTarget struct {
-	client *redis.Client
-	limit  string
-	cost   string
-	keys   []string
+	clients []*redis.Client
+	limit   string
+	cost    string
+	keys    []string
+	rotate  bool
 }
 
-// newRESPTarget pings the endpoint so a missing one fails before the cell.
-func newRESPTarget(ctx context.Context, addr, limit string, nkeys, maxCallers int, cost int64) (*respTarget, error) {
-	t := &respTarget{client: newGoRedis(addr, maxCallers), limit: limit, cost: strconv.FormatInt(cost, 10), keys: make([]string, nkeys)}
+// newRESPTarget pings every endpoint so a missing one fails before the
+// cell. Caller i starts at addrs[i mod len(addrs)]; with rotate it moves
+// to the next node on every request, as a round-robin balancer in front
+// of the nodes does (no client routing).
+func newRESPTarget(ctx context.Context, addrs []string, limit string, nkeys, maxCallers int, cost int64, rotate bool) (*respTarget, error) {
+	t := &respTarget{limit: limit, cost: strconv.FormatInt(cost, 10), keys: make([]string, nkeys), rotate: rotate}
 	for i := range t.keys {
 		t.keys[i] = benchKey(i)
 	}
-	if err := t.client.Ping(ctx).Err(); err != nil {
-		_ = t.client.Close()
-		return nil, fmt.Errorf("loadgen: resp %s: %w", addr, err)
+	for _, addr := range addrs {
+		c := newGoRedis(addr, maxCallers)
+		t.clients = append(t.clients, c)
+		if err := c.Ping(ctx).Err(); err != nil {
+			_ = t.close()
+			return nil, fmt.Errorf("loadgen: resp %s: %w", addr, err)
+		}
 	}
 	return t, nil
 }
 
-func (t *respTarget) newCaller(context.Context, int) (caller, error) {
-	return &respCaller{t: t, args: []any{"WEIR.TAKE", t.limit, "", t.cost}}, nil
+func (t *respTarget) newCaller(_ context.Context, i int) (caller, error) {
+	return &respCaller{t: t, n: i % len(t.clients), args: []any{"WEIR.TAKE", t.limit, "", t.cost}}, nil
 }
 
-func (t *respTarget) close() error { return t.client.Close() }
+func (t *respTarget) close() error {
+	var first error
+	for _, c := range t.clients {
+		if err := c.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
 
 type respCaller struct {
 	t    *respTarget
+	n    int // index of the node of the next request
 	args []any
 }
 
 func (c *respCaller) take(ctx context.Context, k int) (bool, error) {
+	cl := c.t.clients[c.n]
+	if c.t.rotate {
+		c.n = (c.n + 1) % len(c.t.clients)
+	}
 	c.args[2] = c.t.keys[k]
-	v, err := c.t.client.Do(ctx, c.args...).Result()
+	v, err := cl.Do(ctx, c.args...).Result()
 	if err != nil {
 		return false, err
 	}

@@ -15,6 +15,7 @@ type suiteSpec struct {
 	servers []*proc  // must be alive for the cell to count
 	pids    []int    // server CPU is summed over these
 	metrics []string // /metrics read around each cell (Weir nodes)
+	resp    bool     // speaks the nodes' Redis protocol (--resp-addr)
 }
 
 // skipped is a target the suite could not run, and why.
@@ -26,7 +27,7 @@ func suiteSpecs(cfg suiteConfig, b bucketSpec, env *suiteEnv, redisAddr string, 
 	maxC := slices.Max(cfg.Callers)
 	all := oneNodeSpecs(cfg, env, solo, maxC)
 	all = append(all, redisSpecs(cfg, b, env, redisAddr, solo, maxC)...)
-	all = append(all, trioSpecs(cfg, trio, trioOff)...)
+	all = append(all, trioSpecs(cfg, trio, trioOff, maxC)...)
 	if len(env.gubernator) == 3 {
 		lim, err := guberLimitOf(cfg.Limit, b, 1)
 		if err != nil {
@@ -46,7 +47,8 @@ func suiteSpecs(cfg suiteConfig, b bucketSpec, env *suiteEnv, redisAddr string, 
 
 // selectSpecs keeps the targets of all that cfg.Targets names (all of them
 // when it names none), in order. weir-resp is skipped when the weir binary
-// has no RESP listener (resp false), with why.
+// has no RESP listener (resp false), and so are the other targets over
+// RESP, with why.
 func selectSpecs(cfg suiteConfig, all []suiteSpec, resp bool) ([]suiteSpec, []skipped) {
 	var specs []suiteSpec
 	var skips []skipped
@@ -54,7 +56,7 @@ func selectSpecs(cfg suiteConfig, all []suiteSpec, resp bool) ([]suiteSpec, []sk
 		switch {
 		case len(cfg.Targets) > 0 && !slices.Contains(cfg.Targets, s.info.Name):
 			continue
-		case s.info.Name == "weir-resp" && !resp:
+		case s.resp && !resp:
 			skips = append(skips, skipped{s.info.Name, "`weir serve` has no `--resp-addr` in this build"})
 		default:
 			specs = append(specs, s)
@@ -131,16 +133,21 @@ func redisSpecs(cfg suiteConfig, b bucketSpec, env *suiteEnv, redisAddr string, 
 				return newGoRedisLuaTarget(ctx, redisAddr, cfg.Limit, wl.Keys, maxC, b, 1)
 			},
 		},
-		soloSpec(solo, "weir-resp", "", func(ctx context.Context, wl workload) (target, error) {
-			return newRESPTarget(ctx, solo.respAddr, cfg.Limit, wl.Keys, maxC, 1)
-		}),
+		overRESP(soloSpec(solo, "weir-resp", "", func(ctx context.Context, wl workload) (target, error) {
+			return newRESPTarget(ctx, []string{solo.respAddr}, cfg.Limit, wl.Keys, maxC, 1, false)
+		})),
 	}
 }
 
-// trioSpecs lists the 3-node targets: round-robin gRPC and the Go client
-// on trio, and the Go client on trioOff, the cluster with replication off.
-func trioSpecs(cfg suiteConfig, trio, trioOff []*weirNode) []suiteSpec {
+// trioSpecs lists the 3-node targets: round-robin gRPC and RESP, the Go
+// client and TakeStream on trio, and the Go client on trioOff, the
+// cluster with replication off. maxC is the most callers of any cell.
+func trioSpecs(cfg suiteConfig, trio, trioOff []*weirNode, maxC int) []suiteSpec {
 	trioGRPC, trioOffGRPC := grpcAddrs(trio), grpcAddrs(trioOff)
+	trioRESP := make([]string, len(trio))
+	for i, n := range trio {
+		trioRESP[i] = n.respAddr
+	}
 	trioProcs := []*proc{trio[0].proc, trio[1].proc, trio[2].proc}
 	trioOffProcs := []*proc{trioOff[0].proc, trioOff[1].proc, trioOff[2].proc}
 	return []suiteSpec{
@@ -195,7 +202,34 @@ func trioSpecs(cfg suiteConfig, trio, trioOff []*weirNode) []suiteSpec {
 				return newTrioStream(trioGRPC, cfg.AllotLimit, wl.Keys)
 			},
 		},
+		// WEIR.TAKE round robin over the nodes through go-redis: the
+		// unrouted hot key of the gRPC pair above, behind a cheaper front,
+		// so that the forwards, not the front, are what allotments save.
+		overRESP(suiteSpec{
+			info:    targetInfo{Name: "weir3-resp-rr", Group: "weir 3 nodes", OneNode: "weir-resp", VsRedis: true, Weir: true},
+			servers: trioProcs, pids: pidsOf(trio...), metrics: metricsOf(trio...),
+			open: func(ctx context.Context, wl workload) (target, error) {
+				return newRESPTarget(ctx, trioRESP, cfg.Limit, wl.Keys, maxC, 1, true)
+			},
+		}),
+		overRESP(suiteSpec{
+			info: targetInfo{
+				Name: "weir3-resp-rr-allot", Group: "weir 3 nodes", OneNode: "weir-resp",
+				AllotOff: "weir3-resp-rr", VsRedis: true, Weir: true,
+			},
+			servers: trioProcs, pids: pidsOf(trio...), metrics: metricsOf(trio...),
+			open: func(ctx context.Context, wl workload) (target, error) {
+				return newRESPTarget(ctx, trioRESP, cfg.AllotLimit, wl.Keys, maxC, 1, true)
+			},
+		}),
 	}
+}
+
+// overRESP marks s as a target over the nodes' Redis protocol, run only
+// when weir serve has --resp-addr.
+func overRESP(s suiteSpec) suiteSpec {
+	s.resp = true
+	return s
 }
 
 // newTrioStream is TakeStream over the three nodes, callers spread over

@@ -28,11 +28,25 @@ func runNode(t testing.TB, clock func() time.Time) *node.Node {
 	return runNodeOn(t, "../limits.yaml", clock)
 }
 
+// startRESPNode is startNode that also serves the Redis protocol.
+func startRESPNode(t *testing.T) *node.Node {
+	t.Helper()
+	frozen := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	return runNodeWith(t, "../limits.yaml", func() time.Time { return frozen }, func(c *node.Config) { c.RESPAddr = "127.0.0.1:0" })
+}
+
 // runNodeOn runs an in-process node on the limits file at path.
 func runNodeOn(t testing.TB, path string, clock func() time.Time) *node.Node {
 	t.Helper()
+	return runNodeWith(t, path, clock, func(*node.Config) {})
+}
+
+// runNodeWith is runNodeOn with the node's configuration changed by edit.
+func runNodeWith(t testing.TB, path string, clock func() time.Time, edit func(*node.Config)) *node.Node {
+	t.Helper()
 	cfg := node.LocalConfig()
 	cfg.LimitsPath = path
+	edit(&cfg)
 	n, err := node.New(cfg, node.Deps{Clock: clock})
 	if err != nil {
 		t.Fatal(err)
@@ -112,28 +126,38 @@ func TestWeirUnknownLimitIsAnError(t *testing.T) {
 	}
 }
 
-// TestGRPCRotate checks -rotate on two separate nodes, each with its own
-// bench-small bucket (capacity 100, clock frozen): one caller that rotates
-// reaches both and gets 200 of 300 allowed; one that does not reaches only
-// the first and gets 100.
-func TestGRPCRotate(t *testing.T) {
-	for _, tc := range []struct {
-		rotate  bool
-		allowed uint64
-	}{{true, 200}, {false, 100}} {
-		a, b := startNode(t), startNode(t)
-		tgt, err := newGRPCTarget([]string{a.GRPCAddr(), b.GRPCAddr()}, 1, "bench-small", 1, 1, tc.rotate)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := runCell(context.Background(), tgt, cellConfig{Concurrency: 1, Requests: 300, Keys: 1, Timeout: 10 * time.Second})
-		_ = tgt.close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if res.Allowed != tc.allowed || res.Denied != 300-tc.allowed || res.Errors != 0 {
-			t.Fatalf("rotate %v: allowed/denied/errors = %d/%d/%d (%s), want %d/%d/0",
-				tc.rotate, res.Allowed, res.Denied, res.Errors, res.FirstError, tc.allowed, 300-tc.allowed)
+// TestRotate checks rotation over gRPC (-rotate) and over RESP on two
+// separate nodes, each with its own bench-small bucket (capacity 100,
+// clock frozen): one caller that rotates reaches both and gets 200 of 300
+// allowed; one that does not reaches only the first and gets 100.
+func TestRotate(t *testing.T) {
+	open := map[string]func(a, b *node.Node, rotate bool) (target, error){
+		"grpc": func(a, b *node.Node, rotate bool) (target, error) {
+			return newGRPCTarget([]string{a.GRPCAddr(), b.GRPCAddr()}, 1, "bench-small", 1, 1, rotate)
+		},
+		"resp": func(a, b *node.Node, rotate bool) (target, error) {
+			return newRESPTarget(context.Background(), []string{a.RESPAddr(), b.RESPAddr()}, "bench-small", 1, 1, 1, rotate)
+		},
+	}
+	for proto, mk := range open {
+		for _, tc := range []struct {
+			rotate  bool
+			allowed uint64
+		}{{true, 200}, {false, 100}} {
+			a, b := startRESPNode(t), startRESPNode(t)
+			tgt, err := mk(a, b, tc.rotate)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := runCell(context.Background(), tgt, cellConfig{Concurrency: 1, Requests: 300, Keys: 1, Timeout: 10 * time.Second})
+			_ = tgt.close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Allowed != tc.allowed || res.Denied != 300-tc.allowed || res.Errors != 0 {
+				t.Fatalf("%s, rotate %v: allowed/denied/errors = %d/%d/%d (%s), want %d/%d/0",
+					proto, tc.rotate, res.Allowed, res.Denied, res.Errors, res.FirstError, tc.allowed, 300-tc.allowed)
+			}
 		}
 	}
 }
