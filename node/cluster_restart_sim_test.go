@@ -121,3 +121,42 @@ func TestClusterFailedHandoffIsSentAgain(t *testing.T) {
 	c.net.Heal()
 	restartedOwnerContinues(t, c, n3, key, left)
 }
+
+// TestClusterHandoffAfterTheWindowStillLands: the restarted owner cannot
+// be reached from the successor for longer than its pull window, so it
+// starts the key full, as it must not wait for ever. Once the link heals,
+// the successor's push, sent again all along, still lands: the owner
+// keeps the fewer tokens, and continues from the debt rather than from
+// what it started full.
+func TestClusterHandoffAfterTheWindowStillLands(t *testing.T) {
+	c := newSimCluster(t)
+	var logs lockedLog
+	c.log = slog.New(slog.NewTextHandler(&logs, nil))
+	c.configure = func(_ string, cfg *Config, _ *Deps) {
+		cfg.Forward.HandoffDeadline = 300 * time.Millisecond
+	}
+	key, succ, left := killOwnerInDebt(t, c)
+	c.net.Cut(c.hosts[succ.cfg.NodeName], c.hosts["n3"])
+	n3 := c.add("n3", c.hosts["n3"], c.hosts["n1"], "")
+	lines := func(msg string) int {
+		n := 0
+		for _, l := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(l, `msg="`+msg) && strings.Contains(l, "to=n3") {
+				n++
+			}
+		}
+		return n
+	}
+	waitFor(t, 10*time.Second, "the successor's handoff to n3 to fail", func() bool { return lines("handoff failed") > 0 })
+	c.waitConverged(3)
+	c.settled() // n3's pull window has passed
+	if r := takeHot(t, n3, key, 1); r.Source != api.SourceOwner || r.Remaining != 59 {
+		t.Fatalf("first take at n3 after its window, cut off from the debt = %+v, want an owner decision from a full bucket (59 left)", r)
+	}
+	handed := lines("handed off")
+	c.net.Heal()
+	waitFor(t, 10*time.Second, "the successor's push to land after the heal", func() bool { return lines("handed off") > handed })
+	if r := takeHot(t, n3, key, 1); r.Source != api.SourceOwner || r.Remaining != left-1 {
+		t.Fatalf("take at n3 after the late push = %+v, want an owner decision with %d left (the debt)", r, left-1)
+	}
+}

@@ -38,6 +38,12 @@ limits:
 // no peer service. Its ring is itself alone, so it decides every key here.
 func member(t testing.TB) (*Cluster, *engine.Engine) {
 	t.Helper()
+	return memberOn(t, time.Now)
+}
+
+// memberOn is member on clock.
+func memberOn(t testing.TB, clock func() time.Time) (*Cluster, *engine.Engine) {
+	t.Helper()
 	f, err := limits.Parse([]byte(testLimits), "test")
 	if err != nil {
 		t.Fatal(err)
@@ -48,14 +54,14 @@ func member(t testing.TB) (*Cluster, *engine.Engine) {
 		Self: "n1", Ring: rc, Forward: transport.LocalConfig(), PeerAddr: "127.0.0.1:0",
 		HandoffWindow: 2 * time.Second, TakeoverDelay: time.Second, LeaveTimeout: time.Second,
 		Replication: DefaultReplicationConfig(),
-	}, Deps{Registry: reg, Clock: time.Now, Limits: func() *limits.File { return f }})
+	}, Deps{Registry: reg, Clock: clock, Limits: func() *limits.File { return f }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.pool.Close(); _ = c.ring.Close() })
 	eng, err := engine.New(engine.Config{
 		Name: "n1", Store: bucket.LocalConfig(), FallbackStore: bucket.LocalConfig(), Leases: lease.LocalConfig(), MaxKeyBytes: 512,
-	}, engine.Deps{Limits: func() *limits.File { return f }, Clock: time.Now, Registry: reg, Router: c, Peers: c, Changes: c})
+	}, engine.Deps{Limits: func() *limits.File { return f }, Clock: clock, Registry: reg, Router: c, Peers: c, Changes: c})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,12 +103,7 @@ func TestFailedLeasePushKeepsLeases(t *testing.T) {
 		t.Fatal("n1 is not in its own view")
 	}
 	// A member whose peer address refuses connections.
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := lis.Addr().String()
-	_ = lis.Close()
+	dead := closedAddr(t)
 	v := ring.NewView(99, "n1", []ring.Member{self, {Name: "n9", Addr: "127.0.0.1:1", Meta: ring.Meta{GRPCAddr: dead}, State: ring.Alive}})
 	var key string
 	for i := 0; key == ""; i++ {
@@ -118,11 +119,63 @@ func TestFailedLeasePushKeepsLeases(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	c.pushMoved(ctx, v)
+	c.pushMoved(ctx, v, false)
 	held := eng.ExportLeases(time.Now(), func(l, k string) bool { return l == "db" && k == key }, false)
 	if len(held.Leases) != 2 {
 		t.Fatalf("after a failed push the table holds %d of the key's 2 leases", len(held.Leases))
 	}
+}
+
+// TestLatePushLeavesRefilledBuckets: after the new owner's pull window a
+// push sends only a bucket still in debt (it caps what the new owner
+// admits); one refilled by now is left out, so the retries end. Within the
+// window every bucket goes. The new owner's peer port refuses, so a push
+// that sends anything fails.
+func TestLatePushLeavesRefilledBuckets(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0)
+	now := t0
+	c, eng := memberOn(t, func() time.Time { return now })
+	self, ok := c.View().Member("n1")
+	if !ok {
+		t.Fatal("n1 is not in its own view")
+	}
+	v := ring.NewView(99, "n1", []ring.Member{self, {Name: "n9", Addr: "127.0.0.1:1", Meta: ring.Meta{GRPCAddr: closedAddr(t)}, State: ring.Alive}})
+	var key string
+	for i := 0; key == ""; i++ {
+		if m, ok := v.Owner(ring.HashKey("hot", fmt.Sprintf("late-%d", i))); ok && m.Name == "n9" {
+			key = fmt.Sprintf("late-%d", i)
+		}
+	}
+	if resp, err := eng.Take(context.Background(), []api.Check{{Limit: "hot", Key: key, Cost: 1}}); err != nil || !resp.Allowed {
+		t.Fatalf("take: %+v, %v", resp, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, tc := range []struct {
+		after      time.Duration // since the take; "hot" refills a token an hour
+		late, sent bool
+	}{
+		{time.Minute, true, true},    // in debt: sent, and the refused push fails
+		{2 * time.Hour, true, false}, // refilled: nothing to send
+		{2 * time.Hour, false, true}, // within the window everything goes
+	} {
+		now = t0.Add(tc.after)
+		if failed := c.pushMoved(ctx, v, tc.late); failed != tc.sent {
+			t.Errorf("%v after the take, late %v: push failed = %v, want %v", tc.after, tc.late, failed, tc.sent)
+		}
+	}
+}
+
+// closedAddr returns a loopback address that refuses connections.
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	_ = lis.Close()
+	return addr
 }
 
 // BenchmarkReplicaApply measures the successor's merge of a replication

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"log/slog"
 	"maps"
 	"time"
 
@@ -13,10 +14,13 @@ import (
 // watch follows ring changes: it records when the view changed and pushes
 // the buckets and leases this node no longer owns to their new owners. A
 // push that failed goes again, after 100 ms and then twice as long each
-// time, until it succeeds, the view changes, or HandoffWindow has passed
-// since the change: a new owner pulls a key it misses only within that
-// window, so after it a key whose state stayed here would start full
-// there.
+// time (at most HandoffWindow apart), until it succeeds or the view
+// changes. Within HandoffWindow of the change a new owner pulls a key it
+// misses, so a push that lands then loses nothing. After the window the
+// new owner has started such a key full; a push that lands then still
+// brings the debt (the receiver keeps the fewer tokens), which caps what
+// it admits from then on, so it goes on for as long as a bucket still to
+// push holds debt (pushMoved with late).
 func (c *Cluster) watch(ctx context.Context) {
 	alive := map[string]bool{} // peer addresses alive in the last view
 	retry := time.NewTimer(time.Hour)
@@ -24,14 +28,14 @@ func (c *Cluster) watch(ctx context.Context) {
 	defer retry.Stop()
 	var (
 		pending *ring.View    // the view whose push failed, nil when none did
-		until   time.Time     // when its retries end
+		window  time.Time     // when its new owners stop pulling
 		wait    time.Duration // before the next retry
 	)
 	push := func(v *ring.View) {
-		if c.pushMoved(ctx, v) && c.now().Add(wait).Before(until) {
+		if c.pushMoved(ctx, v, !c.now().Before(window)) {
 			pending = v
 			retry.Reset(wait)
-			wait *= 2
+			wait = min(2*wait, max(c.cfg.HandoffWindow, pushRetry))
 			return
 		}
 		pending = nil
@@ -56,7 +60,7 @@ func (c *Cluster) watch(ctx context.Context) {
 			retry.Stop()
 			pending = nil
 			if v.Majority {
-				until, wait = c.now().Add(c.cfg.HandoffWindow), pushRetry
+				window, wait = c.now().Add(c.cfg.HandoffWindow), pushRetry
 				push(v)
 			}
 		}
@@ -121,8 +125,12 @@ func (c *Cluster) warm(ctx context.Context, v *ring.View, alive map[string]bool)
 // stored it, and leases a push failed to deliver go back into the table;
 // until then a pull finds them here. Two pushes may overlap (the leave's
 // and the watch's): a receiver keeps the fewer tokens of two copies, and
-// only one of them extracts each bucket. It reports whether a push failed.
-func (c *Cluster) pushMoved(ctx context.Context, v *ring.View) (failed bool) {
+// only one of them extracts each bucket. A late push, after the new
+// owners' pull window, leaves out the buckets refilled by now (a new owner
+// that started one full is right) and logs a failure at debug level (the
+// push within the window logged it as a warning). It reports whether a
+// push failed.
+func (c *Cluster) pushMoved(ctx context.Context, v *ring.View, late bool) (failed bool) {
 	now := c.now()
 	snap := placement.New(c.rules, placement.State{View: v, Joined: true})
 	pick := func(limit, key string) bool { _, ok := snap.HandTo(limit, key); return ok }
@@ -137,6 +145,9 @@ func (c *Cluster) pushMoved(ctx context.Context, v *ring.View) (failed bool) {
 		return st
 	}
 	for _, e := range c.run.Holdings.ExportBuckets(now, pick, false) {
+		if late && refilled(e.Snapshot) {
+			continue
+		}
 		st := to(e.Name, e.Key)
 		st.Buckets = append(st.Buckets, e)
 	}
@@ -152,6 +163,10 @@ func (c *Cluster) pushMoved(ctx context.Context, v *ring.View) (failed bool) {
 		st.Leases.Leases = append(st.Leases.Leases, l)
 		st.Leases.NextFencing = h.NextFencing
 	}
+	level := slog.LevelWarn
+	if late {
+		level = slog.LevelDebug
+	}
 	for p, st := range byOwner {
 		name, addr := p.Peer, p.Addr
 		if err := c.pool.Handoff(ctx, addr, *st); err != nil {
@@ -160,7 +175,7 @@ func (c *Cluster) pushMoved(ctx context.Context, v *ring.View) (failed bool) {
 			// rejoining owner whose pull found nothing would grant the
 			// key's permits a second time.
 			c.importLeases(st.Leases)
-			c.log.Warn("handoff failed; the new owner pulls on first miss, and it is sent again", "to", name, "entries", st.Len(), "err", err)
+			c.log.Log(ctx, level, "handoff failed; the new owner pulls on first miss, and it is sent again", "to", name, "entries", st.Len(), "err", err)
 			failed = true
 			continue
 		}
@@ -230,7 +245,7 @@ func (c *Cluster) leave(ctx context.Context, timeout time.Duration) error {
 		// Bounded by the leave timeout: a peer that cannot be reached
 		// would otherwise hold each handoff for HandoffDeadline.
 		hctx, cancel := context.WithTimeout(ctx, timeout)
-		c.pushMoved(hctx, without)
+		c.pushMoved(hctx, without, false)
 		cancel()
 	}
 	push()
