@@ -118,7 +118,7 @@ func serveFlags(fs *flag.FlagSet, cfg *node.Config, cf *clusterFlags, pf *proces
 	fs.StringVar(&cfg.StateDir, "state-dir", cfg.StateDir, "directory the buckets in debt and the leases are saved to on SIGTERM and restored from on start, so a restart of every node keeps its debits (empty: nothing kept)")
 	fs.StringVar(&pf.logFormat, "log-format", pf.logFormat, "log format: text or json")
 	fs.StringVar(&pf.debugAddr, "debug-addr", "", "loopback address serving Go's profiler (net/http/pprof) for diagnosis, like 127.0.0.1:6060 (empty: off)")
-	fs.IntVar(&pf.heapFloorMiB, "heap-floor-mib", gcfloor.DefaultFloorMiB, "the garbage collector waits for this much heap (MiB) while the live heap is small, instead of collecting at twice the live heap; at most a quarter of GOMEMLIMIT; 0: Go's default; off when GOGC is set")
+	fs.IntVar(&pf.heapFloorMiB, "heap-floor-mib", gcfloor.DefaultFloorMiB, "the garbage collector waits for this much heap (MiB) while the live heap is small, instead of collecting at twice the live heap; at most a quarter of GOMEMLIMIT and of the cgroup's memory limit; 0: Go's default; off when GOGC is set")
 	tracingFlags(fs, &cfg.Tracing)
 	securityFlags(fs, cfg)
 }
@@ -127,9 +127,9 @@ func serveFlags(fs *flag.FlagSet, cfg *node.Config, cf *clusterFlags, pf *proces
 const maxHeapFloorMiB = 1 << 20
 
 // startHeapFloor keeps a heap floor of mib MiB (package gcfloor; at most a
-// quarter of GOMEMLIMIT) unless it is 0 or the GOGC environment variable
-// is set (the operator's choice wins), logs which, and returns the func
-// that stops it.
+// quarter of GOMEMLIMIT and of the cgroup's memory limit) unless it is 0
+// or the GOGC environment variable is set (the operator's choice wins),
+// logs which, and returns the func that stops it.
 func startHeapFloor(mib int, getenv func(string) string, log *slog.Logger) (stop func()) {
 	if gcfloor.GOGCSet(getenv) {
 		log.Info("heap floor off: GOGC is set", "GOGC", getenv("GOGC"))

@@ -20,10 +20,13 @@
 // It is also at most floor × 100 / 4 MiB: Go never collects below 4 MiB ×
 // GOGC/100, so a larger GOGC would set the goal past the floor (a first
 // version without that cap let a node under a 64 MiB floor grow to 800 MB
-// resident). GOMEMLIMIT, when set, still bounds the heap.
+// resident). GOMEMLIMIT, when set, still bounds the heap, and a memory
+// limit (GOMEMLIMIT, the cgroup's) caps the floor at a quarter of it.
 package gcfloor
 
 import (
+	"io/fs"
+	"os"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
@@ -74,13 +77,22 @@ type Tuner struct {
 
 // Start keeps a floor of floor bytes under the heap from now until Stop:
 // it sets GOGC from the live heap now and after every collection. base is
-// the GOGC without a floor (100, Go's default). A memory limit (GOMEMLIMIT,
-// or debug.SetMemoryLimit) caps the floor at a quarter of it, so that a
-// small container keeps most of its memory for live data. A floor of 0
-// does nothing.
+// the GOGC without a floor (100, Go's default). A memory limit caps the
+// floor at a quarter of it, so that a small container keeps most of its
+// memory for live data: GOMEMLIMIT (or debug.SetMemoryLimit), and the
+// limit of the process's cgroup (CgroupMemoryMax), which a container has
+// whether or not its operator set GOMEMLIMIT. A floor of 0 does nothing.
 func Start(floor uint64, base int) *Tuner {
+	return start(floor, base, os.DirFS("/"))
+}
+
+// start is Start with the cgroup files read from root.
+func start(floor uint64, base int, root fs.FS) *Tuner {
 	if limit := debug.SetMemoryLimit(-1); limit > 0 && uint64(limit)/4 < floor {
 		floor = uint64(limit) / 4
+	}
+	if limit, ok := CgroupMemoryMax(root); ok && limit/4 < floor {
+		floor = limit / 4
 	}
 	t := &Tuner{floor: floor, base: base, sample: []metrics.Sample{
 		{Name: "/gc/heap/live:bytes"}, {Name: "/gc/scan/stack:bytes"}, {Name: "/gc/scan/globals:bytes"},

@@ -6,6 +6,7 @@ import (
 	"runtime/debug"
 	"runtime/metrics"
 	"testing"
+	"testing/fstest"
 	"time"
 )
 
@@ -141,5 +142,67 @@ func TestMemoryLimitCapsTheFloor(t *testing.T) {
 	defer tu2.Stop()
 	if f := tu2.Floor(); f != 256<<20 {
 		t.Fatalf("floor without a memory limit = %d MiB, want 256", f>>20)
+	}
+}
+
+// TestCgroupMemoryMax reads the limit of the process's cgroup as v2 and
+// v1 mounts show it, in the process's group or at the mount's root, and
+// none when it is unlimited or unreadable.
+func TestCgroupMemoryMax(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		files map[string]string
+		want  uint64 // 0: none
+	}{
+		{"v2 in its group", map[string]string{
+			"proc/self/cgroup":                          "0::/kubepods/pod1/c1\n",
+			"sys/fs/cgroup/kubepods/pod1/c1/memory.max": "134217728\n",
+		}, 128 << 20},
+		{"v2, own namespace: the root", map[string]string{
+			"proc/self/cgroup":         "0::/\n",
+			"sys/fs/cgroup/memory.max": "268435456\n",
+		}, 256 << 20},
+		{"v2 unlimited", map[string]string{
+			"proc/self/cgroup":         "0::/\n",
+			"sys/fs/cgroup/memory.max": "max\n",
+		}, 0},
+		{"v1 in its group", map[string]string{
+			"proc/self/cgroup": "5:cpu,cpuacct:/x\n4:memory:/docker/abc\n0::/\n",
+			"sys/fs/cgroup/memory/docker/abc/memory.limit_in_bytes": "536870912\n",
+		}, 512 << 20},
+		{"v1 unlimited", map[string]string{
+			"proc/self/cgroup":                           "4:memory:/\n",
+			"sys/fs/cgroup/memory/memory.limit_in_bytes": "9223372036854771712\n",
+		}, 0},
+		{"no cgroup file", map[string]string{}, 0},
+		{"garbage", map[string]string{
+			"proc/self/cgroup":         "0::/\n",
+			"sys/fs/cgroup/memory.max": "lots\n",
+		}, 0},
+	} {
+		fsys := fstest.MapFS{}
+		for name, body := range tc.files {
+			fsys[name] = &fstest.MapFile{Data: []byte(body)}
+		}
+		got, ok := CgroupMemoryMax(fsys)
+		if ok != (tc.want != 0) || got != tc.want {
+			t.Errorf("%s: CgroupMemoryMax = %d, %v; want %d", tc.name, got, ok, tc.want)
+		}
+	}
+}
+
+// TestCgroupLimitCapsTheFloor: a container's memory limit caps the floor
+// at a quarter of it, with no GOMEMLIMIT set.
+func TestCgroupLimitCapsTheFloor(t *testing.T) {
+	defer debug.SetGCPercent(gcPercent())
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(math.MaxInt64))
+	root := fstest.MapFS{
+		"proc/self/cgroup":         {Data: []byte("0::/\n")},
+		"sys/fs/cgroup/memory.max": {Data: []byte("134217728\n")},
+	}
+	tu := start(64<<20, 100, root)
+	defer tu.Stop()
+	if f := tu.Floor(); f != 32<<20 {
+		t.Fatalf("floor in a 128 MiB cgroup = %d MiB, want 32", f>>20)
 	}
 }
