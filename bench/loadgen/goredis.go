@@ -124,15 +124,7 @@ func (t *respTarget) newCaller(_ context.Context, i int) (caller, error) {
 	return &respCaller{t: t, n: i % len(t.clients), args: []any{"WEIR.TAKE", t.limit, "", t.cost}}, nil
 }
 
-func (t *respTarget) close() error {
-	var first error
-	for _, c := range t.clients {
-		if err := c.Close(); err != nil && first == nil {
-			first = err
-		}
-	}
-	return first
-}
+func (t *respTarget) close() error { return closeAll(t.clients) }
 
 type respCaller struct {
 	t    *respTarget

@@ -51,15 +51,7 @@ func (t *leaseTarget) newCaller(_ context.Context, i int) (caller, error) {
 	}, nil
 }
 
-func (t *leaseTarget) close() error {
-	var first error
-	for _, cc := range t.conns {
-		if err := cc.Close(); err != nil && first == nil {
-			first = err
-		}
-	}
-	return first
-}
+func (t *leaseTarget) close() error { return closeAll(t.conns) }
 
 // leaseCaller reuses its two request messages, as grpcCaller does.
 type leaseCaller struct {

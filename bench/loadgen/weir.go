@@ -65,10 +65,13 @@ func (t *grpcTarget) newCaller(_ context.Context, i int) (caller, error) {
 	}, nil
 }
 
-func (t *grpcTarget) close() error {
+func (t *grpcTarget) close() error { return closeAll(t.conns) }
+
+// closeAll closes every one of cs and returns the first error.
+func closeAll[C interface{ Close() error }](cs []C) error {
 	var first error
-	for _, cc := range t.conns {
-		if err := cc.Close(); err != nil && first == nil {
+	for _, c := range cs {
+		if err := c.Close(); err != nil && first == nil {
 			first = err
 		}
 	}
