@@ -640,63 +640,42 @@ func TestCloseFailsQueuedAndLaterCalls(t *testing.T) {
 	}
 }
 
-func TestWaitingAcquireIsSentAlone(t *testing.T) {
-	rec := &recorder{}
-	addr := startServer(t, rec, nil)
-	cfg := LocalConfig()
-	cfg.Window = 50 * time.Millisecond
-	p := newTestPool(t, cfg)
-	var wg sync.WaitGroup
-	for i := range 4 {
-		wg.Go(func() {
-			req := take(i)
-			req.Op = OpAcquire
-			req.Wait = time.Second
-			rep, err := p.Do(context.Background(), addr, req)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			checkEcho(t, i, rep)
-		})
-	}
-	wg.Wait()
-	for _, s := range rec.batchSizes() {
-		if s != 1 {
-			t.Fatalf("waiting acquires batched: %v", rec.batchSizes())
+// TestHeldAtOwnerIsSentAlone: a request its owner may hold before it
+// answers goes in a batch of its own, so no take waits behind it: an
+// acquire that waits for a permit, and an allotment ask, which its owner
+// answers once the key's successor has stored the grant. Batched with
+// asks, forwarded takes reached their deadline on Zipf keys at 256
+// callers.
+func TestHeldAtOwnerIsSentAlone(t *testing.T) {
+	for _, tc := range []struct {
+		op   Op
+		wait time.Duration
+	}{{OpAcquire, time.Second}, {OpAllot, 0}} {
+		rec := &recorder{}
+		addr := startServer(t, rec, nil)
+		cfg := LocalConfig()
+		cfg.Window = 50 * time.Millisecond
+		p := newTestPool(t, cfg)
+		var wg sync.WaitGroup
+		for i := range 8 {
+			wg.Go(func() {
+				req := take(i)
+				if i%2 == 0 {
+					req.Op, req.Wait = tc.op, tc.wait
+				}
+				rep, err := p.Do(context.Background(), addr, req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				checkEcho(t, i, rep)
+			})
 		}
-	}
-}
-
-// TestAllotIsSentAlone: an allotment ask, which its owner answers once the
-// key's successor has stored the grant, goes in a batch of its own, so no
-// take waits for that replication round trip. Batched, forwarded takes
-// reached their deadline behind the asks on Zipf keys at 256 callers.
-func TestAllotIsSentAlone(t *testing.T) {
-	rec := &recorder{}
-	addr := startServer(t, rec, nil)
-	cfg := LocalConfig()
-	cfg.Window = 50 * time.Millisecond
-	p := newTestPool(t, cfg)
-	var wg sync.WaitGroup
-	for i := range 8 {
-		wg.Go(func() {
-			req := take(i)
-			if i%2 == 0 {
-				req.Op = OpAllot
+		wg.Wait()
+		for _, ops := range rec.batchOps() {
+			if len(ops) > 1 && slices.Contains(ops, tc.op) {
+				t.Fatalf("%v went in a batch with others: %v", tc.op, rec.batchOps())
 			}
-			rep, err := p.Do(context.Background(), addr, req)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			checkEcho(t, i, rep)
-		})
-	}
-	wg.Wait()
-	for _, ops := range rec.batchOps() {
-		if len(ops) > 1 && slices.Contains(ops, OpAllot) {
-			t.Fatalf("an allotment ask went in a batch with others: %v", rec.batchOps())
 		}
 	}
 }
