@@ -366,10 +366,10 @@ func (pr *peer) enqueue(c *call, now time.Time) error {
 // heldAtOwner reports a request its owner may hold before it answers: an
 // acquire that waits for a permit (Wait), and an allotment grant, which
 // the owner answers once the key's successor has stored it (a replication
-// round trip). In a batch it would hold the batch's other requests, and
-// every batch behind it: a peer has one batch in flight. Measured before
-// allotment asks went alone: on Zipf keys at 256 callers, forwarded takes
-// to an owner granting allotments reached their 250 ms deadline.
+// round trip). In a batch it would hold the batch's other requests, whose
+// replies go together with its own. Measured before allotment asks went
+// alone: on Zipf keys at 256 callers, forwarded takes to an owner granting
+// allotments reached their 250 ms deadline.
 func heldAtOwner(r Request) bool { return r.Wait > 0 || r.Op == OpAllot }
 
 // fire is the timer's function: it sends the open batch if due and re-arms

@@ -12,9 +12,11 @@ import (
 // clock, so no bucket refills during the test.
 func startNode(t *testing.T) *node.Node {
 	t.Helper()
-	frozen := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	return runNode(t, func() time.Time { return frozen })
+	return runNode(t, frozenClock)
 }
+
+// frozenClock is the clock of startNode's nodes: it never moves.
+func frozenClock() time.Time { return time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) }
 
 // startBenchNode runs an in-process node on bench/limits.yaml on the wall
 // clock.
@@ -31,8 +33,7 @@ func runNode(t testing.TB, clock func() time.Time) *node.Node {
 // startRESPNode is startNode that also serves the Redis protocol.
 func startRESPNode(t *testing.T) *node.Node {
 	t.Helper()
-	frozen := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	return runNodeWith(t, "../limits.yaml", func() time.Time { return frozen }, func(c *node.Config) { c.RESPAddr = "127.0.0.1:0" })
+	return runNodeWith(t, "../limits.yaml", frozenClock, func(c *node.Config) { c.RESPAddr = "127.0.0.1:0" })
 }
 
 // runNodeOn runs an in-process node on the limits file at path.

@@ -3,6 +3,7 @@ package gcfloor
 import (
 	"io/fs"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -33,7 +34,7 @@ func CgroupMemoryMax(fsys fs.FS) (uint64, bool) {
 		switch {
 		case f[0] == "0" && f[1] == "":
 			files = append(files, path.Join("sys/fs/cgroup", f[2], "memory.max"), "sys/fs/cgroup/memory.max")
-		case hasController(f[1], "memory"):
+		case slices.Contains(strings.Split(f[1], ","), "memory"):
 			files = append(files, path.Join("sys/fs/cgroup/memory", f[2], "memory.limit_in_bytes"),
 				"sys/fs/cgroup/memory/memory.limit_in_bytes")
 		}
@@ -50,14 +51,4 @@ func CgroupMemoryMax(fsys fs.FS) (uint64, bool) {
 		return v, true
 	}
 	return 0, false
-}
-
-// hasController reports whether the comma-separated list cs names c.
-func hasController(cs, c string) bool {
-	for _, x := range strings.Split(cs, ",") {
-		if x == c {
-			return true
-		}
-	}
-	return false
 }

@@ -107,8 +107,7 @@ func TestFailedLeasePushKeepsLeases(t *testing.T) {
 	v := ring.NewView(99, "n1", []ring.Member{self, {Name: "n9", Addr: "127.0.0.1:1", Meta: ring.Meta{GRPCAddr: dead}, State: ring.Alive}})
 	var key string
 	for i := 0; key == ""; i++ {
-		k := fmt.Sprintf("moved-%d", i)
-		if m, ok := v.Owner(ring.HashKey("db", k)); ok && m.Name == "n9" {
+		if k := fmt.Sprintf("moved-%d", i); ownedBy(v, "db", k, "n9") {
 			key = k
 		}
 	}
@@ -142,8 +141,8 @@ func TestLatePushLeavesRefilledBuckets(t *testing.T) {
 	v := ring.NewView(99, "n1", []ring.Member{self, {Name: "n9", Addr: "127.0.0.1:1", Meta: ring.Meta{GRPCAddr: closedAddr(t)}, State: ring.Alive}})
 	var key string
 	for i := 0; key == ""; i++ {
-		if m, ok := v.Owner(ring.HashKey("hot", fmt.Sprintf("late-%d", i))); ok && m.Name == "n9" {
-			key = fmt.Sprintf("late-%d", i)
+		if k := fmt.Sprintf("late-%d", i); ownedBy(v, "hot", k, "n9") {
+			key = k
 		}
 	}
 	if resp, err := eng.Take(context.Background(), []api.Check{{Limit: "hot", Key: key, Cost: 1}}); err != nil || !resp.Allowed {
@@ -164,6 +163,12 @@ func TestLatePushLeavesRefilledBuckets(t *testing.T) {
 			t.Errorf("%v after the take, late %v: push failed = %v, want %v", tc.after, tc.late, failed, tc.sent)
 		}
 	}
+}
+
+// ownedBy reports whether member owns (limit, key) in v.
+func ownedBy(v *ring.View, limit, key, member string) bool {
+	m, ok := v.Owner(ring.HashKey(limit, key))
+	return ok && m.Name == member
 }
 
 // closedAddr returns a loopback address that refuses connections.
