@@ -17,7 +17,7 @@ STAMP      := -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.buildT
 
 .PHONY: hostile fuzz-long traefik traefik-test overload soak
 .PHONY: release image version
-.PHONY: all build test check fmt fmt-check vet lint tidy-check proto proto-check bench gubernator bench-repl bench-micro bench-load bench-cluster compose-test jepsen-quick jepsen jepsen-upgrade jepsen-compose run clean
+.PHONY: all build test check fmt fmt-check vet lint tidy-check proto proto-check bench gubernator bench-repl bench-targets bench-micro bench-load bench-cluster compose-test jepsen-quick jepsen jepsen-upgrade jepsen-compose run clean
 
 all: build
 
@@ -154,7 +154,25 @@ bench-repl: build ## replication on vs off (weir3-client vs weir3-client-norepl)
 	@for l in bench bench-debt; do for r in $$(seq 1 $(REPL_RUNS)); do \
 		$(BIN)/loadgen suite -weir $(BIN)/weir -limit $$l -targets weir3-client,weir3-client-norepl \
 			-callers 64 -seconds $(or $(BENCH_SECONDS),8) -out bench/results/repl/$$l-$$r || exit 1; \
-	done; done
+	done; $(BIN)/loadgen spread $$(seq -f "bench/results/repl/$$l-%g/bench.csv" 1 $(REPL_RUNS)) \
+		>bench/results/repl/$$l-spread.md || exit 1; done
+	@cat bench/results/repl/bench-spread.md bench/results/repl/bench-debt-spread.md
+
+# Issue 19's targets read from several runs (bench/README.md, "The targets,
+# several runs"): the cells its targets name (the ceilings, the node over
+# HTTP and gRPC, the Go client on one node and on three, Redis + Lua) at 1,
+# 16 and 64 callers on every workload, TARGET_RUNS runs one after another,
+# then every same-run ratio's median and range over the runs
+# (bench/results/targets/spread.md).
+TARGET_RUNS    ?= 3
+TARGET_CELLS   := ceiling-http,weir-http,ceiling-grpc,weir-grpc,redis-lua,weir-client,weir3-client
+bench-targets: build ## issue 19's target cells, TARGET_RUNS runs, medians and ranges of their ratios
+	$(GO) build -o $(BIN)/loadgen ./bench/loadgen
+	@rm -rf bench/results/targets; for r in $$(seq 1 $(TARGET_RUNS)); do \
+		$(BIN)/loadgen suite -weir $(BIN)/weir -targets $(TARGET_CELLS) -callers 1,16,64 \
+			-seconds $(or $(BENCH_SECONDS),5) -out bench/results/targets/run-$$r >/dev/null || exit 1; \
+	done
+	$(BIN)/loadgen spread bench/results/targets/run-*/bench.csv | tee bench/results/targets/spread.md
 
 bench-micro: ## micro-benchmarks beside the code
 	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./bucket ./lease ./transport

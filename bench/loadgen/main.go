@@ -71,6 +71,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return suite(ctx, args[1:], stdout, stderr)
 		case "ceiling":
 			return ceilingCmd(ctx, args[1:], stdout, stderr)
+		case "spread":
+			return spread(args[1:], stdout, stderr)
 		}
 	}
 	cfg, err := parseFlags(args, stderr)
@@ -174,7 +176,8 @@ func newFlagSet(cfg *config, list *listFlags, stderr io.Writer) *flag.FlagSet {
 			"       loadgen cluster-wait -addrs HTTP,... -members N [-timeout 30s]\n"+
 			"       loadgen owner -addr HTTP -limit L -key K\n"+
 			"       loadgen suite [-quick] [-seconds 5] [-callers 1,16,64,256] [-workloads hot,uniform,zipf] (make bench)\n"+
-			"       loadgen ceiling -kind http|grpc -addr ADDR (an empty server; the suite starts its ceilings so)\n\n")
+			"       loadgen ceiling -kind http|grpc -addr ADDR (an empty server; the suite starts its ceilings so)\n"+
+			"       loadgen spread RUN1/bench.csv RUN2/bench.csv ... (same-run ratios of several suite runs: median and range)\n\n")
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&cfg.Target, "target", "", "weir-grpc, weir-http, weir-lease-grpc or redis-lua (required)")
