@@ -78,6 +78,13 @@ type changeLog struct {
 	kick   chan struct{}    // a batch is full: flush before the tick
 	// The last batch's maps, emptied by recycle, for take to reuse.
 	spareDirty, spareLeases map[keyID]change
+	// spareBatches are the emptied successor batches of the last flush
+	// or sync, for the next to fill (replBatches.to). Guarded by sending,
+	// which every flush and sync holds from its first batch to its last
+	// send: a batch is thousands of entries a second per successor, and
+	// grown afresh each flush it was a tenth of a replicating node's CPU
+	// in the worst case (every key in debt), copying as it doubled.
+	spareBatches []*replBatch
 }
 
 // change is what the log keeps of one changed key until its batch.
@@ -251,12 +258,57 @@ type replBatch struct {
 	oldest  time.Time
 }
 
+// reset empties b for another flush, keeping its slices' room unless
+// one grew past most entries (a resync's batch holds every owned key; the
+// collector takes it back instead). Entries are cleared, not just cut,
+// so that an emptied batch holds on to no key.
+func (b *replBatch) reset(most int) {
+	b.st.Buckets = emptied(b.st.Buckets, most)
+	b.st.Holdings = emptied(b.st.Holdings, most)
+	b.st.Leases = lease.Handoff{Leases: emptied(b.st.Leases.Leases, most)}
+	b.dropped = emptied(b.dropped, most)
+	b.buckets = emptied(b.buckets, most)
+	b.leases = emptied(b.leases, most)
+	b.oldest = time.Time{}
+}
+
+// emptied returns s cleared and cut to length 0, or nil when its room is
+// over most.
+func emptied[T any](s []T, most int) []T {
+	if cap(s) > most {
+		return nil
+	}
+	clear(s)
+	return s[:0]
+}
+
 // replBatches are one flush's batches by successor address, built from
 // one placement snapshot at one now.
 type replBatches struct {
 	snap   *placement.Snapshot
 	now    time.Time
 	byAddr map[string]*replBatch
+	spare  []*replBatch // emptied batches to fill before making new ones
+}
+
+// batches starts a flush's batches on the log's spare ones. The caller
+// holds r.sending and hands them back with keep once sent.
+func (r *changeLog) batches(snap *placement.Snapshot, now time.Time) *replBatches {
+	spare := r.spareBatches
+	r.spareBatches = nil
+	return &replBatches{snap: snap, now: now, byAddr: map[string]*replBatch{}, spare: spare}
+}
+
+// keep empties the batches of bs, sent or given up, for the next flush.
+// The caller holds r.sending.
+func (r *changeLog) keep(bs *replBatches) {
+	most := 4 * r.cfg.MaxBatch
+	spare := bs.spare
+	for _, b := range bs.byAddr {
+		b.reset(most)
+		spare = append(spare, b)
+	}
+	r.spareBatches = spare
 }
 
 // of returns the batch of the successor of (limit, key), or nil when this
@@ -273,7 +325,12 @@ func (bs *replBatches) of(limit, key string) *replBatch {
 func (bs *replBatches) to(addr string) *replBatch {
 	b := bs.byAddr[addr]
 	if b == nil {
-		b = &replBatch{oldest: bs.now}
+		if n := len(bs.spare); n > 0 {
+			b, bs.spare = bs.spare[n-1], bs.spare[:n-1]
+		} else {
+			b = &replBatch{}
+		}
+		b.oldest = bs.now
 		bs.byAddr[addr] = b
 	}
 	return b
@@ -295,7 +352,8 @@ func (c *Cluster) flush(ctx context.Context, r *changeLog) map[string]bool {
 			dirtyL[keyID{Limit: l.Limit, Key: l.Key}] = unknown(now)
 		}
 	}
-	bs := &replBatches{snap: c.placement(), now: now, byAddr: map[string]*replBatch{}}
+	bs := r.batches(c.placement(), now)
+	defer r.keep(bs)
 	c.batchBuckets(bs, dirtyB, c.holdingsOf(now, dirtyB))
 	c.batchLeases(bs, dirtyL)
 	r.recycle(dirtyB, dirtyL)
@@ -325,7 +383,8 @@ func (r *changeLog) sync(ctx context.Context, c *Cluster, limit, key string) err
 	defer r.sending.Unlock()
 	now := c.now()
 	dirty := map[keyID]change{{Limit: limit, Key: key}: unknown(now)}
-	bs := &replBatches{snap: c.placement(), now: now, byAddr: map[string]*replBatch{}}
+	bs := r.batches(c.placement(), now)
+	defer r.keep(bs)
 	c.batchBuckets(bs, dirty, c.holdingsOf(now, dirty))
 	for addr, b := range bs.byAddr {
 		n, err := c.pool.Replicate(ctx, addr, b.st, b.dropped)
