@@ -90,8 +90,12 @@ type View struct {
 // Owner returns the member that owns hashKey (see HashKey). It takes no lock
 // and does not allocate. ok is false only for a View with no ring (the zero
 // View).
-func (v *View) Owner(hashKey string) (Member, bool) {
-	i, ok := v.table.OwnerIndex(hashKey)
+func (v *View) Owner(hashKey string) (Member, bool) { return v.OwnerSum(ownership.Sum(hashKey)) }
+
+// OwnerSum is Owner of a key's hash (KeySum), which costs no allocation
+// to compute.
+func (v *View) OwnerSum(sum uint64) (Member, bool) {
+	i, ok := v.table.OwnerIndexSum(sum)
 	if !ok {
 		return Member{}, false
 	}
@@ -122,6 +126,10 @@ func (v *View) InRing(name string) bool {
 // HashKey returns the string that places the bucket (limit, key) on the
 // ring: ownership.HashKey, Redis Cluster's hash-tag rule.
 func HashKey(limit, key string) string { return ownership.HashKey(limit, key) }
+
+// KeySum returns the hash that places (limit, key) on the ring
+// (ownership.KeySum), for OwnerSum.
+func KeySum(limit, key string) uint64 { return ownership.KeySum(limit, key) }
 
 // buildView computes the view of members (sorted by name, self among them).
 // It is a pure function: equal inputs give equal ownership on every member.

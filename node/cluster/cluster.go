@@ -424,7 +424,7 @@ func (c *Cluster) Info(limit, key string) api.ClusterInfo {
 		info.Ring.Members = append(info.Ring.Members, api.RingMember{Name: m.Name, GRPCAddr: m.Meta.APIAddr, HTTPAddr: m.Meta.HTTPAddr, RESPAddr: m.Meta.RESPAddr, State: m.State.String()})
 	}
 	if limit != "" || key != "" {
-		if m, ok := v.Owner(ring.HashKey(limit, key)); ok {
+		if m, ok := v.OwnerSum(ring.KeySum(limit, key)); ok {
 			info.Owner = m.Name
 		}
 	}

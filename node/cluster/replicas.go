@@ -213,8 +213,8 @@ func (rs *replicas) takeLeases(now time.Time, limit, key string) (lease.Handoff,
 func (rs *replicas) sweep(now time.Time, v *ring.View) {
 	without := map[string]*ring.View{}
 	keep := func(limit, key string) bool {
-		hk := ring.HashKey(limit, key)
-		o, ok := v.Owner(hk)
+		hk := ring.KeySum(limit, key)
+		o, ok := v.OwnerSum(hk)
 		if !ok || o.Name == v.Self || o.State != ring.Alive {
 			return true
 		}
@@ -223,7 +223,7 @@ func (rs *replicas) sweep(now time.Time, v *ring.View) {
 			w = v.Without(o.Name)
 			without[o.Name] = w
 		}
-		s, ok := w.Owner(hk)
+		s, ok := w.OwnerSum(hk)
 		return ok && s.Name == v.Self
 	}
 	rs.buckets.ExportAt(now, func(name, key string) bool { return !keep(name, key) }, true)

@@ -12,9 +12,9 @@ import (
 
 // takenOver reports whether hk, which this node owns, was owned by a
 // member whose failure is still remembered.
-func (s *Snapshot) takenOver(hk string) bool {
+func (s *Snapshot) takenOver(hk uint64) bool {
 	for _, f := range s.st.Failures {
-		if m, ok := f.Prev.Owner(hk); ok && m.Name == f.Name {
+		if m, ok := f.Prev.OwnerSum(hk); ok && m.Name == f.Name {
 			return true
 		}
 	}
@@ -31,13 +31,13 @@ func (s *Snapshot) takenOver(hk string) bool {
 // a failure opens no window, because the replica names the leases that
 // still run. A nil current opens every window.
 func (s *Snapshot) LeaseCeiling(now time.Time, limit, key string, maxTTL time.Duration, current func(failed string, at time.Time) bool) (time.Duration, bool) {
-	hk := ring.HashKey(limit, key)
+	hk := ring.KeySum(limit, key)
 	for _, f := range s.st.Failures {
 		left := f.At.Add(maxTTL).Sub(now)
 		if left <= 0 || (current != nil && current(f.Name, f.At)) {
 			continue
 		}
-		if m, ok := f.Prev.Owner(hk); ok && m.Name == f.Name {
+		if m, ok := f.Prev.OwnerSum(hk); ok && m.Name == f.Name {
 			return left, true
 		}
 	}
@@ -49,14 +49,14 @@ func (s *Snapshot) LeaseCeiling(now time.Time, limit, key string, maxTTL time.Du
 // node sees its peers fail one at a time and would otherwise believe
 // itself a majority in between; failures less than the delay apart form
 // one run, timed from its latest (see quietSince).
-func (s *Snapshot) heldBack(now time.Time, hk string) bool {
+func (s *Snapshot) heldBack(now time.Time, hk uint64) bool {
 	fs := s.st.Failures
 	from := quietSince(fs, now, s.delay)
 	for _, f := range fs {
 		if f.At.Before(from) {
 			continue
 		}
-		if m, ok := f.Prev.Owner(hk); ok && m.Name != s.cfg.Self {
+		if m, ok := f.Prev.OwnerSum(hk); ok && m.Name != s.cfg.Self {
 			return true
 		}
 	}

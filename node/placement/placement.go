@@ -222,7 +222,7 @@ func (s *Snapshot) Known() int {
 //     Replica (this node took it over and starts it from its replica);
 //  7. otherwise Here.
 func (s *Snapshot) Take(now time.Time, limit, key string, mark Mark) Placement {
-	return s.place(now, ring.HashKey(limit, key), mark, true)
+	return s.place(now, ring.KeySum(limit, key), mark, true)
 }
 
 // Lease places a lease operation like Take but without rule 5: a lease
@@ -230,10 +230,10 @@ func (s *Snapshot) Take(now time.Time, limit, key string, mark Mark) Placement {
 // (LeaseCeiling), and the delay would only add each survivor's local
 // share on top of it.
 func (s *Snapshot) Lease(now time.Time, limit, key string, mark Mark) Placement {
-	return s.place(now, ring.HashKey(limit, key), mark, false)
+	return s.place(now, ring.KeySum(limit, key), mark, false)
 }
 
-func (s *Snapshot) place(now time.Time, hk string, mark Mark, delay bool) Placement {
+func (s *Snapshot) place(now time.Time, hk uint64, mark Mark, delay bool) Placement {
 	if !s.Joined() {
 		return Placement{Reason: NotJoined}
 	}
@@ -244,7 +244,7 @@ func (s *Snapshot) place(now time.Time, hk string, mark Mark, delay bool) Placem
 		}
 		return s.forward(v, mark.To, Moved)
 	}
-	m, ok := v.Owner(hk)
+	m, ok := v.OwnerSum(hk)
 	switch {
 	case !ok:
 		return Placement{Reason: NoRing}
@@ -270,11 +270,11 @@ func (s *Snapshot) Successor(limit, key string) (Placement, bool) {
 	if v == nil || s.without == nil {
 		return Placement{}, false
 	}
-	hk := ring.HashKey(limit, key)
-	if m, ok := v.Owner(hk); !ok || m.Name != s.cfg.Self {
+	hk := ring.KeySum(limit, key)
+	if m, ok := v.OwnerSum(hk); !ok || m.Name != s.cfg.Self {
 		return Placement{}, false
 	}
-	m, ok := s.without.Owner(hk)
+	m, ok := s.without.OwnerSum(hk)
 	if !ok || m.Name == s.cfg.Self {
 		return Placement{}, false
 	}
@@ -293,7 +293,7 @@ func (s *Snapshot) HandTo(limit, key string) (Placement, bool) {
 	if v == nil {
 		return Placement{}, false
 	}
-	m, ok := v.Owner(ring.HashKey(limit, key))
+	m, ok := v.OwnerSum(ring.KeySum(limit, key))
 	if !ok || m.Name == s.cfg.Self {
 		return Placement{}, false
 	}
@@ -327,11 +327,11 @@ func (s *Snapshot) Serve(now time.Time, limit, key, from string, proxied bool, m
 	if !s.Joined() {
 		return Placement{Reason: NotJoined}
 	}
-	hk := ring.HashKey(limit, key)
+	hk := ring.KeySum(limit, key)
 	name := s.cfg.Self
 	if mark.To != "" {
 		name = mark.To
-	} else if m, ok := v.Owner(hk); ok {
+	} else if m, ok := v.OwnerSum(hk); ok {
 		name = m.Name
 	}
 	if name == s.cfg.Self {
@@ -376,7 +376,7 @@ func (s *Snapshot) ServesLease(limit, key, from string) bool {
 	if !s.Joined() {
 		return false
 	}
-	m, ok := v.Owner(ring.HashKey(limit, key))
+	m, ok := v.OwnerSum(ring.KeySum(limit, key))
 	return !ok || m.Name == s.cfg.Self || (m.Name == from && !s.leaving())
 }
 
@@ -400,7 +400,7 @@ func (s *Snapshot) PullFrom(now time.Time, limit, key string) (Placement, bool) 
 	if s.st.View == nil || now.Sub(s.st.Changed) >= s.cfg.HandoffWindow {
 		return Placement{}, false
 	}
-	m, ok := s.without.Owner(ring.HashKey(limit, key))
+	m, ok := s.without.OwnerSum(ring.KeySum(limit, key))
 	if !ok || m.Name == s.cfg.Self {
 		return Placement{}, false
 	}

@@ -68,13 +68,41 @@ func (p Params) Validate() error {
 // hashed, so all buckets of one tag share an owner whatever their limit.
 // Otherwise the limit and the key are both hashed, separated by a NUL.
 func HashKey(limit, key string) string {
-	if i := strings.IndexByte(key, '{'); i >= 0 {
-		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
-			return key[i+1 : i+1+j]
-		}
+	if tag, ok := hashTag(key); ok {
+		return tag
 	}
 	return limit + "\x00" + key
 }
+
+// hashTag returns key's hash tag (see HashKey), if it has one.
+func hashTag(key string) (string, bool) {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			return key[i+1 : i+1+j], true
+		}
+	}
+	return "", false
+}
+
+// KeySum returns the hash that places (limit, key) on the ring, the
+// xxhash of HashKey(limit, key), without building that string: a node
+// places every take it decides, and the string was an allocation each
+// time. OwnerIndexSum takes it.
+func KeySum(limit, key string) uint64 {
+	if tag, ok := hashTag(key); ok {
+		return xxhash.Sum64String(tag)
+	}
+	var d xxhash.Digest
+	d.Reset()
+	_, _ = d.WriteString(limit)
+	_, _ = d.WriteString("\x00")
+	_, _ = d.WriteString(key)
+	return d.Sum64()
+}
+
+// Sum returns the hash of a hash key (HashKey), as KeySum does of its
+// parts.
+func Sum(hashKey string) uint64 { return xxhash.Sum64String(hashKey) }
 
 // Table maps partitions to ring members. The zero Table has no members and
 // names no owner. A Table is immutable; it is safe for concurrent use.
@@ -131,9 +159,10 @@ func FromOwners(members []string, owners []uint32) (Table, error) {
 }
 
 // Partition returns the partition of hashKey in a table of n partitions.
-func Partition(hashKey string, n int) int {
-	return int(xxhash.Sum64String(hashKey) % uint64(n))
-}
+func Partition(hashKey string, n int) int { return partitionOf(Sum(hashKey), n) }
+
+// partitionOf is Partition of a key's hash (Sum, KeySum).
+func partitionOf(sum uint64, n int) int { return int(sum % uint64(n)) }
 
 // Owner returns the name of the member that owns hashKey (see HashKey). It
 // neither locks nor allocates; ok is false for the zero Table.
@@ -146,11 +175,14 @@ func (t Table) Owner(hashKey string) (string, bool) {
 }
 
 // OwnerIndex is Owner as an index into Members.
-func (t Table) OwnerIndex(hashKey string) (int, bool) {
+func (t Table) OwnerIndex(hashKey string) (int, bool) { return t.OwnerIndexSum(Sum(hashKey)) }
+
+// OwnerIndexSum is OwnerIndex of a key's hash (KeySum, Sum).
+func (t Table) OwnerIndexSum(sum uint64) (int, bool) {
 	if len(t.owners) == 0 {
 		return 0, false
 	}
-	return int(t.owners[Partition(hashKey, len(t.owners))]), true
+	return int(t.owners[partitionOf(sum, len(t.owners))]), true
 }
 
 // Members returns the ring members, sorted by name. Do not modify it.

@@ -3,6 +3,7 @@ package ownership
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -75,6 +76,41 @@ func TestHashKeyTags(t *testing.T) {
 	}
 }
 
+// TestKeySumIsTheHashKeysSum: KeySum places every key where its hash key
+// does (nodes of different builds must agree on owners): tags, empty
+// parts, a NUL in the key, keys longer than xxhash's 32-byte blocks, and
+// whatever a fuzzed pair holds.
+func TestKeySumIsTheHashKeysSum(t *testing.T) {
+	long := strings.Repeat("k", 100)
+	for _, tc := range []struct{ limit, key string }{
+		{"api", "tenant:acme"}, {"api", "tenant:{acme}:route"}, {"api", "{}x"}, {"api", "x{a}{b}"},
+		{"api", "x}{a"}, {"", ""}, {"", "k"}, {"api", ""}, {"a\x00b", "c"}, {"a", "\x00bc"},
+		{long, long}, {"api", long + "{tag}"}, {"ünï", "çødé"},
+	} {
+		if got, want := KeySum(tc.limit, tc.key), Sum(HashKey(tc.limit, tc.key)); got != want {
+			t.Errorf("KeySum(%q, %q) = %x, the hash key's sum %x", tc.limit, tc.key, got, want)
+		}
+	}
+	tbl := Build([]string{"n1", "n2", "n3"}, DefaultParams())
+	for i := range 2000 {
+		limit, key := fmt.Sprintf("l%d", i%7), fmt.Sprintf("tenant:%d", i)
+		a, _ := tbl.OwnerIndex(HashKey(limit, key))
+		b, _ := tbl.OwnerIndexSum(KeySum(limit, key))
+		if a != b {
+			t.Fatalf("(%q, %q): owner %d by hash key, %d by KeySum", limit, key, a, b)
+		}
+	}
+}
+
+func FuzzKeySum(f *testing.F) {
+	f.Add("api", "tenant:{acme}")
+	f.Fuzz(func(t *testing.T, limit, key string) {
+		if got, want := KeySum(limit, key), Sum(HashKey(limit, key)); got != want {
+			t.Errorf("KeySum(%q, %q) = %x, the hash key's sum %x", limit, key, got, want)
+		}
+	})
+}
+
 func TestParamsValidate(t *testing.T) {
 	if err := DefaultParams().Validate(); err != nil {
 		t.Fatal(err)
@@ -83,5 +119,22 @@ func TestParamsValidate(t *testing.T) {
 		if p.Validate() == nil {
 			t.Errorf("%+v validated", p)
 		}
+	}
+}
+
+// BenchmarkKeySum is the hash that places a take, from its parts and
+// through its hash key, for keys of 16 and 64 bytes.
+func BenchmarkKeySum(b *testing.B) {
+	for _, key := range []string{"tenant:00012345", "tenant:0001234500012345000123450001234500012345000123450001234"} {
+		b.Run(fmt.Sprintf("key=%d/KeySum", len(key)), func(b *testing.B) {
+			for b.Loop() {
+				_ = KeySum("requests", key)
+			}
+		})
+		b.Run(fmt.Sprintf("key=%d/HashKey", len(key)), func(b *testing.B) {
+			for b.Loop() {
+				_ = Sum(HashKey("requests", key))
+			}
+		})
 	}
 }
