@@ -45,12 +45,16 @@
 //	loadgen owner -addr 127.0.0.1:8080 -limit bench -key k0
 //	loadgen suite -quick                 # make bench BENCH_QUICK=1
 //	loadgen ceiling -kind grpc -addr 127.0.0.1:9000
+//	loadgen spread run-1/bench.csv run-2/bench.csv run-3/bench.csv   # make bench-targets
 //
 // report -compare A -to B pairs the cells labelled A with those labelled B
 // (same target, limit, keys and concurrency) and prints their ratios and
 // latency differences. cluster-wait returns once every listed node's GET
 // /v1/cluster shows the given number of members, all alive; owner prints
 // the name of the member that owns a key (bench/cluster.sh uses both).
+// spread reads the bench.csv of several suite runs and prints each
+// same-run ratio per run with its median and range: one run's ratio moves
+// too much between runs to call a target near its bound.
 //
 // Latencies are recorded per caller in a fixed log-bucket histogram (64
 // linear sub-buckets per power of two: at most 1/64 relative error, exact
