@@ -83,9 +83,19 @@ func TestHashKeyTags(t *testing.T) {
 func TestKeySumIsTheHashKeysSum(t *testing.T) {
 	long := strings.Repeat("k", 100)
 	for _, tc := range []struct{ limit, key string }{
-		{"api", "tenant:acme"}, {"api", "tenant:{acme}:route"}, {"api", "{}x"}, {"api", "x{a}{b}"},
-		{"api", "x}{a"}, {"", ""}, {"", "k"}, {"api", ""}, {"a\x00b", "c"}, {"a", "\x00bc"},
-		{long, long}, {"api", long + "{tag}"}, {"ünï", "çødé"},
+		{"api", "tenant:acme"},
+		{"api", "tenant:{acme}:route"},
+		{"api", "{}x"},
+		{"api", "x{a}{b}"},
+		{"api", "x}{a"},
+		{"", ""},
+		{"", "k"},
+		{"api", ""},
+		{"a\x00b", "c"},
+		{"a", "\x00bc"},
+		{long, long},
+		{"api", long + "{tag}"},
+		{"ünï", "çødé"},
 	} {
 		if got, want := KeySum(tc.limit, tc.key), Sum(HashKey(tc.limit, tc.key)); got != want {
 			t.Errorf("KeySum(%q, %q) = %x, the hash key's sum %x", tc.limit, tc.key, got, want)
