@@ -51,8 +51,8 @@ func SetResultHeaders(h http.Header, r Result, legacy bool) {
 	// and set under its canonical key without Header.Set's
 	// canonicalisation: this runs on every take.
 	var ends [5]int
-	b := make([]byte, 0, 2*len(r.Limit)+96)
-	b = sfString(b, r.Limit)
+	var buf [192]byte // on the stack; append moves a longer limit's values to the heap
+	b := sfString(buf[:0], r.Limit)
 	name := len(b)
 	b = append(b, ";q="...)
 	b = strconv.AppendInt(b, r.Capacity, 10)

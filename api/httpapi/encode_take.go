@@ -2,7 +2,9 @@ package httpapi
 
 import (
 	"net/http"
+	"slices"
 	"strconv"
+	"sync"
 
 	"github.com/weir-rl/weir/api"
 )
@@ -11,15 +13,33 @@ import (
 // do so byte for byte like encoding/json (appendTakeJSON), and through
 // WriteJSON otherwise.
 func writeTake(w http.ResponseWriter, out *takeResponseJSON) {
-	b, ok := appendTakeJSON(make([]byte, 0, 128+160*len(out.Results)), out)
+	bp := takeBufs.Get().(*[]byte)
+	defer takeBufs.Put(bp)
+	b, ok := appendTakeJSON((*bp)[:0], out)
 	if !ok {
-		api.WriteJSON(w, http.StatusOK, out)
+		// A copy of the answer, so that out, which the caller may keep
+		// on its stack, does not escape on the common path.
+		api.WriteJSON(w, http.StatusOK, &takeResponseJSON{
+			Allowed: out.Allowed, RetryAfterMs: out.RetryAfterMs, RulesVersion: out.RulesVersion,
+			Results: slices.Clone(out.Results), RingEpoch: out.RingEpoch,
+		})
 		return
 	}
 	setJSONHeaders(w.Header())
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(append(b, '\n'))
+	if cap(b) <= maxTakeBuf { // an answer of many checks is not kept
+		*bp = b
+	}
 }
+
+// maxTakeBuf is the largest answer buffer takeBufs keeps.
+const maxTakeBuf = 16 << 10
+
+// takeBufs holds the buffers take answers are encoded into: the
+// ResponseWriter copies what it is given, so a buffer is free again once
+// Write returns.
+var takeBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 
 // setJSONHeaders sets what WriteJSON sets, with the keys already in
 // canonical form and one allocation for both values.

@@ -239,7 +239,17 @@ func (h *handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool
 		api.WriteJSON(w, http.StatusRequestEntityTooLarge, errorBody{Error: "request_too_large"})
 		return nil, false
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
+	var body []byte
+	var err error
+	if r.ContentLength >= 0 {
+		// The length is declared and within the limit, and net/http ends
+		// the body there: one buffer of that size and one read, which is
+		// what every take pays; a body cut short is an error below.
+		body = make([]byte, r.ContentLength)
+		_, err = io.ReadFull(r.Body, body)
+	} else { // chunked: the limit is enforced while reading
+		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
+	}
 	if err != nil {
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
 			api.WriteJSON(w, http.StatusRequestEntityTooLarge, errorBody{Error: "request_too_large"})

@@ -76,13 +76,18 @@ func (h *handler) take(w http.ResponseWriter, r *http.Request) {
 	if res, ok := api.HeaderResult(resp.Results); ok {
 		api.SetResultHeaders(w.Header(), res, h.cfg.LegacyHeaders)
 	}
+	var one [1]resultJSON // the common single check, kept off the heap
 	out := takeResponseJSON{
 		Allowed:      resp.Allowed,
 		RetryAfterMs: api.MillisUp(resp.RetryAfter),
 		RulesVersion: resp.RulesVersion,
-		Results:      make([]resultJSON, len(resp.Results)),
+		Results:      one[:0],
 		RingEpoch:    resp.RingEpoch,
 	}
+	if len(resp.Results) > len(one) {
+		out.Results = make([]resultJSON, 0, len(resp.Results))
+	}
+	out.Results = out.Results[:len(resp.Results)]
 	for i, res := range resp.Results {
 		out.Results[i] = toResultJSON(res)
 		if evidence {

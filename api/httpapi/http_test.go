@@ -1,9 +1,12 @@
 package httpapi
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -285,6 +288,37 @@ func TestBodyTooLarge(t *testing.T) {
 	wantStatus(t, small.post(t, "/v1/take", padded(65)), 413, `{"error":"request_too_large"}`)
 	if r := small.post(t, "/v1/take", padded(64)); r.status != 200 {
 		t.Fatalf("64-byte body with MaxBodyBytes 64: %d", r.status)
+	}
+}
+
+// TestBodyCutShort: a body that ends before its Content-Length (the
+// caller went away mid-request) is a 400 and decides nothing.
+func TestBodyCutShort(t *testing.T) {
+	s := newTestServer(t, &apitest.Decider{}, DefaultConfig())
+	conn, err := net.Dial("tcp", s.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close() }()
+	body := `{"checks":[{"limit":"export","key":"k"}]}`
+	if _, err := fmt.Fprintf(conn, "POST /v1/take HTTP/1.1\r\nHost: weir\r\nContent-Length: %d\r\n\r\n%s", len(body)+10, body); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.(*net.TCPConn).CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	const want = `{"error":"invalid_request","detail":"could not read the request body"}` + "\n"
+	if resp.StatusCode != http.StatusBadRequest || string(got) != want {
+		t.Fatalf("got %d %s, want 400 %s", resp.StatusCode, got, want)
+	}
+	if n := s.f.Calls(); n != 0 {
+		t.Fatalf("Decider called %d times for a body cut short", n)
 	}
 }
 
