@@ -232,6 +232,12 @@ func (h *handler) writeError(w http.ResponseWriter, r *http.Request, err error) 
 	api.WriteJSON(w, http.StatusInternalServerError, errorBody{Error: "internal_error"})
 }
 
+// exactReadMax is the largest declared body readBody allocates whole before
+// reading it. Takes are far smaller; a larger declared length must arrive
+// before it costs memory, so that headers alone cannot make a connection
+// hold a megabyte.
+const exactReadMax = 4 << 10
+
 // readBody reads a request body of at most cfg.MaxBodyBytes. On failure it
 // has written the response (413 or 400) and returns false.
 func (h *handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
@@ -241,13 +247,16 @@ func (h *handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool
 	}
 	var body []byte
 	var err error
-	if r.ContentLength >= 0 {
-		// The length is declared and within the limit, and net/http ends
+	if r.ContentLength >= 0 && r.ContentLength <= exactReadMax {
+		// A small declared length, within the limit, and net/http ends
 		// the body there: one buffer of that size and one read, which is
 		// what every take pays; a body cut short is an error below.
 		body = make([]byte, r.ContentLength)
 		_, err = io.ReadFull(r.Body, body)
-	} else { // chunked: the limit is enforced while reading
+	} else {
+		// Chunked, or large: memory grows with the bytes that arrive, not
+		// with what a caller declares, and the limit is enforced while
+		// reading.
 		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
 	}
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -319,6 +320,26 @@ func TestBodyCutShort(t *testing.T) {
 	}
 	if n := s.f.Calls(); n != 0 {
 		t.Fatalf("Decider called %d times for a body cut short", n)
+	}
+}
+
+// TestDeclaredLengthCostsNoMemory: a large Content-Length is not allocated
+// before its bytes arrive, so headers alone cannot make the node hold a
+// megabyte per connection.
+func TestDeclaredLengthCostsNoMemory(t *testing.T) {
+	h := NewHandler(&apitest.Decider{}, nil, DefaultConfig(), nil, nil)
+	req := httptest.NewRequest(http.MethodPost, "/v1/take", strings.NewReader(`{"checks":[`))
+	req.ContentLength = 1 << 20 // declared, never sent
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	runtime.ReadMemStats(&after)
+	if rec.Code != http.StatusBadRequest {
+		t.Fatalf("status %d %s, want 400", rec.Code, rec.Body)
+	}
+	if n := after.TotalAlloc - before.TotalAlloc; n > 256<<10 {
+		t.Fatalf("a request declaring 1 MiB and sending 11 bytes allocated %d bytes", n)
 	}
 }
 
