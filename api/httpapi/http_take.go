@@ -77,17 +77,17 @@ func (h *handler) take(w http.ResponseWriter, r *http.Request) {
 		api.SetResultHeaders(w.Header(), res, h.cfg.LegacyHeaders)
 	}
 	var one [1]resultJSON // the common single check, kept off the heap
+	results := one[:]
+	if len(resp.Results) != len(one) {
+		results = make([]resultJSON, len(resp.Results))
+	}
 	out := takeResponseJSON{
 		Allowed:      resp.Allowed,
 		RetryAfterMs: api.MillisUp(resp.RetryAfter),
 		RulesVersion: resp.RulesVersion,
-		Results:      one[:0],
+		Results:      results,
 		RingEpoch:    resp.RingEpoch,
 	}
-	if len(resp.Results) > len(one) {
-		out.Results = make([]resultJSON, 0, len(resp.Results))
-	}
-	out.Results = out.Results[:len(resp.Results)]
 	for i, res := range resp.Results {
 		out.Results[i] = toResultJSON(res)
 		if evidence {
