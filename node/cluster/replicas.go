@@ -73,6 +73,7 @@ func (noReplicas) takeHoldings(time.Time, string, string) []allot.Entry { return
 type replicas struct {
 	max     int
 	buckets *bucket.Store // replica buckets, aged by this node's clock
+	log     *replicaLog   // batches not yet merged into buckets: compact before reading it
 	n       atomic.Int64  // lease keys held, for the gauge
 	m       *replMetrics
 
@@ -93,15 +94,23 @@ type leaseReplica struct {
 func newReplicas(cfg ReplicationConfig) *replicas {
 	bc := bucket.DefaultConfig()
 	bc.MaxBuckets = cfg.MaxReplicaKeys
+	store := bucket.NewStore(bc)
 	return &replicas{
-		max: cfg.MaxReplicaKeys, buckets: bucket.NewStore(bc),
+		max: cfg.MaxReplicaKeys, buckets: store, log: newReplicaLog(store, cfg.MaxReplicaKeys/pendingShare),
 		leases: map[keyID]leaseReplica{}, heard: map[string]time.Time{},
 		holdings: allot.NewLedger(cfg.MaxReplicaKeys),
 	}
 }
 
-// len is the number of replica entries held: buckets and lease keys.
-func (rs *replicas) len() int { return rs.buckets.Len() + int(rs.n.Load()) }
+// pendingShare bounds the bucket entries a replica log holds unmerged to
+// this fraction of MaxReplicaKeys: an entry waiting costs about twice a
+// stored bucket's memory, so the log adds at most a quarter to the
+// store's bound.
+const pendingShare = 8
+
+// len is the number of replica entries held: buckets (merged or waiting
+// in the log, where one key may be counted more than once) and lease keys.
+func (rs *replicas) len() int { return rs.buckets.Len() + rs.log.len() + int(rs.n.Load()) }
 
 func (rs *replicas) adopted(kind string) { rs.m.adopted.WithLabelValues(kind).Inc() }
 
@@ -123,6 +132,7 @@ func (rs *replicas) takeHoldings(now time.Time, limit, key string) []allot.Entry
 }
 
 func (rs *replicas) inspect(now time.Time, limit, key string) (bucket.Entry, bool, int) {
+	rs.log.compact(now)
 	e, ok := rs.buckets.SnapshotAt(now, limit, key)
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
@@ -130,12 +140,7 @@ func (rs *replicas) inspect(now time.Time, limit, key string) (bucket.Entry, boo
 }
 
 func (rs *replicas) apply(now time.Time, f *limits.File, from string, st transport.State, dropped []transport.Key) error {
-	if len(st.Buckets) > 0 {
-		rs.buckets.MergeAt(now, st.Buckets, f.MergeBucket)
-	}
-	for _, d := range dropped {
-		_, _ = rs.buckets.ExtractAt(now, d.Limit, d.Key)
-	}
+	rs.log.add(now, f, st.Buckets, dropped)
 	var byKey map[keyID][]lease.Snapshot
 	for _, l := range st.Leases.Leases {
 		if byKey == nil {
@@ -176,9 +181,10 @@ func (rs *replicas) current(name string, at time.Time, quiet time.Duration) bool
 }
 
 func (rs *replicas) takeBucket(now time.Time, limit, key string) (bucket.Entry, bool) {
-	if rs.buckets.Len() == 0 {
+	if rs.buckets.Len() == 0 && rs.log.len() == 0 {
 		return bucket.Entry{}, false
 	}
+	rs.log.compact(now)
 	return rs.buckets.ExtractAt(now, limit, key)
 }
 
@@ -226,6 +232,7 @@ func (rs *replicas) sweep(now time.Time, v *ring.View) {
 		s, ok := w.OwnerSum(hk)
 		return ok && s.Name == v.Self
 	}
+	rs.log.compact(now)
 	rs.buckets.ExportAt(now, func(name, key string) bool { return !keep(name, key) }, true)
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
