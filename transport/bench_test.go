@@ -29,7 +29,7 @@ func (echoHandler) Serve(_ context.Context, _ string, reqs []Request) []Reply {
 
 func (echoHandler) Handoff(context.Context, string, State) error { return nil }
 
-func (echoHandler) Replicate(context.Context, string, State, []Key) error { return nil }
+func (echoHandler) Replicate(context.Context, string, Replica) error { return nil }
 
 func (echoHandler) Report(context.Context, ReportRequest) Report { return Report{} }
 
@@ -100,8 +100,8 @@ type countingHandler struct {
 	entries atomic.Int64
 }
 
-func (h *countingHandler) Replicate(_ context.Context, _ string, st State, _ []Key) error {
-	h.entries.Add(int64(st.Len()))
+func (h *countingHandler) Replicate(_ context.Context, _ string, r Replica) error {
+	h.entries.Add(int64(r.State.Len() + r.Packed.Len()))
 	return nil
 }
 

@@ -3,6 +3,7 @@ package transport
 import (
 	"encoding/binary"
 	"errors"
+	"slices"
 	"strings"
 	"time"
 
@@ -135,10 +136,40 @@ func decodePacked(out []bucket.Entry, b []byte) ([]bucket.Entry, error) {
 	if len(b) == 0 {
 		return out, nil
 	}
+	names, n, err := walkPacked(b, nil)
+	if err != nil {
+		return out, err
+	}
+	// The keys are copied into one string and sliced from it.
+	start := len(out)
+	var keys strings.Builder
+	keys.Grow(len(b))
+	spans := make([][2]int, 0, n)
+	out = slices.Grow(out, n)
+	_, _, _ = walkPacked(b, func(ni uint64, key []byte, s bucket.Snapshot) {
+		spans = append(spans, [2]int{keys.Len(), keys.Len() + len(key)})
+		keys.Write(key)
+		s.Algorithm &^= packedFull
+		out = append(out, bucket.Entry{Name: names[ni], Snapshot: s})
+	})
+	all := keys.String()
+	for i, sp := range spans {
+		out[start+i].Key = all[sp[0]:sp[1]]
+	}
+	return out, nil
+}
+
+// walkPacked checks packed form b and returns its limit names and the
+// number of its buckets of an algorithm this build knows, calling visit
+// (when not nil) with each of those: its name's index, its key (aliasing
+// b) and its snapshot, whose Algorithm still has packedFull set when Full.
+// A malformed b is errPacked, and visit may have been called for a prefix
+// of it.
+func walkPacked(b []byte, visit func(ni uint64, key []byte, s bucket.Snapshot)) ([]string, int, error) {
 	r := &packedReader{b: b}
 	nNames := r.uvarint()
 	if nNames > uint64(len(r.b)) { // each name takes at least its length byte
-		return out, errPacked
+		return nil, 0, errPacked
 	}
 	names := make([]string, nNames)
 	for i := range names {
@@ -146,15 +177,9 @@ func decodePacked(out []bucket.Entry, b []byte) ([]bucket.Entry, error) {
 	}
 	n := r.uvarint()
 	if r.err != nil || n > uint64(len(r.b))/minPackedEntry {
-		return out, errPacked
+		return nil, 0, errPacked
 	}
-	// The keys are copied into one string and sliced from it.
-	start := len(out)
-	var keys strings.Builder
-	keys.Grow(len(r.b))
-	spans := make([][2]int, n)
-	out = append(out, make([]bucket.Entry, n)...)
-	kept := start
+	kept := 0
 	for range n {
 		ni := r.uvarint()
 		key := r.bytes(r.uvarint())
@@ -164,29 +189,74 @@ func decodePacked(out []bucket.Entry, b []byte) ([]bucket.Entry, error) {
 			v[j] = r.varint()
 		}
 		if r.err != nil || ni >= nNames {
-			return out[:start], errPacked
+			return nil, 0, errPacked
 		}
 		if alg[0]&^packedFull > byte(bucket.FixedWindow) {
 			continue // an algorithm this build does not know
 		}
-		spans[kept-start] = [2]int{keys.Len(), keys.Len() + len(key)}
-		keys.Write(key)
-		out[kept] = bucket.Entry{Name: names[ni], Snapshot: bucket.Snapshot{
-			Algorithm: bucket.Algorithm(alg[0] &^ packedFull), Full: alg[0]&packedFull != 0,
-			Count: v[0], Frac: v[1], Prev: v[2], Ahead: time.Duration(v[3]), Since: time.Duration(v[4]),
-			Left: time.Duration(v[5]), UntilFull: time.Duration(v[6]),
-		}}
 		kept++
+		if visit != nil {
+			visit(ni, key, bucket.Snapshot{
+				Algorithm: bucket.Algorithm(alg[0]), Full: alg[0]&packedFull != 0,
+				Count: v[0], Frac: v[1], Prev: v[2], Ahead: time.Duration(v[3]), Since: time.Duration(v[4]),
+				Left: time.Duration(v[5]), UntilFull: time.Duration(v[6]),
+			})
+		}
 	}
 	if len(r.b) != 0 {
-		return out[:start], errPacked
+		return nil, 0, errPacked
 	}
-	all := keys.String()
-	for i := start; i < kept; i++ {
-		sp := spans[i-start]
-		out[i].Key = all[sp[0]:sp[1]]
+	return names, kept, nil
+}
+
+// Packed is the packed buckets of a replica batch as they arrived:
+// checked, not decoded. A successor keeps a batch this way until it merges
+// it (most never are: see node/cluster's replica log), which costs a
+// fraction of a decoded bucket's memory and holds no pointer into it. The
+// zero Packed holds no bucket.
+type Packed struct {
+	b         []byte
+	n         int
+	untilFull time.Duration
+}
+
+// scanPacked checks packed form b, which the Packed it returns keeps.
+func scanPacked(b []byte) (Packed, error) {
+	if len(b) == 0 {
+		return Packed{}, nil
 	}
-	return out[:kept], nil
+	var until time.Duration
+	_, n, err := walkPacked(b, func(_ uint64, _ []byte, s bucket.Snapshot) {
+		if !s.Full {
+			until = max(until, s.UntilFull)
+		}
+	})
+	if err != nil {
+		return Packed{}, err
+	}
+	return Packed{b: b, n: n, untilFull: until}, nil
+}
+
+// PackedOf returns entries, all packable (no Entry.Limit), in the form a
+// successor receives them: for tests of a Handler.
+func PackedOf(entries []bucket.Entry) Packed {
+	p, _ := scanPacked(appendPacked(nil, entries)) // appendPacked's own form always scans
+	return p
+}
+
+// Len returns the number of buckets in p.
+func (p Packed) Len() int { return p.n }
+
+// UntilFull returns the longest time until a bucket in p holds no debt,
+// counted from when its sender took the snapshots; zero when every one is
+// full.
+func (p Packed) UntilFull() time.Duration { return p.untilFull }
+
+// AppendTo appends p's buckets to out, decoded, and returns it; they retain
+// none of p's memory.
+func (p Packed) AppendTo(out []bucket.Entry) []bucket.Entry {
+	out, _ = decodePacked(out, p.b) // checked by scanPacked
+	return out
 }
 
 // splitPackable returns the packable buckets of bs and the others, in

@@ -101,18 +101,37 @@ func TestSplitPackable(t *testing.T) {
 }
 
 // FuzzPacked: no input panics the decoder; what it accepts packs again to
-// bytes that decode to the same buckets.
+// bytes that decode to the same buckets. scanPacked, which a replica's
+// receiver uses instead, accepts exactly the same inputs, counts the same
+// buckets, finds the longest UntilFull of those not refilled, and decodes
+// them later to the same buckets.
 func FuzzPacked(f *testing.F) {
 	f.Add(appendPacked(nil, packedSample()))
 	f.Add(goldenPacked)
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		got, err := decodePacked(nil, b)
+		p, scanErr := scanPacked(b)
+		if (err == nil) != (scanErr == nil) {
+			t.Fatalf("decodePacked: %v, scanPacked: %v", err, scanErr)
+		}
 		if err != nil {
 			if len(got) != 0 {
 				t.Fatalf("refused input returned %d entries", len(got))
 			}
 			return
+		}
+		var until time.Duration
+		for _, e := range got {
+			if !e.Snapshot.Full {
+				until = max(until, e.Snapshot.UntilFull)
+			}
+		}
+		if p.Len() != len(got) || p.UntilFull() != until {
+			t.Fatalf("scanned %d buckets until full in %v, decoded %d until %v", p.Len(), p.UntilFull(), len(got), until)
+		}
+		if later := p.AppendTo(nil); len(later)+len(got) > 0 && !reflect.DeepEqual(later, got) {
+			t.Fatalf("decoded later %+v, at once %+v", later, got)
 		}
 		again, err := decodePacked(nil, appendPacked(nil, got))
 		if err != nil || len(again)+len(got) > 0 && !reflect.DeepEqual(again, got) {

@@ -111,13 +111,15 @@ func (r *recorder) handedOver() (State, []int) {
 	return got, sizes
 }
 
-func (r *recorder) Replicate(_ context.Context, from string, st State, dropped []Key) error {
+func (r *recorder) Replicate(_ context.Context, from string, rep Replica) error {
 	r.calls.Add(1)
+	st := rep.State
+	st.Buckets = rep.Buckets()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.from = append(r.from, from)
 	r.replicas = append(r.replicas, st)
-	r.dropped = append(r.dropped, dropped...)
+	r.dropped = append(r.dropped, rep.Dropped...)
 	return nil
 }
 

@@ -108,15 +108,21 @@ func (s *service) Handoff(ctx context.Context, in *peerpb.HandoffRequest) (*peer
 		return nil, err
 	}
 	st := decodeState(in.GetEntries())
-	var err error
-	if st.Buckets, err = decodePacked(st.Buckets, in.GetBuckets()); err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
-	}
 	if in.GetReplica() {
-		if err := s.h.Replicate(ctx, in.GetFrom(), st, decodeKeys(in.GetDropped())); err != nil {
+		// A replica's packed buckets are checked now and decoded only if
+		// the receiver ever merges them.
+		packed, err := scanPacked(in.GetBuckets())
+		if err != nil {
+			return nil, status.Error(codes.InvalidArgument, err.Error())
+		}
+		if err := s.h.Replicate(ctx, in.GetFrom(), Replica{State: st, Packed: packed, Dropped: decodeKeys(in.GetDropped())}); err != nil {
 			return nil, status.Error(codes.Internal, err.Error())
 		}
 		return &peerpb.HandoffReply{}, nil
+	}
+	var err error
+	if st.Buckets, err = decodePacked(st.Buckets, in.GetBuckets()); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	if err := s.h.Handoff(ctx, in.GetFrom(), st); err != nil {
 		return nil, status.Error(codes.Aborted, fmt.Sprintf("transport: handoff: %v", err))

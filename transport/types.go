@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/weir-rl/weir/allot"
@@ -157,6 +158,27 @@ type State struct {
 	Holdings []allot.Entry
 }
 
+// Replica is a replica batch as its receiver gets it.
+type Replica struct {
+	// State holds the batch's leases and allotments, and those of its
+	// buckets that did not come packed (a bucket that carries its own
+	// limit, or every bucket from a sender speaking V1).
+	State State
+	// Packed holds its other buckets, checked but not decoded.
+	Packed Packed
+	// Dropped are the keys whose replica is to be dropped: they hold
+	// nothing at their owner any more.
+	Dropped []Key
+}
+
+// Buckets returns every bucket of r, decoded: State.Buckets, then Packed's.
+func (r Replica) Buckets() []bucket.Entry {
+	if r.Packed.Len() == 0 {
+		return r.State.Buckets
+	}
+	return r.Packed.AppendTo(slices.Clip(r.State.Buckets))
+}
+
 // Len is the number of buckets, leases and holdings in s.
 func (s State) Len() int { return len(s.Buckets) + len(s.Leases.Leases) + len(s.Holdings) }
 
@@ -180,9 +202,8 @@ type Handler interface {
 	// Handoff stores the entries, which describe keys this node now owns.
 	// An error is returned to the sender as a failed handoff.
 	Handoff(ctx context.Context, from string, st State) error
-	// Replicate stores st as replica state of keys that member from owns,
-	// and drops the replicas of the keys in dropped.
-	Replicate(ctx context.Context, from string, st State, dropped []Key) error
+	// Replicate stores r as replica state of keys that member from owns.
+	Replicate(ctx context.Context, from string, r Replica) error
 	// Report returns this node's summary for a peer that merges the
 	// cluster-wide views (the Report RPC).
 	Report(ctx context.Context, req ReportRequest) Report

@@ -208,20 +208,22 @@ func benchmarkReplicaApply(b *testing.B, debt, step time.Duration) {
 	rs := newReplicas(DefaultReplicationConfig())
 	rs.m = newReplMetrics(prometheus.NewRegistry(), rs.len)
 	const n, keys = 256, 100_000
-	batches := make([]transport.State, keys/n)
+	batches := make([]transport.Replica, keys/n)
 	for i := range batches {
+		var entries []bucket.Entry
 		for j := range n {
-			batches[i].Buckets = append(batches[i].Buckets, bucket.Entry{
+			entries = append(entries, bucket.Entry{
 				Name: "hot", Key: fmt.Sprintf("tenant:%06d", i*n+j),
 				Snapshot: bucket.Snapshot{Count: 41, Since: time.Millisecond, UntilFull: debt},
 			})
 		}
+		batches[i].Packed = transport.PackedOf(entries) // as a successor receives them
 	}
 	now := time.Unix(1_000_000, 0)
 	i := 0
 	b.ReportAllocs()
 	for b.Loop() {
-		_ = rs.apply(now, f, "n1", batches[i%len(batches)], nil)
+		_ = rs.apply(now, f, "n1", batches[i%len(batches)])
 		now = now.Add(step)
 		i++
 	}

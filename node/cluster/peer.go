@@ -125,8 +125,8 @@ func (h peerHandler) Handoff(_ context.Context, _ string, st transport.State) er
 
 // Replicate implements transport.Handler: replica state of keys the
 // sender owns. A node with replication off refuses it.
-func (h peerHandler) Replicate(_ context.Context, from string, st transport.State, dropped []transport.Key) error {
-	return h.c.replicas.apply(h.c.now(), h.c.limits(), from, st, dropped)
+func (h peerHandler) Replicate(_ context.Context, from string, r transport.Replica) error {
+	return h.c.replicas.apply(h.c.now(), h.c.limits(), from, r)
 }
 
 // Report implements transport.Handler: this node's summary.

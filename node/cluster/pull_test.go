@@ -39,7 +39,7 @@ func (h slowHolder) Serve(_ context.Context, _ string, reqs []transport.Request)
 
 func (slowHolder) Handoff(context.Context, string, transport.State) error { return nil }
 
-func (slowHolder) Replicate(context.Context, string, transport.State, []transport.Key) error {
+func (slowHolder) Replicate(context.Context, string, transport.Replica) error {
 	return nil
 }
 

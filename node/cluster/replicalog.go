@@ -40,9 +40,13 @@ type pendingBatch struct {
 	at      time.Time    // arrival, the instant its entries are merged at
 	f       *limits.File // the limits in force at arrival
 	buckets []bucket.Entry
+	packed  transport.Packed
 	dropped []transport.Key
 	full    time.Time // by then every bucket in it is full again
 }
+
+// len is the number of entries b holds.
+func (b *pendingBatch) len() int { return len(b.buckets) + b.packed.Len() + len(b.dropped) }
 
 // newReplicaLog returns a log in front of store that merges itself whole
 // once it holds more than bound entries.
@@ -50,25 +54,27 @@ func newReplicaLog(store *bucket.Store, bound int) *replicaLog {
 	return &replicaLog{store: store, bound: max(1, bound)}
 }
 
-// add records a batch that arrived at now under f, first dropping the
-// batches at the log's head that are full again by now. It merges the
-// whole log when it holds more than its bound, so that the memory it
-// holds is bounded like the store's.
-func (l *replicaLog) add(now time.Time, f *limits.File, buckets []bucket.Entry, dropped []transport.Key) {
-	if len(buckets) == 0 && len(dropped) == 0 {
+// add records the buckets and dropped keys of batch r, arrived at now
+// under f, first dropping the batches at the log's head that are full
+// again by now. It merges the whole log when it holds more than its bound,
+// so that the memory it holds is bounded like the store's.
+func (l *replicaLog) add(now time.Time, f *limits.File, r transport.Replica) {
+	b := pendingBatch{at: now, f: f, buckets: r.State.Buckets, packed: r.Packed, dropped: r.Dropped}
+	if b.len() == 0 {
 		return
 	}
-	b := pendingBatch{at: now, f: f, buckets: buckets, dropped: dropped, full: now}
-	for i := range buckets {
-		if s := &buckets[i].Snapshot; !refilled(*s) {
-			b.full = maxTime(b.full, now.Add(s.UntilFull))
+	until := r.Packed.UntilFull()
+	for i := range b.buckets {
+		if s := &b.buckets[i].Snapshot; !refilled(*s) {
+			until = max(until, s.UntilFull)
 		}
 	}
+	b.full = now.Add(until)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.expire(now)
 	l.q = append(l.q, b)
-	if l.n.Add(int64(len(buckets)+len(dropped))) > int64(l.bound) {
+	if l.n.Add(int64(b.len())) > int64(l.bound) {
 		l.mergeAll()
 	}
 }
@@ -94,7 +100,7 @@ func (l *replicaLog) expire(now time.Time) {
 	i := 0
 	for ; i < len(l.q) && !l.q[i].full.After(now); i++ {
 		l.drop(l.q[i].at, l.q[i].dropped)
-		l.n.Add(-int64(len(l.q[i].buckets) + len(l.q[i].dropped)))
+		l.n.Add(-int64(l.q[i].len()))
 		l.q[i] = pendingBatch{}
 	}
 	l.q = l.q[i:]
@@ -105,10 +111,15 @@ func (l *replicaLog) expire(now time.Time) {
 
 // mergeAll merges every batch into the store. Called with mu held.
 func (l *replicaLog) mergeAll() {
+	var scratch []bucket.Entry
 	for i := range l.q {
 		b := &l.q[i]
 		if len(b.buckets) > 0 {
 			l.store.MergeAt(b.at, b.buckets, b.f.MergeBucket)
+		}
+		if b.packed.Len() > 0 {
+			scratch = b.packed.AppendTo(scratch[:0])
+			l.store.MergeAt(b.at, scratch, b.f.MergeBucket)
 		}
 		l.drop(b.at, b.dropped)
 	}
@@ -126,11 +137,4 @@ func (l *replicaLog) drop(at time.Time, keys []transport.Key) {
 	for _, k := range keys {
 		_, _ = l.store.ExtractAt(at, k.Limit, k.Key)
 	}
-}
-
-func maxTime(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
 }

@@ -36,8 +36,8 @@ limits:
 `
 
 // TestReplicaLogIsEagerMerge drives an owner's store with random takes and
-// sends its snapshots (and dropped keys) as replica batches to two
-// successors: one merging each batch on arrival, as a replica store did
+// sends its snapshots (and dropped keys) as replica batches, packed or not,
+// to two successors: one merging each batch on arrival, as a replica store did
 // before the log, and one through a replicaLog with a small bound. Every
 // read finds the same bucket in both, or a bucket missing from one that is
 // full in the other.
@@ -80,7 +80,11 @@ func TestReplicaLogIsEagerMerge(t *testing.T) {
 						_, _ = eager.ExtractAt(now, d.Limit, d.Key)
 					}
 					before := log.len()
-					log.add(now, f, entries, dropped)
+					batch := transport.Replica{State: transport.State{Buckets: entries}, Dropped: dropped}
+					if rng.IntN(2) == 0 { // as a sender speaking V2 packs them
+						batch.State.Buckets, batch.Packed = nil, transport.PackedOf(entries)
+					}
+					log.add(now, f, batch)
 					if log.len() > log.bound {
 						t.Fatalf("step %d: the log holds %d entries, over its bound %d", step, log.len(), log.bound)
 					}
@@ -146,7 +150,7 @@ func TestReplicaLogLetsFullBatchesGo(t *testing.T) {
 			t.Fatal(err)
 		}
 		e, _ := owner.SnapshotAt(now, "tb", k)
-		log.add(now, f, []bucket.Entry{e}, nil)
+		log.add(now, f, transport.Replica{Packed: transport.PackedOf([]bucket.Entry{e})})
 	}
 	if log.len() != 1000 {
 		t.Fatalf("holds %d entries, want 1000", log.len())
@@ -155,7 +159,7 @@ func TestReplicaLogLetsFullBatchesGo(t *testing.T) {
 	// later finds every earlier one full again.
 	now = now.Add(time.Second)
 	e, _ := owner.SnapshotAt(now, "tb", "k0")
-	log.add(now, f, []bucket.Entry{e}, nil)
+	log.add(now, f, transport.Replica{State: transport.State{Buckets: []bucket.Entry{e}}})
 	if log.len() != 1 || lazy.Len() != 0 {
 		t.Fatalf("after the refill the log holds %d entries and the store %d buckets, want 1 and 0", log.len(), lazy.Len())
 	}

@@ -22,7 +22,7 @@ import (
 // a node with replication off.
 type replicaStore interface {
 	// apply stores a batch from member from at now.
-	apply(now time.Time, f *limits.File, from string, st transport.State, dropped []transport.Key) error
+	apply(now time.Time, f *limits.File, from string, r transport.Replica) error
 	// takeBucket removes and returns the replica of bucket (limit, key).
 	takeBucket(now time.Time, limit, key string) (bucket.Entry, bool)
 	// takeLeases removes and returns the replica of lease key (limit, key).
@@ -50,7 +50,7 @@ var errReplicationOff = errors.New("cluster: replication is off on this node")
 // noReplicas keeps nothing and refuses replica batches.
 type noReplicas struct{}
 
-func (noReplicas) apply(time.Time, *limits.File, string, transport.State, []transport.Key) error {
+func (noReplicas) apply(time.Time, *limits.File, string, transport.Replica) error {
 	return errReplicationOff
 }
 
@@ -139,8 +139,9 @@ func (rs *replicas) inspect(now time.Time, limit, key string) (bucket.Entry, boo
 	return e, ok, len(rs.leases[keyID{Limit: limit, Key: key}].h.Leases)
 }
 
-func (rs *replicas) apply(now time.Time, f *limits.File, from string, st transport.State, dropped []transport.Key) error {
-	rs.log.add(now, f, st.Buckets, dropped)
+func (rs *replicas) apply(now time.Time, f *limits.File, from string, r transport.Replica) error {
+	rs.log.add(now, f, r)
+	st, dropped := r.State, r.Dropped
 	var byKey map[keyID][]lease.Snapshot
 	for _, l := range st.Leases.Leases {
 		if byKey == nil {
