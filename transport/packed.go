@@ -3,7 +3,6 @@ package transport
 import (
 	"encoding/binary"
 	"errors"
-	"slices"
 	"strings"
 	"time"
 
@@ -133,28 +132,39 @@ const minPackedEntry = 10
 // name and key are strings of their own (one allocation for the batch's
 // keys), so out retains none of b.
 func decodePacked(out []bucket.Entry, b []byte) ([]bucket.Entry, error) {
+	return decodePackedIf(out, b, nil)
+}
+
+// decodePackedIf is decodePacked of the buckets keep (when not nil)
+// reports true for, given whether each is Full and its UntilFull. It
+// walks b once.
+func decodePackedIf(out []bucket.Entry, b []byte, keep func(full bool, untilFull time.Duration) bool) ([]bucket.Entry, error) {
 	if len(b) == 0 {
 		return out, nil
 	}
-	names, n, err := walkPacked(b, nil)
-	if err != nil {
-		return out, err
-	}
-	// The keys are copied into one string and sliced from it.
+	// The keys are copied into one string and sliced from it, and the
+	// names, read before the buckets, set once the walk returns them.
 	start := len(out)
 	var keys strings.Builder
 	keys.Grow(len(b))
-	spans := make([][2]int, 0, n)
-	out = slices.Grow(out, n)
-	_, _, _ = walkPacked(b, func(ni uint64, key []byte, s bucket.Snapshot) {
-		spans = append(spans, [2]int{keys.Len(), keys.Len() + len(key)})
+	type span struct{ from, to, name int }
+	var spans []span
+	names, _, err := walkPacked(b, func(ni uint64, key []byte, s bucket.Snapshot) {
+		if keep != nil && !keep(s.Full, s.UntilFull) {
+			return
+		}
+		spans = append(spans, span{keys.Len(), keys.Len() + len(key), int(ni)}) //nolint:gosec // ni < the names walkPacked read
 		keys.Write(key)
 		s.Algorithm &^= packedFull
-		out = append(out, bucket.Entry{Name: names[ni], Snapshot: s})
+		out = append(out, bucket.Entry{Snapshot: s})
 	})
+	if err != nil {
+		clear(out[start:])
+		return out[:start], err
+	}
 	all := keys.String()
 	for i, sp := range spans {
-		out[start+i].Key = all[sp[0]:sp[1]]
+		out[start+i].Name, out[start+i].Key = names[sp.name], all[sp.from:sp.to]
 	}
 	return out, nil
 }
@@ -256,6 +266,16 @@ func (p Packed) UntilFull() time.Duration { return p.untilFull }
 // none of p's memory.
 func (p Packed) AppendTo(out []bucket.Entry) []bucket.Entry {
 	out, _ = decodePacked(out, p.b) // checked by scanPacked
+	return out
+}
+
+// AppendInDebt is AppendTo of the buckets still in debt after elapsed:
+// those not Full whose UntilFull is longer.
+func (p Packed) AppendInDebt(out []bucket.Entry, elapsed time.Duration) []bucket.Entry {
+	if p.untilFull <= elapsed {
+		return out
+	}
+	out, _ = decodePackedIf(out, p.b, func(full bool, until time.Duration) bool { return !full && until > elapsed })
 	return out
 }
 

@@ -104,7 +104,7 @@ func TestSplitPackable(t *testing.T) {
 // bytes that decode to the same buckets. scanPacked, which a replica's
 // receiver uses instead, accepts exactly the same inputs, counts the same
 // buckets, finds the longest UntilFull of those not refilled, and decodes
-// them later to the same buckets.
+// them later to the same buckets, all of them or those still in debt.
 func FuzzPacked(f *testing.F) {
 	f.Add(appendPacked(nil, packedSample()))
 	f.Add(goldenPacked)
@@ -132,6 +132,17 @@ func FuzzPacked(f *testing.F) {
 		}
 		if later := p.AppendTo(nil); len(later)+len(got) > 0 && !reflect.DeepEqual(later, got) {
 			t.Fatalf("decoded later %+v, at once %+v", later, got)
+		}
+		for _, elapsed := range []time.Duration{-1, 0, until / 2, until} {
+			var want []bucket.Entry
+			for _, e := range got {
+				if !e.Snapshot.Full && e.Snapshot.UntilFull > elapsed {
+					want = append(want, e)
+				}
+			}
+			if in := p.AppendInDebt(nil, elapsed); len(in)+len(want) > 0 && !reflect.DeepEqual(in, want) {
+				t.Fatalf("in debt after %v: %+v, want %+v", elapsed, in, want)
+			}
 		}
 		again, err := decodePacked(nil, appendPacked(nil, got))
 		if err != nil || len(again)+len(got) > 0 && !reflect.DeepEqual(again, got) {

@@ -10,30 +10,40 @@ import (
 	"github.com/weir-rl/weir/transport"
 )
 
-// replicaLog holds the bucket part of replica batches as they arrived,
-// merged into the replica store only when something reads the store: a
-// takeover adopting a key, the sweep of a new view, an inspection, or the
-// log outgrowing its bound. A replica is insurance that is claimed only
-// when an owner fails; merging every entry on arrival costs the successor
-// a store lookup per replicated take (a cache miss on a busy node), while
-// most entries describe buckets that are full again long before anything
-// reads them.
+// replicaLog holds the bucket part of replica batches as they arrived and
+// merges them into the replica store late, and only the buckets still in
+// debt then. A replica is insurance that is claimed only when an owner
+// fails; merging every entry on arrival costs the successor a store
+// lookup per replicated take (a cache miss on a busy node), while most
+// entries describe buckets that are full again soon after.
 //
-// A batch whose every bucket is full again by now is dropped unmerged:
-// the store keeps the fewer tokens of a replica and its update
-// (Store.MergeAt), and a full bucket has the most, so merging it would
-// change nothing. Its dropped keys are still removed from the store, in
-// order. What the store holds after compact is therefore exactly what
-// merging each batch on arrival would have left, and every reader compacts
-// first. Safe for concurrent use.
+// Batches are settled in arrival order, each at its arrival instant: when
+// every bucket in it is full again (it is then only dropped), when it has
+// waited logHorizon, when the log holds more than its bound, and, for the
+// whole log, before anything reads the store (a takeover adopting a key,
+// the sweep of a new view, an inspection). Settling merges the batch's
+// buckets that are not full again by then and removes its dropped keys.
+// Leaving out a bucket that is full again changes nothing: the store keeps
+// the fewer tokens of a replica and its update (Store.MergeAt), a full
+// bucket has the most, and a later update of the key, from the owner's
+// later state, has no more tokens than this one aged. What a reader finds
+// is therefore exactly what merging each batch on arrival would have left
+// (TestReplicaLogIsEagerMerge). Safe for concurrent use.
 type replicaLog struct {
 	store *bucket.Store
-	bound int          // entries held before the log is merged whole
+	bound int          // entries held before the log is settled whole
 	n     atomic.Int64 // entries held: lets a reader skip the lock when there are none
 
-	mu sync.Mutex     // guards q and serialises merging, so batches land in arrival order
-	q  []pendingBatch // oldest first
+	mu      sync.Mutex     // guards q and scratch, and serialises settling, so batches land in arrival order
+	q       []pendingBatch // oldest first
+	scratch []bucket.Entry // the buckets of the batch being settled
 }
+
+// logHorizon is how long a batch waits in the log at most. A batch of
+// buckets whose debt is shorter is dropped unmerged; a longer wait would
+// hold more memory for the few buckets deeper in debt, such as a hot key's,
+// that a batch nearly always has under skewed load.
+const logHorizon = 2 * time.Second
 
 // pendingBatch is one batch's buckets and dropped keys as they arrived.
 type pendingBatch struct {
@@ -48,16 +58,16 @@ type pendingBatch struct {
 // len is the number of entries b holds.
 func (b *pendingBatch) len() int { return len(b.buckets) + b.packed.Len() + len(b.dropped) }
 
-// newReplicaLog returns a log in front of store that merges itself whole
+// newReplicaLog returns a log in front of store that settles itself whole
 // once it holds more than bound entries.
 func newReplicaLog(store *bucket.Store, bound int) *replicaLog {
 	return &replicaLog{store: store, bound: max(1, bound)}
 }
 
 // add records the buckets and dropped keys of batch r, arrived at now
-// under f, first dropping the batches at the log's head that are full
-// again by now. It merges the whole log when it holds more than its bound,
-// so that the memory it holds is bounded like the store's.
+// under f, first settling the batches at the log's head that are due. It
+// settles the whole log when it holds more than its bound, so that the
+// memory it holds is bounded like the store's.
 func (l *replicaLog) add(now time.Time, f *limits.File, r transport.Replica) {
 	b := pendingBatch{at: now, f: f, buckets: r.State.Buckets, packed: r.Packed, dropped: r.Dropped}
 	if b.len() == 0 {
@@ -72,69 +82,80 @@ func (l *replicaLog) add(now time.Time, f *limits.File, r transport.Replica) {
 	b.full = now.Add(until)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.expire(now)
+	l.settleDue(now)
 	l.q = append(l.q, b)
 	if l.n.Add(int64(b.len())) > int64(l.bound) {
-		l.mergeAll()
+		l.settleAll(now)
 	}
 }
 
-// compact merges every batch held into the store, in arrival order. A
-// reader of the store calls it first.
+// compact settles every batch held. A reader of the store calls it first.
 func (l *replicaLog) compact(now time.Time) {
 	if l.n.Load() == 0 {
 		return
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.expire(now)
-	l.mergeAll()
+	l.settleAll(now)
 }
 
-// len returns the entries held, not yet merged.
+// len returns the entries held, not yet settled.
 func (l *replicaLog) len() int { return int(l.n.Load()) }
 
-// expire drops the batches at the head that are full again by now,
-// removing their dropped keys from the store. Called with mu held.
-func (l *replicaLog) expire(now time.Time) {
+// settleDue settles the batches at the head that are full again by now or
+// have waited logHorizon. Called with mu held.
+func (l *replicaLog) settleDue(now time.Time) {
 	i := 0
-	for ; i < len(l.q) && !l.q[i].full.After(now); i++ {
-		l.drop(l.q[i].at, l.q[i].dropped)
+	for ; i < len(l.q); i++ {
+		b := &l.q[i]
+		if b.full.After(now) && b.at.Add(logHorizon).After(now) {
+			break
+		}
+		l.settle(b, now)
+	}
+	l.pop(i)
+}
+
+// settleAll settles every batch. Called with mu held.
+func (l *replicaLog) settleAll(now time.Time) {
+	for i := range l.q {
+		l.settle(&l.q[i], now)
+	}
+	l.pop(len(l.q))
+}
+
+// pop removes the first n batches, settled. Called with mu held.
+func (l *replicaLog) pop(n int) {
+	for i := range n {
 		l.n.Add(-int64(l.q[i].len()))
 		l.q[i] = pendingBatch{}
 	}
-	l.q = l.q[i:]
+	l.q = l.q[n:]
 	if len(l.q) == 0 {
 		l.q = l.q[:0:0] // let the emptied backing array go
 	}
 }
 
-// mergeAll merges every batch into the store. Called with mu held.
-func (l *replicaLog) mergeAll() {
-	var scratch []bucket.Entry
-	for i := range l.q {
-		b := &l.q[i]
-		if len(b.buckets) > 0 {
-			l.store.MergeAt(b.at, b.buckets, b.f.MergeBucket)
+// settle merges b's buckets that are still in debt at now, at b's arrival,
+// and removes its dropped keys from the store. Called with mu held.
+func (l *replicaLog) settle(b *pendingBatch, now time.Time) {
+	if b.full.After(now) {
+		waited := now.Sub(b.at)
+		l.scratch = l.scratch[:0]
+		for _, e := range b.buckets {
+			if !refilled(e.Snapshot) && e.Snapshot.UntilFull > waited {
+				l.scratch = append(l.scratch, e)
+			}
 		}
-		if b.packed.Len() > 0 {
-			scratch = b.packed.AppendTo(scratch[:0])
-			l.store.MergeAt(b.at, scratch, b.f.MergeBucket)
+		l.scratch = b.packed.AppendInDebt(l.scratch, waited)
+		if len(l.scratch) > 0 {
+			l.store.MergeAt(b.at, l.scratch, b.f.MergeBucket)
 		}
-		l.drop(b.at, b.dropped)
+		clear(l.scratch) // let go of the keys
 	}
-	clear(l.q)
-	l.q = l.q[:0]
-	l.n.Store(0)
-}
-
-// drop removes keys from the store, which holds nothing to remove when it
-// is empty.
-func (l *replicaLog) drop(at time.Time, keys []transport.Key) {
-	if l.store.Len() == 0 {
-		return
-	}
-	for _, k := range keys {
-		_, _ = l.store.ExtractAt(at, k.Limit, k.Key)
+	if len(b.dropped) > 0 && l.store.Len() > 0 { // an empty store holds nothing to remove
+		for _, k := range b.dropped {
+			_, _ = l.store.ExtractAt(b.at, k.Limit, k.Key)
+		}
 	}
 }

@@ -111,7 +111,7 @@ func TestReplicaLogIsEagerMerge(t *testing.T) {
 				}
 			}
 			if expired == 0 || merged == 0 {
-				t.Fatalf("the run never dropped a full batch (%d) or merged the log for its bound (%d): it tests neither", expired, merged)
+				t.Fatalf("the run never settled a batch at the head (%d) or the log for its bound (%d): it tests neither", expired, merged)
 			}
 		})
 	}
@@ -162,5 +162,34 @@ func TestReplicaLogLetsFullBatchesGo(t *testing.T) {
 	log.add(now, f, transport.Replica{State: transport.State{Buckets: []bucket.Entry{e}}})
 	if log.len() != 1 || lazy.Len() != 0 {
 		t.Fatalf("after the refill the log holds %d entries and the store %d buckets, want 1 and 0", log.len(), lazy.Len())
+	}
+}
+
+// TestReplicaLogSettlesAHotKey: under skewed load nearly every batch holds
+// a hot key deep in debt beside keys whose debt is short. Each batch is
+// settled once it has waited logHorizon, merging the hot key only: the
+// log holds about a horizon's batches, and the store one bucket.
+func TestReplicaLogSettlesAHotKey(t *testing.T) {
+	f, err := limits.Parse([]byte(logLimits), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lazy := bucket.NewStore(bucket.DefaultConfig())
+	log := newReplicaLog(lazy, 1_000_000)
+	now := time.Unix(1_800_000_000, 0)
+	const every, short = 100 * time.Millisecond, 50
+	for i := range 100 {
+		entries := []bucket.Entry{{Name: "slow", Key: "hot", Snapshot: bucket.Snapshot{Algorithm: bucket.TokenBucket, UntilFull: time.Hour}}}
+		for j := range short {
+			entries = append(entries, bucket.Entry{Name: "tb", Key: fmt.Sprint(i, "/", j), Snapshot: bucket.Snapshot{Algorithm: bucket.TokenBucket, Count: 2, UntilFull: 600 * time.Millisecond}})
+		}
+		log.add(now, f, transport.Replica{Packed: transport.PackedOf(entries)})
+		now = now.Add(every)
+	}
+	if most := int(logHorizon/every+1) * (short + 1); log.len() > most {
+		t.Errorf("the log holds %d entries, over a horizon's %d", log.len(), most)
+	}
+	if lazy.Len() != 1 || !lazy.Has("slow", "hot") {
+		t.Errorf("the store holds %d buckets, want the hot key alone", lazy.Len())
 	}
 }

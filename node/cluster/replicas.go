@@ -309,7 +309,7 @@ func newReplMetrics(reg prometheus.Registerer, held func() int) *replMetrics {
 		}, []string{"kind"}),
 	}
 	gauge := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "weir_replica_entries", Help: "Replica entries (buckets and lease keys) this node keeps for its peers.",
+		Name: "weir_replica_entries", Help: "Replica entries this node keeps for its peers: buckets, merged or still in its replica log (a key there may count more than once), and lease keys.",
 	}, func() float64 { return float64(held()) })
 	reg.MustRegister(m.lag, m.bytes, m.entries, m.errors, m.adopted, gauge)
 	return m
