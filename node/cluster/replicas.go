@@ -102,9 +102,10 @@ func newReplicas(cfg ReplicationConfig) *replicas {
 	}
 }
 
-// pendingShare bounds the bucket entries a replica log holds unmerged to
-// this fraction of MaxReplicaKeys: an entry waiting costs about twice a
-// stored bucket's memory, so the log adds at most a quarter to the
+// pendingShare bounds the entries a replica log holds unmerged to this
+// fraction of MaxReplicaKeys. A packed entry waiting costs a fraction of a
+// stored bucket's memory and one that came as a message (a bucket with an
+// inline limit) about twice one, so the log adds at most a quarter to the
 // store's bound.
 const pendingShare = 8
 
