@@ -36,6 +36,11 @@ type Snapshot struct {
 	UntilFull time.Duration
 }
 
+// InDebtAfter reports whether the bucket still holds debt d after the
+// snapshot was taken: it is not Full and its UntilFull is longer than d.
+// InDebtAfter(0) is false for a bucket that holds no debt at all.
+func (s Snapshot) InDebtAfter(d time.Duration) bool { return !s.Full && s.UntilFull > d }
+
 // rel returns a-b, saturating at the int64 bounds.
 func rel(a, b int64) time.Duration {
 	d := a - b

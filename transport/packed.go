@@ -132,13 +132,13 @@ const minPackedEntry = 10
 // name and key are strings of their own (one allocation for the batch's
 // keys), so out retains none of b.
 func decodePacked(out []bucket.Entry, b []byte) ([]bucket.Entry, error) {
-	return decodePackedIf(out, b, nil)
+	return decodePackedIf(out, b, false, 0)
 }
 
-// decodePackedIf is decodePacked of the buckets keep (when not nil)
-// reports true for, given whether each is Full and its UntilFull. It
+// decodePackedIf is decodePacked of, when inDebt, only the buckets still
+// in debt elapsed after their snapshots (bucket.Snapshot.InDebtAfter). It
 // walks b once.
-func decodePackedIf(out []bucket.Entry, b []byte, keep func(full bool, untilFull time.Duration) bool) ([]bucket.Entry, error) {
+func decodePackedIf(out []bucket.Entry, b []byte, inDebt bool, elapsed time.Duration) ([]bucket.Entry, error) {
 	if len(b) == 0 {
 		return out, nil
 	}
@@ -150,7 +150,7 @@ func decodePackedIf(out []bucket.Entry, b []byte, keep func(full bool, untilFull
 	type span struct{ from, to, name int }
 	var spans []span
 	names, _, err := walkPacked(b, func(ni uint64, key []byte, s bucket.Snapshot) {
-		if keep != nil && !keep(s.Full, s.UntilFull) {
+		if inDebt && !s.InDebtAfter(elapsed) {
 			return
 		}
 		spans = append(spans, span{keys.Len(), keys.Len() + len(key), int(ni)}) //nolint:gosec // ni < the names walkPacked read
@@ -237,8 +237,8 @@ func scanPacked(b []byte) (Packed, error) {
 	}
 	var until time.Duration
 	_, n, err := walkPacked(b, func(_ uint64, _ []byte, s bucket.Snapshot) {
-		if !s.Full {
-			until = max(until, s.UntilFull)
+		if s.InDebtAfter(until) {
+			until = s.UntilFull
 		}
 	})
 	if err != nil {
@@ -262,20 +262,14 @@ func (p Packed) Len() int { return p.n }
 // full.
 func (p Packed) UntilFull() time.Duration { return p.untilFull }
 
-// AppendTo appends p's buckets to out, decoded, and returns it; they retain
-// none of p's memory.
-func (p Packed) AppendTo(out []bucket.Entry) []bucket.Entry {
-	out, _ = decodePacked(out, p.b) // checked by scanPacked
-	return out
-}
-
-// AppendInDebt is AppendTo of the buckets still in debt after elapsed:
-// those not Full whose UntilFull is longer.
+// AppendInDebt appends to out, decoded, the buckets of p still in debt
+// elapsed after their snapshots (bucket.Snapshot.InDebtAfter), and returns
+// it; they retain none of p's memory.
 func (p Packed) AppendInDebt(out []bucket.Entry, elapsed time.Duration) []bucket.Entry {
 	if p.untilFull <= elapsed {
 		return out
 	}
-	out, _ = decodePackedIf(out, p.b, func(full bool, until time.Duration) bool { return !full && until > elapsed })
+	out, _ = decodePackedIf(out, p.b, true, elapsed) // checked by scanPacked
 	return out
 }
 

@@ -114,7 +114,7 @@ func (r *recorder) handedOver() (State, []int) {
 func (r *recorder) Replicate(_ context.Context, from string, rep Replica) error {
 	r.calls.Add(1)
 	st := rep.State
-	st.Buckets = rep.Buckets()
+	st.Buckets, _ = decodePacked(slices.Clip(st.Buckets), rep.Packed.b)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.from = append(r.from, from)

@@ -2,7 +2,6 @@ package transport
 
 import (
 	"context"
-	"slices"
 	"time"
 
 	"github.com/weir-rl/weir/allot"
@@ -169,14 +168,6 @@ type Replica struct {
 	// Dropped are the keys whose replica is to be dropped: they hold
 	// nothing at their owner any more.
 	Dropped []Key
-}
-
-// Buckets returns every bucket of r, decoded: State.Buckets, then Packed's.
-func (r Replica) Buckets() []bucket.Entry {
-	if r.Packed.Len() == 0 {
-		return r.State.Buckets
-	}
-	return r.Packed.AppendTo(slices.Clip(r.State.Buckets))
 }
 
 // Len is the number of buckets, leases and holdings in s.

@@ -75,8 +75,8 @@ func (l *replicaLog) add(now time.Time, f *limits.File, r transport.Replica) {
 	}
 	until := r.Packed.UntilFull()
 	for i := range b.buckets {
-		if s := &b.buckets[i].Snapshot; !refilled(*s) {
-			until = max(until, s.UntilFull)
+		if s := &b.buckets[i].Snapshot; s.InDebtAfter(until) {
+			until = s.UntilFull
 		}
 	}
 	b.full = now.Add(until)
@@ -143,7 +143,7 @@ func (l *replicaLog) settle(b *pendingBatch, now time.Time) {
 		waited := now.Sub(b.at)
 		l.scratch = l.scratch[:0]
 		for _, e := range b.buckets {
-			if !refilled(e.Snapshot) && e.Snapshot.UntilFull > waited {
+			if e.Snapshot.InDebtAfter(waited) {
 				l.scratch = append(l.scratch, e)
 			}
 		}

@@ -410,7 +410,7 @@ func (c *Cluster) heartbeat(ctx context.Context, r *changeLog, sent map[string]b
 // tokens). So a key replicates only while it is in debt, and keys that
 // refill within an interval, most keys of most limits, cost the successor
 // nothing.
-func refilled(s bucket.Snapshot) bool { return s.Full || s.UntilFull <= 0 }
+func refilled(s bucket.Snapshot) bool { return !s.InDebtAfter(0) }
 
 func minTime(a, b time.Time) time.Time {
 	if b.Before(a) {
