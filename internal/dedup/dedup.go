@@ -92,22 +92,37 @@ type slot[K comparable, V any] struct {
 // them. Unlike a Go map, which leaves a tombstone per delete and
 // reallocates its tables to clear them, the index does not change size
 // while ids arrive and expire at a steady rate: a stream of ids allocates
-// nothing once the ring has grown.
+// nothing once the ring holds the window.
+//
+// The ring is held in chunks, allocated as its tail first reaches them and
+// let go (one kept spare) once its head has left them, so it holds memory
+// for the ids of about one window, and a slot never moves: growing costs
+// only the memory it adds. (A ring that doubled by copying spent most of a
+// short load test's time for this cache in that copy, the first touch of
+// the new pages, while holding its caller's lock.)
 type Cache[K comparable, V any] struct {
 	cfg  Config
 	seed maphash.Seed
-	// q is the ring: n slots from q[head], wrapping. It grows by doubling
-	// to maxRing and is reused after.
-	q       []slot[K, V]
+	// The ring: n slots from position head, wrapping at maxRing, position
+	// p in chunks[p/chunkLen].
+	chunks  []*[chunkLen]slot[K, V] // nil until the ring reaches them
+	spare   *[chunkLen]slot[K, V]   // an emptied chunk, reused before allocating one
 	head, n int
 	maxRing int // twice MaxEntries rounded up to a power of two: room for as many dead slots as live ones
 	live    int // ids held
-	// idx has twice as many entries as q, so it is at most half full. An
-	// entry is 0 (empty) or the top 32 bits of an id's hash (which also
-	// give its home position) above the id's ring position plus one.
+	// idx has at least twice as many entries as ids held, so it is at most
+	// half full. An entry is 0 (empty) or the top 32 bits of an id's hash
+	// (which also give its home position) above the id's ring position
+	// plus one.
 	idx     []uint64
 	evicted uint64
 }
+
+// chunkLen is the slots of a chunk of the ring, chunkShift its log2.
+const (
+	chunkShift = 10
+	chunkLen   = 1 << chunkShift
+)
 
 // New returns an empty Cache. cfg must be valid (see Config.Validate).
 func New[K comparable, V any](cfg Config) *Cache[K, V] {
@@ -117,6 +132,15 @@ func New[K comparable, V any](cfg Config) *Cache[K, V] {
 	}
 	return &Cache[K, V]{cfg: cfg, seed: maphash.MakeSeed(), maxRing: r}
 }
+
+// at returns the slot at ring position p, whose chunk is allocated.
+func (c *Cache[K, V]) at(p int) *slot[K, V] {
+	return &c.chunks[uint(p)>>chunkShift][uint(p)&(chunkLen-1)]
+}
+
+// chunkSlots is the ring positions a chunk holds: chunkLen, or all of
+// them in a ring smaller than that.
+func (c *Cache[K, V]) chunkSlots() int { return min(chunkLen, c.maxRing) }
 
 // BeginAt looks id up at now. A Done id returns its answer; a Pending one
 // returns the zero V. An unknown id (or one older than the window) is
@@ -146,10 +170,10 @@ func (c *Cache[K, V]) status(p int) (V, Status) {
 	switch {
 	case p < 0:
 		return zero, Fresh
-	case !c.q[p].done:
+	case !c.at(p).done:
 		return zero, Pending
 	}
-	return c.q[p].v, Done
+	return c.at(p).v, Done
 }
 
 // Put records id as decided at now with answer v, replacing whatever id
@@ -176,7 +200,10 @@ func (c *Cache[K, V]) makeRoom() {
 // record holds id with its answer, first seen at now.
 func (c *Cache[K, V]) record(now time.Time, id K, h uint64, done bool, v V) {
 	p := c.push()
-	c.q[p] = slot[K, V]{id: id, at: now.UnixNano(), h: h, live: true, done: done, v: v}
+	*c.at(p) = slot[K, V]{id: id, at: now.UnixNano(), h: h, live: true, done: done, v: v}
+	if 2*(c.live+1) > len(c.idx) {
+		c.growIndex()
+	}
 	c.index(h, p)
 	c.live++
 }
@@ -184,15 +211,16 @@ func (c *Cache[K, V]) record(now time.Time, id K, h uint64, done bool, v V) {
 // Finish stores the answer of a pending id. An id no longer held (evicted,
 // expired or aborted) is ignored.
 func (c *Cache[K, V]) Finish(id K, v V) {
-	if p := c.find(id, c.hash(id)); p >= 0 && !c.q[p].done {
-		c.q[p].done, c.q[p].v = true, v
+	if p := c.find(id, c.hash(id)); p >= 0 && !c.at(p).done {
+		s := c.at(p)
+		s.done, s.v = true, v
 	}
 }
 
 // Abort forgets a pending id whose decision failed, so that a retry decides
 // afresh. A finished id is kept.
 func (c *Cache[K, V]) Abort(id K) {
-	if p := c.find(id, c.hash(id)); p >= 0 && !c.q[p].done {
+	if p := c.find(id, c.hash(id)); p >= 0 && !c.at(p).done {
 		c.drop(p)
 	}
 }
@@ -204,12 +232,13 @@ func (c *Cache[K, V]) Len() int { return c.live }
 // does on its way in. A cache that sees no new id for a while (its callers
 // went quiet, or moved to takes without a request id) otherwise holds its
 // last burst's answers until the next id arrives, and the garbage
-// collector marks them on every cycle. When nothing is left, the ring and
-// index are given back too. Time going backwards expires nothing.
+// collector marks them on every cycle. When nothing is left, the ring's
+// chunks and the index are given back too. Time going backwards expires
+// nothing.
 func (c *Cache[K, V]) ExpireAt(now time.Time) {
 	c.expire(now)
-	if c.live == 0 && c.n == 0 && c.q != nil {
-		c.q, c.idx, c.head = nil, nil, 0
+	if c.live == 0 && c.n == 0 && c.chunks != nil {
+		c.chunks, c.spare, c.idx, c.head = nil, nil, nil, 0
 	}
 }
 
@@ -221,54 +250,65 @@ func (c *Cache[K, V]) Evicted() uint64 { return c.evicted }
 // backwards expires nothing.
 func (c *Cache[K, V]) expire(now time.Time) {
 	cut := now.UnixNano() - int64(c.cfg.Window)
-	for c.n > 0 && c.q[c.head].at <= cut {
+	for c.n > 0 && c.at(c.head).at <= cut {
 		c.pop(false)
 	}
 }
 
 // push makes room for one more slot at the ring's tail and returns its
-// position: it grows the ring or, when it is at maxRing, drops the oldest
-// slot first.
+// position, allocating its chunk when the ring first reaches it. A ring
+// at maxRing drops its oldest slot first.
 func (c *Cache[K, V]) push() int {
-	if c.n == len(c.q) {
-		if len(c.q) < c.maxRing {
-			c.grow()
-		} else {
-			c.pop(true)
+	if c.n == c.maxRing {
+		c.pop(true)
+	}
+	p := (c.head + c.n) & (c.maxRing - 1)
+	if c.chunks == nil {
+		c.chunks = make([]*[chunkLen]slot[K, V], (c.maxRing+chunkLen-1)/chunkLen)
+	}
+	if k := p / chunkLen; c.chunks[k] == nil {
+		c.chunks[k], c.spare = c.spare, nil
+		if c.chunks[k] == nil {
+			c.chunks[k] = new([chunkLen]slot[K, V])
 		}
 	}
-	p := (c.head + c.n) & (len(c.q) - 1)
 	c.n++
 	return p
 }
 
-// grow doubles the ring, laying its slots out from position 0, and
-// rebuilds the index for the new positions.
-func (c *Cache[K, V]) grow() {
-	next := make([]slot[K, V], max(16, 2*len(c.q)))
-	for i := range c.n {
-		next[i] = c.q[(c.head+i)&(len(c.q)-1)]
-	}
-	c.q, c.head = next, 0
-	c.idx = make([]uint64, 2*len(next))
-	for p := range c.n {
-		if c.q[p].live {
-			c.index(c.q[p].h, p)
+// growIndex doubles the index (to at least 32 entries). An entry's home
+// is in the entry itself, so the slots are not read.
+func (c *Cache[K, V]) growIndex() {
+	old := c.idx
+	c.idx = make([]uint64, max(32, 2*len(old)))
+	for _, e := range old {
+		if e != 0 {
+			c.place(e)
 		}
 	}
 }
 
-// pop removes the oldest slot; early marks an eviction of a held id.
+// pop removes the oldest slot; early marks an eviction of a held id. A
+// chunk the head leaves is let go, kept as the spare if there is none,
+// unless the ring still has slots in it (it wraps all the way round).
 func (c *Cache[K, V]) pop(early bool) {
-	if c.q[c.head].live {
+	s := c.at(c.head)
+	if s.live {
 		c.drop(c.head)
 		if early {
 			c.evicted++
 		}
 	}
-	c.q[c.head] = slot[K, V]{} // let go of what V points to
-	c.head = (c.head + 1) & (len(c.q) - 1)
+	*s = slot[K, V]{} // let go of what V points to; a spare chunk is all zero
+	k := c.head / chunkLen
+	c.head = (c.head + 1) & (c.maxRing - 1)
 	c.n--
+	if cs := c.chunkSlots(); c.head&(cs-1) == 0 && c.n <= c.maxRing-cs {
+		if c.spare == nil {
+			c.spare = c.chunks[k]
+		}
+		c.chunks[k] = nil
+	}
 }
 
 func (c *Cache[K, V]) hash(id K) uint64 { return maphash.Comparable(c.seed, id) }
@@ -288,7 +328,7 @@ func (c *Cache[K, V]) find(id K, h uint64) int {
 			return -1
 		}
 		if e>>32 == tag {
-			if p := int(uint32(e)) - 1; c.q[p].id == id {
+			if p := int(uint32(e)) - 1; c.at(p).id == id {
 				return p
 			}
 		}
@@ -296,24 +336,27 @@ func (c *Cache[K, V]) find(id K, h uint64) int {
 }
 
 // index adds the id at ring position p, with hash h, to the index.
-func (c *Cache[K, V]) index(h uint64, p int) {
-	tag, mask := h>>32, len(c.idx)-1
-	i := c.home(tag)
+func (c *Cache[K, V]) index(h uint64, p int) { c.place(h>>32<<32 | uint64(p+1)) }
+
+// place puts index entry e in the first empty place from its home.
+func (c *Cache[K, V]) place(e uint64) {
+	mask := len(c.idx) - 1
+	i := c.home(e >> 32)
 	for c.idx[i] != 0 {
 		i = (i + 1) & mask
 	}
-	c.idx[i] = tag<<32 | uint64(p+1)
+	c.idx[i] = e
 }
 
 // drop forgets the held id at ring position p: its slot goes dead and its
 // index entry is removed, shifting later entries of its probe run back so
 // that no lookup ever needs a tombstone.
 func (c *Cache[K, V]) drop(p int) {
-	c.q[p].live = false
+	c.at(p).live = false
 	c.live--
 	mask := len(c.idx) - 1
 	want := uint64(p + 1)
-	i := c.home(c.q[p].h >> 32)
+	i := c.home(c.at(p).h >> 32)
 	for uint32(c.idx[i]) != uint32(want) {
 		i = (i + 1) & mask
 	}

@@ -67,8 +67,8 @@ func TestCacheBounded(t *testing.T) {
 			t.Fatalf("Len %d over MaxEntries", c.Len())
 		}
 	}
-	if c.n > 200 || len(c.q) > 256 {
-		t.Fatalf("queue holds %d entries in a ring of %d for %d ids", c.n, len(c.q), c.Len())
+	if c.n > 200 || ringSlots(c) > max(256, chunkLen) { // a ring smaller than a chunk is held in one
+		t.Fatalf("queue holds %d entries in a ring of %d for %d ids", c.n, ringSlots(c), c.Len())
 	}
 	// Everything expires after the window.
 	c.BeginAt(t0.Add(2*time.Hour), "z")
@@ -87,8 +87,8 @@ func TestCacheBounded(t *testing.T) {
 			c.Put(t0.Add(2*time.Hour), id, i)
 		}
 	}
-	if c.n > 256 || len(c.q) > 256 || c.Len() > 100 {
-		t.Fatalf("after aborts and Puts: %d queued in a ring of %d, %d ids held", c.n, len(c.q), c.Len())
+	if c.n > 256 || ringSlots(c) > max(256, chunkLen) || c.Len() > 100 {
+		t.Fatalf("after aborts and Puts: %d queued in a ring of %d, %d ids held", c.n, ringSlots(c), c.Len())
 	}
 	if v, st := c.Lookup(t0.Add(2*time.Hour), "y"+string(rune(9999))); st != Done || v != 9999 {
 		t.Fatalf("newest id: %v, %v; want 9999, done", v, st)
@@ -125,8 +125,8 @@ func TestCacheExpireAt(t *testing.T) {
 		t.Fatalf("Len after time went back = %d, want 290", got)
 	}
 	c.ExpireAt(t0.Add(time.Second))
-	if got := c.Len(); got != 0 || c.n != 0 || c.q != nil {
-		t.Fatalf("after the window: Len %d, queued %d, ring %d; want an empty cache", got, c.n, len(c.q))
+	if got := c.Len(); got != 0 || c.n != 0 || c.chunks != nil || c.spare != nil {
+		t.Fatalf("after the window: Len %d, queued %d, ring %d; want an empty cache", got, c.n, ringSlots(c))
 	}
 	if c.Evicted() != 0 {
 		t.Fatalf("Evicted %d: expiry is not eviction", c.Evicted())
@@ -169,5 +169,68 @@ func TestCacheLookupAndPut(t *testing.T) {
 	}
 	if _, st := c.Lookup(ms(300), "c"); st != Fresh || c.Len() != 0 {
 		t.Fatalf("after the window: c %v, Len %d; want fresh, 0", st, c.Len())
+	}
+}
+
+// ringSlots is how many slots c's ring holds memory for, its spare chunk
+// included.
+func ringSlots[K comparable, V any](c *Cache[K, V]) int {
+	n := 0
+	if c.spare != nil {
+		n = chunkLen
+	}
+	for _, ch := range c.chunks {
+		if ch != nil {
+			n += chunkLen
+		}
+	}
+	return n
+}
+
+// The ring holds memory for about the ids of one window as the window
+// moves round it, and a slot stays where it was written while the ring
+// grows.
+func TestCacheRingFollowsWindow(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	c := New[int, int](Config{Window: time.Second, MaxEntries: 1 << 16})
+	chunk := chunkLen
+	c.BeginAt(t0, -1)
+	first := c.at(c.find(-1, c.hash(-1)))
+	most := 0
+	for i := range 200_000 { // 10,000 ids a second for 20 s: the ring wraps about twice
+		now := t0.Add(time.Duration(i) * 100 * time.Microsecond)
+		c.BeginAt(now, i)
+		if i == 5_000 && c.at(c.find(-1, c.hash(-1))) != first {
+			t.Fatal("a slot moved while the ring grew")
+		}
+		most = max(most, ringSlots(c))
+	}
+	if want := 10_000 + 3*chunk; most > want {
+		t.Fatalf("the ring held %d slots for a window of 10,000 ids, want at most %d", most, want)
+	}
+	if c.Len() != 10_000 || c.Evicted() != 0 {
+		t.Fatalf("Len %d, Evicted %d; want 10,000 held and none evicted", c.Len(), c.Evicted())
+	}
+}
+
+// BenchmarkCacheFill measures filling an empty cache with 65,536 ids, as
+// an engine shard's cache fills in the first seconds of a load: the ring
+// and index grow all the way.
+func BenchmarkCacheFill(b *testing.B) {
+	type id struct {
+		n uint8
+		b [32]byte
+	}
+	now := time.Unix(1_700_000_000, 0)
+	b.ReportAllocs()
+	for b.Loop() {
+		c := New[id, [80]byte](Config{Window: 10 * time.Second, MaxEntries: 1 << 16})
+		var k id
+		k.n = 32
+		for i := range 1 << 16 {
+			k.b[0], k.b[1], k.b[2] = byte(i), byte(i>>8), byte(i>>16)
+			c.BeginAt(now, k)
+			c.Finish(k, [80]byte{1})
+		}
 	}
 }
