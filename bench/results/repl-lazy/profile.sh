@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# CPU profiles of the three nodes of TARGET (default weir3-client) in one
+# CPU profiles of the nodes of TARGET (default weir3-client; a one-node
+# target such as weir-client profiles the single node) in one
 # 20 s cell at 64 callers: 8 s of each node from about the cell's 7th
 # second (the cluster settles 6 s and warms up 1 s after its debug
 # listeners come up; this waits 14 s from then). Run from the repository
@@ -8,15 +9,19 @@
 # then: go tool pprof -top -cum bin/weir OUT/cpu-*.pprof
 set -u
 out=$1 target=${2:-weir3-client} limit=${3:-bench-debt} wl=${4:-uniform} weir=${5:-bin/weir}
-pat='weir-n[123]-*.log'
-case $target in *norepl*) pat='weir-r[123]-*.log' ;; esac
+pat='weir-n[123]-*.log' nodes=3
+case $target in
+*norepl*) pat='weir-r[123]-*.log' ;;
+weir3-*) ;;
+weir-*) pat='weir-solo-*.log' nodes=1 ;;
+esac
 rm -rf /tmp/weir-bench-* "$out"
 mkdir -p "$out"
 WEIR_DEBUG_ADDR=127.0.0.1:0 bin/loadgen suite -weir "$weir" -limit "$limit" -targets "$target" \
 	-workloads "$wl" -callers 64 -seconds 20 -out "$out/cell" >"$out/suite.log" 2>&1 &
 suite=$!
 for _ in $(seq 1 240); do
-	[ "$(grep -l 'debug listener' /tmp/weir-bench-*/$pat 2>/dev/null | wc -l)" -ge 3 ] && break
+	[ "$(grep -l 'debug listener' /tmp/weir-bench-*/$pat 2>/dev/null | wc -l)" -ge "$nodes" ] && break
 	sleep 0.5
 done
 sleep 14
