@@ -211,9 +211,10 @@ func (c *Cache[K, V]) record(now time.Time, id K, h uint64, done bool, v V) {
 // Finish stores the answer of a pending id. An id no longer held (evicted,
 // expired or aborted) is ignored.
 func (c *Cache[K, V]) Finish(id K, v V) {
-	if p := c.find(id, c.hash(id)); p >= 0 && !c.at(p).done {
-		s := c.at(p)
-		s.done, s.v = true, v
+	if p := c.find(id, c.hash(id)); p >= 0 {
+		if s := c.at(p); !s.done {
+			s.done, s.v = true, v
+		}
 	}
 }
 
