@@ -123,7 +123,7 @@ func TestHTTPTakeRetryAfterIsMaxOverDenied(t *testing.T) {
 }
 
 func TestHTTPCheckForwardAuth(t *testing.T) {
-	tn := startNode(t, nil)
+	tn := startNode(t, withLegacyHeaders)
 	const key = "tenant:secret-key-7f3a"
 	path := "/v1/check?limit=export&key=" + key + "&cost=1"
 
@@ -193,8 +193,12 @@ func TestHTTPCheckForwardAuth(t *testing.T) {
 	}
 }
 
-func TestHTTPLegacyHeadersOff(t *testing.T) {
-	tn := startNode(t, func(c *node.Config) { c.HTTP.LegacyHeaders = false })
+// withLegacyHeaders turns the legacy X-RateLimit trio on.
+func withLegacyHeaders(c *node.Config) { c.HTTP.LegacyHeaders = true }
+
+// A node as configured by default sends no legacy trio.
+func TestHTTPLegacyHeadersOffByDefault(t *testing.T) {
+	tn := startNode(t, nil)
 	r := tn.do(http.MethodGet, "/v1/check?limit=export&key=k", "")
 	if r.status != http.StatusOK {
 		t.Fatalf("status %d", r.status)

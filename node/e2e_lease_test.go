@@ -41,7 +41,7 @@ func (tn *testNode) acquire(body string) leaseJSON {
 }
 
 func TestHTTPLeasesLifecycle(t *testing.T) {
-	tn := startNode(t, nil)
+	tn := startNode(t, withLegacyHeaders)
 	body := `{"limit":"export-db","key":"tenant:acme","ttl_ms":30000,"wait_ms":0}`
 	var held []leaseJSON
 	for i := range 8 {

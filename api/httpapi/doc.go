@@ -61,8 +61,8 @@
 //
 // /v1/check (200 and 429) and /v1/take (200) carry the rate-limit headers
 // of package api (SetHeaders; for a take, of the result HeaderResult
-// picks), with the legacy X-RateLimit trio unless Config.LegacyHeaders is
-// false; only a 429 carries Retry-After: a /v1/take denial is a 200 whose
+// picks), and the legacy X-RateLimit trio too when Config.LegacyHeaders is
+// set; only a 429 carries Retry-After: a /v1/take denial is a 200 whose
 // body holds retry_after_ms. Leases carry api.SetLeaseHeaders' headers.
 //
 // # Forward auth

@@ -17,7 +17,11 @@ import (
 // field means its default.
 type Config struct {
 	// LegacyHeaders adds X-RateLimit-Limit, X-RateLimit-Remaining and
-	// X-RateLimit-Reset next to the IETF RateLimit fields. Default true.
+	// X-RateLimit-Reset next to the IETF RateLimit fields. Default false:
+	// the RateLimit and RateLimit-Policy fields say the same, a take's
+	// JSON body holds the figures, and the middleware and the Envoy
+	// service send no trio either (weir serve --legacy-headers turns it
+	// on for clients that read only X-RateLimit-*).
 	LegacyHeaders bool
 	// MaxBodyBytes bounds a request body; a larger body is 413
 	// request_too_large and reaches no Decider. Default 1 MiB, at least 1.
@@ -31,10 +35,10 @@ type Config struct {
 	MaxChecks int
 }
 
-// DefaultConfig returns the defaults: legacy headers on, 1 MiB bodies,
+// DefaultConfig returns the defaults: no legacy headers, 1 MiB bodies,
 // 512-byte keys, 100 checks per take.
 func DefaultConfig() Config {
-	return Config{LegacyHeaders: true, MaxBodyBytes: 1 << 20, MaxKeyBytes: api.DefaultMaxKeyBytes, MaxChecks: api.DefaultMaxChecks}
+	return Config{MaxBodyBytes: 1 << 20, MaxKeyBytes: api.DefaultMaxKeyBytes, MaxChecks: api.DefaultMaxChecks}
 }
 
 // Validate reports a negative bound. It changes nothing.

@@ -37,7 +37,7 @@ func TestCheckDenyStatus(t *testing.T) {
 		param  string
 		status int
 	}{{"", 429}, {"&deny_status=429", 429}, {"&deny_status=403", 403}, {"&deny_status=401", 401}} {
-		s := newTestServer(t, &apitest.Decider{TakeFn: apitest.DenyExport}, DefaultConfig())
+		s := newTestServer(t, &apitest.Decider{TakeFn: apitest.DenyExport}, legacyConfig())
 		r := s.get(t, "/v1/check?limit=export&key=k"+tc.param)
 		wantStatus(t, r, tc.status, `{"error":"rate_limit_exceeded","limit":"export","retry_after_ms":500}`)
 		wantHeaders(t, r, map[string]string{

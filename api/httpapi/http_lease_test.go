@@ -44,7 +44,7 @@ func TestLeaseRefused(t *testing.T) {
 	f := &apitest.Decider{AcquireFn: func(api.AcquireRequest) (api.AcquireResponse, error) {
 		return api.AcquireResponse{Granted: false, Permits: 8, RetryAfter: 1200 * time.Millisecond}, nil
 	}}
-	s := newTestServer(t, f, DefaultConfig())
+	s := newTestServer(t, f, legacyConfig())
 	r := s.post(t, "/v1/leases", `{"limit":"export-db","key":"tenant:secret"}`)
 	wantStatus(t, r, 429, `{"error":"concurrency_limit_exceeded","limit":"export-db","retry_after_ms":1200}`)
 	wantHeaders(t, r, map[string]string{

@@ -19,7 +19,7 @@ import (
 )
 
 func TestTakeAllowed(t *testing.T) {
-	s := newTestServer(t, &apitest.Decider{}, DefaultConfig())
+	s := newTestServer(t, &apitest.Decider{}, legacyConfig())
 	r := s.post(t, "/v1/take", `{"checks":[{"limit":"export","key":"tenant:acme"},{"limit":"search","key":"tenant:acme","cost":4}]}`)
 	wantStatus(t, r, 200, `{"allowed":true,"retry_after_ms":0,"rules_version":3,"results":[`+
 		`{"limit":"export","allowed":true,"remaining":5,"capacity":6,"retry_after_ms":0,"reset_after_ms":500,"source":"owner"},`+
@@ -49,7 +49,7 @@ func TestTakeDenied(t *testing.T) {
 			Results: []api.Result{ok, apitest.ExportDenied()},
 		}, nil
 	}}
-	s := newTestServer(t, f, DefaultConfig())
+	s := newTestServer(t, f, legacyConfig())
 	r := s.post(t, "/v1/take", `{"checks":[{"limit":"search","key":"k"},{"limit":"export","key":"tenant:acme","cost":1}]}`)
 	wantStatus(t, r, 200, `{"allowed":false,"retry_after_ms":500,"rules_version":3,"results":[`+
 		`{"limit":"search","allowed":true,"remaining":0,"capacity":6,"retry_after_ms":0,"reset_after_ms":500,"source":"fallback"},`+
@@ -69,7 +69,7 @@ func TestTakeHeadersMostConstraining(t *testing.T) {
 		c := api.Result{Limit: "c", Allowed: true, Remaining: 2, Capacity: 7}
 		return api.TakeResponse{Allowed: true, Results: []api.Result{a, b, c}}, nil
 	}}
-	s := newTestServer(t, f, DefaultConfig())
+	s := newTestServer(t, f, legacyConfig())
 	r := s.post(t, "/v1/take", `{"checks":[{"limit":"a","key":"k"},{"limit":"b","key":"k"},{"limit":"c","key":"k"}]}`)
 	if r.status != 200 {
 		t.Fatalf("status %d %s", r.status, r.body)
@@ -81,7 +81,7 @@ func TestTakeHeadersMostConstraining(t *testing.T) {
 }
 
 func TestCheckAllowed(t *testing.T) {
-	s := newTestServer(t, &apitest.Decider{}, DefaultConfig())
+	s := newTestServer(t, &apitest.Decider{}, legacyConfig())
 	r := s.get(t, "/v1/check?limit=export&key=tenant%3Aacme")
 	wantStatus(t, r, 200, `{"limit":"export","allowed":true,"remaining":5,"capacity":6,"retry_after_ms":0,"reset_after_ms":500,"source":"owner"}`)
 	wantHeaders(t, r, map[string]string{
@@ -95,7 +95,7 @@ func TestCheckAllowed(t *testing.T) {
 }
 
 func TestCheckDenied(t *testing.T) {
-	s := newTestServer(t, &apitest.Decider{TakeFn: apitest.DenyExport}, DefaultConfig())
+	s := newTestServer(t, &apitest.Decider{TakeFn: apitest.DenyExport}, legacyConfig())
 	r := s.get(t, "/v1/check?limit=export&key=tenant:secret-acme&cost=2")
 	wantStatus(t, r, 429, `{"error":"rate_limit_exceeded","limit":"export","retry_after_ms":500}`)
 	wantHeaders(t, r, map[string]string{
@@ -131,7 +131,7 @@ func TestCheckDeniedRounding(t *testing.T) {
 			r.RetryAfter = tc.retry
 			return api.TakeResponse{RetryAfter: tc.retry, Results: []api.Result{r}}, nil
 		}}
-		s := newTestServer(t, f, DefaultConfig())
+		s := newTestServer(t, f, legacyConfig())
 		r := s.get(t, "/v1/check?limit=export&key=k")
 		if r.status != 429 {
 			t.Fatalf("status %d", r.status)
@@ -140,15 +140,23 @@ func TestCheckDeniedRounding(t *testing.T) {
 	}
 }
 
-func TestLegacyHeadersOff(t *testing.T) {
+// legacyConfig is DefaultConfig with the legacy X-RateLimit trio on.
+func legacyConfig() Config {
 	cfg := DefaultConfig()
-	cfg.LegacyHeaders = false
-	s := newTestServer(t, &apitest.Decider{TakeFn: apitest.DenyExport}, cfg)
+	cfg.LegacyHeaders = true
+	return cfg
+}
+
+// The legacy trio is off unless asked for, on both endpoints.
+func TestLegacyHeadersOffByDefault(t *testing.T) {
+	s := newTestServer(t, &apitest.Decider{TakeFn: apitest.DenyExport}, DefaultConfig())
+	none := map[string]string{"X-RateLimit-Limit": "", "X-RateLimit-Remaining": "", "X-RateLimit-Reset": ""}
 	r := s.get(t, "/v1/check?limit=export&key=k")
-	wantHeaders(t, r, map[string]string{
-		"Retry-After": "1", "RateLimit": `"export";r=0;t=1`,
-		"X-RateLimit-Limit": "", "X-RateLimit-Remaining": "", "X-RateLimit-Reset": "",
-	})
+	wantHeaders(t, r, map[string]string{"Retry-After": "1", "RateLimit": `"export";r=0;t=1`})
+	wantHeaders(t, r, none)
+	r = s.post(t, "/v1/take", `{"checks":[{"limit":"export","key":"k"}]}`)
+	wantHeaders(t, r, map[string]string{"RateLimit": `"export";r=0;t=1`})
+	wantHeaders(t, r, none)
 }
 
 func TestDeciderErrors(t *testing.T) {

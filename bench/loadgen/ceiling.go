@@ -37,7 +37,7 @@ const (
 // shape of a Weir take answer, so the load generator decodes the same
 // body it decodes from Weir. Only the body: Weir's answer also carries
 // Cache-Control, RateLimit-Policy and RateLimit, and the X-RateLimit-*
-// fields (legacy headers are on by default), which the ceiling, an empty
+// fields with --legacy-headers (off by default), which the ceiling, an empty
 // handler, does not write.
 const ceilingAnswer = `{"allowed":true,"retry_after_ms":0,"rules_version":1,"results":[{"limit":"bench","allowed":true,"remaining":999999999999,"capacity":1000000000000,"retry_after_ms":0,"reset_after_ms":0,"source":"owner"}]}`
 

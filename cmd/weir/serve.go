@@ -113,7 +113,7 @@ func serveFlags(fs *flag.FlagSet, cfg *node.Config, cf *clusterFlags, pf *proces
 	fs.IntVar(&cfg.Store.MaxBuckets, "max-buckets", cfg.Store.MaxBuckets, "cap on live buckets this node owns")
 	fs.StringVar(&cfg.Envoy.Domain, "envoy-domain", cfg.Envoy.Domain, "the only domain Envoy's rate limit service accepts (empty: any)")
 	fs.StringVar(&cfg.EnvoyConfigDir, "envoy-config-dir", cfg.EnvoyConfigDir, "a directory of envoyproxy/ratelimit configuration files that Envoy's rate limit service decides by (watched; empty: the generic_key mapping)")
-	fs.BoolVar(&cfg.HTTP.LegacyHeaders, "legacy-headers", cfg.HTTP.LegacyHeaders, "send X-RateLimit-Limit/Remaining/Reset")
+	fs.BoolVar(&cfg.HTTP.LegacyHeaders, "legacy-headers", cfg.HTTP.LegacyHeaders, "also send the legacy X-RateLimit-Limit/Remaining/Reset headers")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "how long in-flight requests get on SIGTERM")
 	fs.StringVar(&cfg.StateDir, "state-dir", cfg.StateDir, "directory the buckets in debt and the leases are saved to on SIGTERM and restored from on start, so a restart of every node keeps its debits (empty: nothing kept)")
 	fs.StringVar(&pf.logFormat, "log-format", pf.logFormat, "log format: text or json")
