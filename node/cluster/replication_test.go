@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
@@ -29,6 +30,33 @@ func TestChangeLogRecordsNothingAlone(t *testing.T) {
 	}
 }
 
+// TestChangeLogSkipsShallowDebt: a take that leaves its bucket at most one
+// interval from full is not recorded; one that leaves more is, as is a
+// change that does not say (the zero Time), and a recorded key stays
+// recorded when a shallower take follows.
+func TestChangeLogSkipsShallowDebt(t *testing.T) {
+	r := newChangeLog(DefaultReplicationConfig(), nil) // 20 ms
+	r.resync(false)
+	now := time.Unix(1_800_000_000, 0)
+	in := func(d time.Duration) time.Time { return now.Add(d) }
+	r.Bucket("l", "shallow", now, in(time.Nanosecond))
+	r.Bucket("l", "edge", now, in(20*time.Millisecond))
+	r.Bucket("l", "deep", now, in(20*time.Millisecond+time.Nanosecond))
+	r.Bucket("l", "deep", in(time.Millisecond), in(2*time.Millisecond))
+	r.Bucket("l", "unknown", now, time.Time{})
+	b, _, _ := r.take()
+	got := map[string]bool{}
+	for k := range b {
+		got[k.Key] = true
+	}
+	if len(got) != 2 || !got["deep"] || !got["unknown"] {
+		t.Fatalf("recorded %v, want deep and unknown only", got)
+	}
+	if d := b[keyID{Limit: "l", Key: "deep"}]; !d.first.Equal(now) || d.full != in(20*time.Millisecond+time.Nanosecond).UnixNano() {
+		t.Errorf("deep: first %v full %v, want its first take's", d.first.Sub(now), time.Unix(0, d.full).Sub(now))
+	}
+}
+
 func TestAlone(t *testing.T) {
 	self := ring.Member{Name: "n1", State: ring.Alive}
 	other := func(s ring.State) ring.Member { return ring.Member{Name: "n2", State: s} }
@@ -54,7 +82,9 @@ func TestAlone(t *testing.T) {
 // flush never skips a bucket some change left in debt past that instant.
 // A failed batch's key comes back unknown unless changed again since.
 func TestChangeLogKeepsTheLatestFull(t *testing.T) {
-	r := newChangeLog(DefaultReplicationConfig(), nil)
+	cfg := DefaultReplicationConfig()
+	cfg.Interval = time.Millisecond // every take below leaves more debt than that
+	r := newChangeLog(cfg, nil)
 	r.resync(false)
 	now := time.Unix(1_800_000_000, 0)
 	ms := func(n int) time.Time { return now.Add(time.Duration(n) * time.Millisecond) }
@@ -82,5 +112,35 @@ func TestChangeLogKeepsTheLatestFull(t *testing.T) {
 	}
 	if got := b[keyID{Limit: "l", Key: "c"}]; got.full != ms(60).UnixNano() || !got.first.Equal(ms(-5)) {
 		t.Errorf("requeued c: first %v full %v, want -5ms and its new change's +60ms", got.first.Sub(now), time.Unix(0, got.full).Sub(now))
+	}
+}
+
+// BenchmarkChangeLogBucket is replication's share of the decision path:
+// one admitted take's Bucket call, over 100,000 keys, for a take that
+// leaves a nanosecond of debt (the bench limit's) and one that leaves a
+// second (bench-debt's), with a flush taking the batch every 1,024 calls.
+func BenchmarkChangeLogBucket(b *testing.B) {
+	keys := make([]string, 100_000)
+	for i := range keys {
+		keys[i] = "tenant:" + strconv.Itoa(i)
+	}
+	for _, tc := range []struct {
+		name string
+		debt time.Duration
+	}{{"shallow", time.Nanosecond}, {"deep", time.Second}} {
+		b.Run(tc.name, func(b *testing.B) {
+			cfg := DefaultReplicationConfig()
+			cfg.MaxBatch = 1 << 30 // no kicks: the loop below flushes
+			r := newChangeLog(cfg, nil)
+			r.resync(false)
+			now := time.Unix(1_800_000_000, 0)
+			for i := 0; b.Loop(); i++ {
+				r.Bucket("bench", keys[i%len(keys)], now, now.Add(tc.debt))
+				if i%1024 == 1023 {
+					d, l, _ := r.take()
+					r.recycle(d, l)
+				}
+			}
+		})
 	}
 }

@@ -1,0 +1,115 @@
+package cluster
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/weir-rl/weir/bucket"
+)
+
+// TestShallowTakesKeepTheCrashBound: the takes changeLog.Bucket does not
+// record (those that leave their bucket at most an interval from full)
+// never make a crash lose more than the debits of the interval before
+// it. An owner store takes random costs at random instants; every
+// interval a flush sends, as Cluster.flush does, the recorded keys still
+// in debt to a replica store, merged as the successor merges (fewer
+// tokens wins). Before every take, the replica aged to that instant must
+// be short of the owner's debt by no more than what the owner admitted in
+// the last interval: what a crash then would lose.
+func TestShallowTakesKeepTheCrashBound(t *testing.T) {
+	cfg := DefaultReplicationConfig() // 20 ms
+	lim := bucket.Limit{Algorithm: bucket.TokenBucket, Capacity: 50, Rate: bucket.Rate{N: 100, Per: time.Second}}
+	perToken := time.Second / 100
+	keys := []string{"a", "b", "c"}
+	limitOf := func(string, bucket.Limit) (bucket.Limit, bool, bool) { return lim, false, true }
+	debt := func(s *bucket.Store, key string, now time.Time) time.Duration {
+		e, ok := s.SnapshotAt(now, "l", key)
+		if !ok || e.Snapshot.Full {
+			return 0
+		}
+		return max(0, e.Snapshot.UntilFull)
+	}
+
+	for seed := range uint64(20) {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		owner, replica := bucket.NewStore(bucket.DefaultConfig()), bucket.NewStore(bucket.DefaultConfig())
+		log := newChangeLog(cfg, nil)
+		log.resync(false)
+		type admitted struct {
+			at   time.Time
+			key  string
+			cost int64
+		}
+		var taken []admitted
+		now := time.Unix(1_800_000_000, 0)
+		nextFlush := now.Add(cfg.Interval)
+		var shallow, deep int
+		for range 4000 {
+			// Mostly below the rate, in bursts now and then: the
+			// buckets spend most of their time a token or two from
+			// full, where takes go unrecorded, and sometimes deeper.
+			gap := time.Duration(rng.IntN(40)) * time.Millisecond
+			if rng.IntN(10) == 0 {
+				gap = time.Duration(rng.IntN(500)) * time.Microsecond
+			}
+			now = now.Add(gap)
+			for !nextFlush.After(now) {
+				flushModel(t, log, owner, replica, nextFlush, limitOf)
+				nextFlush = nextFlush.Add(cfg.Interval)
+			}
+			key := keys[rng.IntN(len(keys))]
+			var recent int64
+			for _, a := range taken {
+				if a.key == key && now.Sub(a.at) < cfg.Interval {
+					recent += a.cost
+				}
+			}
+			if lost := debt(owner, key, now) - debt(replica, key, now); lost > time.Duration(recent)*perToken {
+				t.Fatalf("seed %d at %v: a crash would lose %v of key %s's debt, more than the %d tokens (%v) admitted in the last interval",
+					seed, now, lost, key, recent, time.Duration(recent)*perToken)
+			}
+			cost := 1 + int64(rng.IntN(3))
+			ds, ok, err := owner.TakeAt(now, []bucket.Check{{Name: "l", Limit: lim, Key: key, Cost: cost}}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !ok {
+				continue
+			}
+			full := time.Unix(0, ds[0].FullAt)
+			if full.Sub(now) <= cfg.Interval {
+				shallow++
+			} else {
+				deep++
+			}
+			log.Bucket("l", key, now, full)
+			taken = append(taken, admitted{now, key, cost})
+			if len(taken) > 256 {
+				taken = taken[len(taken)-256:]
+			}
+		}
+		if shallow < 500 || deep < 50 {
+			t.Fatalf("seed %d: %d shallow and %d deep takes; the test needs many of both", seed, shallow, deep)
+		}
+	}
+}
+
+// flushModel is Cluster.flush's bucket step (batchBuckets) at now, with
+// the successor's merge, for one owner and no allotments.
+func flushModel(t *testing.T, log *changeLog, owner, replica *bucket.Store, now time.Time,
+	limitOf func(string, bucket.Limit) (bucket.Limit, bool, bool)) {
+	t.Helper()
+	dirty, leases, _ := log.take()
+	var sent []bucket.Entry
+	for k, ch := range dirty {
+		if ch.full <= now.UnixNano() {
+			continue
+		}
+		if e, ok := owner.SnapshotAt(now, k.Limit, k.Key); ok && !refilled(e.Snapshot) {
+			sent = append(sent, e)
+		}
+	}
+	replica.MergeAt(now, sent, limitOf)
+	log.recycle(dirty, leases)
+}
