@@ -40,7 +40,8 @@ type weirNode struct {
 	conn   *grpc.ClientConn
 }
 
-// startWeir starts a real node on loopback with testLimits; stop ends it.
+// startWeir starts a real node on loopback with testLimits and the legacy
+// X-RateLimit trio on, as the middleware under test sends it; stop ends it.
 func startWeir() (w *weirNode, stop func(), err error) {
 	dir, err := os.MkdirTemp("", "weir-mw-")
 	if err != nil {
@@ -52,6 +53,7 @@ func startWeir() (w *weirNode, stop func(), err error) {
 	}
 	cfg := node.LocalConfig()
 	cfg.LimitsPath = path
+	cfg.HTTP.LegacyHeaders = true
 	n, err := node.New(cfg, node.Deps{})
 	if err != nil {
 		return nil, nil, err
