@@ -98,7 +98,8 @@ func TestShallowTakesKeepTheCrashBound(t *testing.T) {
 // flushModel is Cluster.flush's bucket step (batchBuckets) at now, with
 // the successor's merge, for one owner and no allotments.
 func flushModel(t *testing.T, log *changeLog, owner, replica *bucket.Store, now time.Time,
-	limitOf func(string, bucket.Limit) (bucket.Limit, bool, bool)) {
+	limitOf func(string, bucket.Limit) (bucket.Limit, bool, bool),
+) {
 	t.Helper()
 	dirty, leases, _ := log.take()
 	var sent []bucket.Entry
