@@ -48,10 +48,15 @@ func viewFromProto(r *weirv1.RingResponse) (*ringView, error) {
 // owner returns the name of the member that owns (limit, key) in v; ok is
 // false when v has no ring.
 func (v *ringView) owner(limit, key string) (string, bool) {
-	return v.ownerOf(ownership.HashKey(limit, key))
+	return v.ownerOfSum(ownership.KeySum(limit, key))
 }
 
-// ownerOf is owner for a key already hashed (ownership.HashKey).
-func (v *ringView) ownerOf(hashKey string) (string, bool) {
-	return v.table.Owner(hashKey)
+// ownerOfSum is owner for a key's hash (ownership.KeySum), which is
+// computed without building the hash key's string.
+func (v *ringView) ownerOfSum(sum uint64) (string, bool) {
+	i, ok := v.table.OwnerIndexSum(sum)
+	if !ok {
+		return "", false
+	}
+	return v.table.Members()[i], true
 }

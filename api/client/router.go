@@ -121,24 +121,25 @@ func (r *router) newID() []byte {
 }
 
 // oneOwner reports whether every check surely has the same owner: they
-// share a hash key, or the ring names one owner for all of them. Only such
-// a take is deduplicated by its owner, so only such a take is retried after
-// an ambiguous failure.
+// share a ring hash (ownership.KeySum; every ring places equal hashes on
+// one owner), or the ring names one owner for all of them. Only such a
+// take is deduplicated by its owner, so only such a take is retried after
+// an ambiguous failure. It hashes each check once and allocates nothing.
 func oneOwner(v *ringView, checks []api.Check) (string, bool) {
 	if len(checks) == 0 {
 		return "", false
 	}
-	first := ownership.HashKey(checks[0].Limit, checks[0].Key)
+	first := ownership.KeySum(checks[0].Limit, checks[0].Key)
 	owner, ok := "", v != nil
 	if ok {
-		owner, ok = v.ownerOf(first)
+		owner, ok = v.ownerOfSum(first)
 	}
 	same := true
 	for _, ch := range checks[1:] {
-		h := ownership.HashKey(ch.Limit, ch.Key)
+		h := ownership.KeySum(ch.Limit, ch.Key)
 		same = same && h == first
 		if ok {
-			if o, _ := v.ownerOf(h); o != owner {
+			if o, _ := v.ownerOfSum(h); o != owner {
 				ok = false
 			}
 		}
