@@ -48,15 +48,5 @@ func viewFromProto(r *weirv1.RingResponse) (*ringView, error) {
 // owner returns the name of the member that owns (limit, key) in v; ok is
 // false when v has no ring.
 func (v *ringView) owner(limit, key string) (string, bool) {
-	return v.ownerOfSum(ownership.KeySum(limit, key))
-}
-
-// ownerOfSum is owner for a key's hash (ownership.KeySum), which is
-// computed without building the hash key's string.
-func (v *ringView) ownerOfSum(sum uint64) (string, bool) {
-	i, ok := v.table.OwnerIndexSum(sum)
-	if !ok {
-		return "", false
-	}
-	return v.table.Members()[i], true
+	return v.table.OwnerSum(ownership.KeySum(limit, key))
 }

@@ -132,14 +132,14 @@ func oneOwner(v *ringView, checks []api.Check) (string, bool) {
 	first := ownership.KeySum(checks[0].Limit, checks[0].Key)
 	owner, ok := "", v != nil
 	if ok {
-		owner, ok = v.ownerOfSum(first)
+		owner, ok = v.table.OwnerSum(first)
 	}
 	same := true
 	for _, ch := range checks[1:] {
 		h := ownership.KeySum(ch.Limit, ch.Key)
 		same = same && h == first
 		if ok {
-			if o, _ := v.ownerOfSum(h); o != owner {
+			if o, _ := v.table.OwnerSum(h); o != owner {
 				ok = false
 			}
 		}

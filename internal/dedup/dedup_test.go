@@ -193,7 +193,6 @@ func ringSlots[K comparable, V any](c *Cache[K, V]) int {
 func TestCacheRingFollowsWindow(t *testing.T) {
 	t0 := time.Unix(1_700_000_000, 0)
 	c := New[int, int](Config{Window: time.Second, MaxEntries: 1 << 16})
-	chunk := chunkLen
 	c.BeginAt(t0, -1)
 	first := c.at(c.find(-1, c.hash(-1)))
 	most := 0
@@ -205,7 +204,7 @@ func TestCacheRingFollowsWindow(t *testing.T) {
 		}
 		most = max(most, ringSlots(c))
 	}
-	if want := 10_000 + 3*chunk; most > want {
+	if want := 10_000 + 3*chunkLen; most > want {
 		t.Fatalf("the ring held %d slots for a window of 10,000 ids, want at most %d", most, want)
 	}
 	if c.Len() != 10_000 || c.Evicted() != 0 {

@@ -55,7 +55,7 @@ func TestShallowTakesKeepTheCrashBound(t *testing.T) {
 			}
 			now = now.Add(gap)
 			for !nextFlush.After(now) {
-				flushModel(t, log, owner, replica, nextFlush, limitOf)
+				flushModel(log, owner, replica, nextFlush, limitOf)
 				nextFlush = nextFlush.Add(cfg.Interval)
 			}
 			key := keys[rng.IntN(len(keys))]
@@ -97,10 +97,9 @@ func TestShallowTakesKeepTheCrashBound(t *testing.T) {
 
 // flushModel is Cluster.flush's bucket step (batchBuckets) at now, with
 // the successor's merge, for one owner and no allotments.
-func flushModel(t *testing.T, log *changeLog, owner, replica *bucket.Store, now time.Time,
+func flushModel(log *changeLog, owner, replica *bucket.Store, now time.Time,
 	limitOf func(string, bucket.Limit) (bucket.Limit, bool, bool),
 ) {
-	t.Helper()
 	dirty, leases, _ := log.take()
 	var sent []bucket.Entry
 	for k, ch := range dirty {

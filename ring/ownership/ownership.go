@@ -166,8 +166,11 @@ func partitionOf(sum uint64, n int) int { return int(sum % uint64(n)) }
 
 // Owner returns the name of the member that owns hashKey (see HashKey). It
 // neither locks nor allocates; ok is false for the zero Table.
-func (t Table) Owner(hashKey string) (string, bool) {
-	i, ok := t.OwnerIndex(hashKey)
+func (t Table) Owner(hashKey string) (string, bool) { return t.OwnerSum(Sum(hashKey)) }
+
+// OwnerSum is Owner of a key's hash (KeySum, Sum).
+func (t Table) OwnerSum(sum uint64) (string, bool) {
+	i, ok := t.OwnerIndexSum(sum)
 	if !ok {
 		return "", false
 	}
