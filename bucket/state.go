@@ -48,6 +48,20 @@ func (s State) val() uint64 { return s.tv & valMask }
 
 func (s *State) set(a Algorithm, v uint64) { s.tv = uint64(a+1)<<tagShift | v&valMask }
 
+// FullAt is the instant from which the bucket holds no debt, as recorded
+// at its last transition. Unlike a Decision's ResetAfter it is absolute: a
+// clock that went backwards decides at the latest instant the state has
+// seen, not at now. The zero State, a missing bucket, is full from the
+// zero instant of Unix time.
+func (s State) FullAt() time.Time { return time.Unix(0, s.full) }
+
+// SnapshotAt is the state as stored, in relative terms as of now: what
+// Store.SnapshotAt returns for a bucket holding s. It needs no Limit, and
+// does not bring the state up to now (Since and UntilFull say how far it
+// is), so a snapshot of a state captured earlier is the same as one of
+// the stored state, as long as nothing changed the bucket since.
+func (s State) SnapshotAt(now time.Time) Snapshot { return exportAt(s, now.UnixNano()) }
+
 // EvictableAt reports whether the bucket would be full at now, so that
 // forgetting it grants nothing: a missing bucket starts full. It uses the
 // full-at instant recorded at the last transition, under the limit then in
@@ -82,13 +96,12 @@ type Decision struct {
 	// replaced or changed otherwise: a refund, a merge, an import or a
 	// removal by export. It is not unique across Stores or restarts.
 	Instance uint64
-	// FullAt is the instant, in Unix ns, from which the bucket holds no
-	// debt after the take, as the Store keeps it when the request is
-	// admitted (Store.TakeAt sets it; the package's TakeAt, on one state,
-	// leaves it zero). Unlike ResetAfter it is absolute: a clock that went
-	// backwards decides at the latest instant the state has seen, not at
-	// now.
-	FullAt int64
+	// State is the bucket's state after the take, as the Store keeps it
+	// when the request is admitted (Store.TakeAt sets it; the package's
+	// TakeAt, on one state, leaves it zero): what a replica of the bucket
+	// needs (State.SnapshotAt), so the replication stream need not look
+	// the bucket up again, and when it holds no debt (State.FullAt).
+	State State
 }
 
 // TakeAt is the atomic transition of one bucket at now: it refills (or

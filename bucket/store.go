@@ -210,7 +210,7 @@ func (s *Store) TakeTenantAt(now time.Time, t Tenant, checks []Check, out []Deci
 			w.peek = c.Cost == 0
 		}
 		d := take(c.Limit, &w.st, ns, c.Cost)
-		d.Instance, d.FullAt = instance(w.shard, sh.gen), w.st.full
+		d.Instance, d.State = instance(w.shard, sh.gen), w.st
 		all = all && d.Allowed
 		out = append(out, d)
 	}

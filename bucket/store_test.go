@@ -278,12 +278,13 @@ func TestStoreSettleAt(t *testing.T) {
 	}
 }
 
-// TestStoreFullAt: a Store's decision says, as an instant, when the bucket
-// it left holds no debt, for every algorithm, and a clock that went
-// backwards reports the instant the state decided at, not now plus
+// TestStoreDecisionState: a Store's decision carries the state it left,
+// for every algorithm: its snapshot at any later instant is the store's
+// snapshot then, and its full instant is the stored one, so a clock that
+// went backwards reports the instant the state decided at, not now plus
 // ResetAfter (which would be early: the replication stream skips a bucket
 // it believes refilled).
-func TestStoreFullAt(t *testing.T) {
+func TestStoreDecisionState(t *testing.T) {
 	for _, l := range []Limit{
 		tb(10, 1, time.Second), gcra(10, 1, time.Second),
 		{Algorithm: SlidingWindow, Capacity: 10, Window: time.Second},
@@ -295,16 +296,19 @@ func TestStoreFullAt(t *testing.T) {
 			if err != nil || !ok {
 				t.Fatalf("%v at %v: ok %v, %v", l.Algorithm, now, ok, err)
 			}
-			e, _ := s.SnapshotAt(now, "n", "a")
-			// The snapshot ages the state to now; the stored full instant
-			// is the same whatever now the snapshot is read at.
-			want := now.Add(e.Snapshot.UntilFull).UnixNano()
-			if ds[0].FullAt != want {
-				t.Errorf("%v at %v: FullAt %v, want %v (the stored state's)", l.Algorithm, now,
-					time.Unix(0, ds[0].FullAt).Sub(epoch), time.Unix(0, want).Sub(epoch))
+			later := now.Add(300 * time.Millisecond)
+			e, _ := s.SnapshotAt(later, "n", "a")
+			if got := ds[0].State.SnapshotAt(later); got != e.Snapshot {
+				t.Errorf("%v at %v: the decision's state reads %+v, the store's %+v", l.Algorithm, now, got, e.Snapshot)
 			}
-			if back := now.Add(ds[0].ResetAfter).UnixNano(); now.Equal(at(5*time.Second)) && l.Algorithm == TokenBucket && back >= ds[0].FullAt {
-				t.Errorf("token_bucket with the clock back: now+ResetAfter %v is not early; the test needs a clock step that shows it", time.Unix(0, back).Sub(epoch))
+			// The snapshot ages the state to later; the stored full
+			// instant is the same whatever instant it is read at.
+			want := later.Add(e.Snapshot.UntilFull)
+			if full := ds[0].State.FullAt(); !full.Equal(want) {
+				t.Errorf("%v at %v: FullAt %v, want %v (the stored state's)", l.Algorithm, now, full.Sub(epoch), want.Sub(epoch))
+			}
+			if back := now.Add(ds[0].ResetAfter); now.Equal(at(5*time.Second)) && l.Algorithm == TokenBucket && !back.Before(ds[0].State.FullAt()) {
+				t.Errorf("token_bucket with the clock back: now+ResetAfter %v is not early; the test needs a clock step that shows it", back.Sub(epoch))
 			}
 		}
 	}

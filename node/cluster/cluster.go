@@ -250,8 +250,8 @@ func New(cfg Config, deps Deps) (*Cluster, error) {
 }
 
 // Bucket implements engine.Changes: the replication stream records it.
-func (c *Cluster) Bucket(limit, key string, now, full time.Time) {
-	c.repl.Bucket(limit, key, now, full)
+func (c *Cluster) Bucket(limit, key string, now time.Time, after bucket.State, carried bool) {
+	c.repl.Bucket(limit, key, now, after, carried)
 }
 
 // Lease implements engine.Changes: the replication stream records it.

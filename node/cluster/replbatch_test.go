@@ -67,13 +67,15 @@ func trioSnapshot() *placement.Snapshot {
 // debt that n1 owns in a ring of three, to their two successors (the
 // bucket snapshots, the successor lookups, the batches), sending nothing:
 // with transport's BenchmarkReplicate and BenchmarkReplicaApply, what a
-// replicated take costs.
+// replicated take costs. lookup is keys whose state the flush looks up in
+// the store (changed more than once, or not by a take), captured keys
+// changed once by a take, sent in the state it reported.
 func BenchmarkFlushBatches(b *testing.B) {
 	c, eng := member(b)
 	snap := trioSnapshot()
-	dirty := map[keyID]change{}
 	now := time.Now()
-	for i := 0; len(dirty) < 1000; i++ {
+	var keys []keyID
+	for i := 0; len(keys) < 1000; i++ {
 		k := fmt.Sprintf("tenant:%06d", i)
 		if _, ok := snap.Successor("hot", k); !ok {
 			continue // not n1's
@@ -81,21 +83,33 @@ func BenchmarkFlushBatches(b *testing.B) {
 		if _, err := eng.Take(context.Background(), []api.Check{{Limit: "hot", Key: k, Cost: 1}}); err != nil {
 			b.Fatal(err)
 		}
-		dirty[keyID{Limit: "hot", Key: k}] = unknown(now)
+		keys = append(keys, keyID{Limit: "hot", Key: k})
 	}
-	r := newChangeLog(DefaultReplicationConfig(), nil)
-	b.ReportAllocs()
-	for b.Loop() {
-		bs := r.batches(snap, now)
-		c.batchBuckets(bs, dirty, nil)
-		n := 0
-		for _, rb := range bs.byAddr {
-			n += len(rb.st.Buckets)
-		}
-		if n != len(dirty) {
-			b.Fatalf("%d of %d keys batched", n, len(dirty))
-		}
-		r.keep(bs)
+	debt := fullAt(b, now.Add(time.Second))
+	for _, tc := range []struct {
+		name   string
+		change change
+	}{{"lookup", unknown(now)}, {"captured", change{first: now, full: debt.FullAt().UnixNano(), after: debt}}} {
+		b.Run(tc.name, func(b *testing.B) {
+			dirty := map[keyID]change{}
+			for _, k := range keys {
+				dirty[k] = tc.change
+			}
+			r := newChangeLog(DefaultReplicationConfig(), nil)
+			b.ReportAllocs()
+			for b.Loop() {
+				bs := r.batches(snap, now)
+				c.batchBuckets(bs, dirty, nil)
+				n := 0
+				for _, rb := range bs.byAddr {
+					n += len(rb.st.Buckets)
+				}
+				if n != len(dirty) {
+					b.Fatalf("%d of %d keys batched", n, len(dirty))
+				}
+				r.keep(bs)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(dirty)), "ns/key")
+		})
 	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(dirty)), "ns/key")
 }

@@ -30,7 +30,7 @@ import (
 // of a node with replication off.
 type replication interface {
 	// Bucket and Lease record changes (engine.Changes).
-	Bucket(limit, key string, now, full time.Time)
+	Bucket(limit, key string, now time.Time, after bucket.State, carried bool)
 	Lease(limit, key string, now time.Time)
 	// resync asks the next batch to send every owned key: the ring
 	// changed, so successors may have too. alone says whether the ring
@@ -97,6 +97,18 @@ type change struct {
 	// bucket up. A key whose full has passed and that has no allotments
 	// is skipped without a lookup, as refilled (refilled).
 	full int64
+	// after is the state the key's one change in the batch left, which
+	// the flush sends without looking the bucket up; the zero State when
+	// the flush must look it up: the key changed more than once in the
+	// batch, or once but not by a take, or its bucket carries an inline
+	// limit. A second change voids it, whatever the states say: two takes
+	// of one bucket may report in another order than the store made them,
+	// so the later report need not hold the later state. With one change
+	// per batch there is no order to get wrong. A take that lands in the
+	// store before the flush but reports after it is in the next batch,
+	// and the successor keeps the fewer tokens of two states of a key
+	// (bucket.Store.MergeAt), so a state sent late is harmless.
+	after bucket.State
 }
 
 // unknownFull is a change.full that says nothing: a lease key's, a
@@ -124,23 +136,26 @@ func newChangeLog(cfg ReplicationConfig, m *replMetrics) *changeLog {
 // and sent nothing; skipping it here spares the decision path the map
 // insert, which under a generous limit (the bench limit leaves each take
 // a nanosecond of debt) was replication's whole cost.
-func (r *changeLog) Bucket(limit, key string, now, full time.Time) {
-	f := int64(unknownFull)
-	if !full.IsZero() {
-		f = full.UnixNano()
-		if f-now.UnixNano() <= int64(r.cfg.Interval) {
+func (r *changeLog) Bucket(limit, key string, now time.Time, after bucket.State, carried bool) {
+	c := unknown(now)
+	if after != (bucket.State{}) {
+		c.full = after.FullAt().UnixNano()
+		if c.full-now.UnixNano() <= int64(r.cfg.Interval) {
 			return
 		}
+		if !carried {
+			c.after = after
+		}
 	}
-	r.mark(false, limit, key, now, f)
+	r.mark(false, limit, key, c)
 }
 
 // Lease implements engine.Changes.
 func (r *changeLog) Lease(limit, key string, now time.Time) {
-	r.mark(true, limit, key, now, unknownFull)
+	r.mark(true, limit, key, unknown(now))
 }
 
-func (r *changeLog) mark(lease bool, limit, key string, now time.Time, full int64) {
+func (r *changeLog) mark(lease bool, limit, key string, c change) {
 	if r.alone.Load() {
 		return
 	}
@@ -150,11 +165,10 @@ func (r *changeLog) mark(lease bool, limit, key string, now time.Time, full int6
 	if lease {
 		m = r.leases
 	}
-	if c, ok := m[k]; !ok {
-		m[k] = change{first: now, full: full}
-	} else if full > c.full {
-		c.full = full
+	if was, ok := m[k]; !ok {
 		m[k] = c
+	} else {
+		m[k] = change{first: was.first, full: max(was.full, c.full)} // after voided: see change.after
 	}
 	batchFull := len(r.dirty)+len(r.leases) >= r.cfg.MaxBatch
 	r.mu.Unlock()
@@ -204,9 +218,11 @@ func (r *changeLog) recycle(buckets, leases map[keyID]change) {
 }
 
 // requeue puts keys of a batch that was not delivered back, as changed at
-// or before at. A key changed again since keeps the full its new changes
-// recorded, which bounds its state at the next flush as well; one that was
-// not is looked up then.
+// or before at, to be looked up at the next flush. A key changed again
+// since keeps the full its new changes recorded, which bounds its state
+// then as well, but not the state its new change left: that change may
+// have reported after an earlier take of the key whose report was in the
+// batch lost, so only the store has the latest state.
 func (r *changeLog) requeue(buckets, leases []keyID, at time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -214,10 +230,10 @@ func (r *changeLog) requeue(buckets, leases []keyID, at time.Time) {
 		c, ok := m[k]
 		if !ok {
 			m[k] = unknown(at)
-		} else if at.Before(c.first) {
-			c.first = at
-			m[k] = c
+			return
 		}
+		c.first, c.after = minTime(c.first, at), bucket.State{}
+		m[k] = c
 	}
 	for _, k := range buckets {
 		again(r.dirty, k)
@@ -350,7 +366,10 @@ func (c *Cluster) batchBuckets(bs *replBatches, dirty map[keyID]change, holdings
 		if !ok {
 			continue // nobody to send it to, so no snapshot either
 		}
-		e, held := c.run.Holdings.SnapshotBucket(bs.now, k.Limit, k.Key)
+		e, held := bucket.Entry{Name: k.Limit, Key: k.Key, Snapshot: ch.after.SnapshotAt(bs.now)}, true
+		if ch.after == (bucket.State{}) {
+			e, held = c.run.Holdings.SnapshotBucket(bs.now, k.Limit, k.Key)
+		}
 		if held && refilled(e.Snapshot) && len(hs) == 0 {
 			continue // the replica refills to full by itself: nothing to send
 		}

@@ -128,7 +128,7 @@ func (e *Engine) grantLocked(l *limits.Limit, req api.AllotRequest) (grant, api.
 		}
 		return g, api.AllotResponse{}, api.Errorf(api.CodeOverloaded, "limiter_overloaded: no room for an allotment on this node")
 	}
-	e.changes.Bucket(l.Name, req.Key, now, time.Time{})
+	e.changes.Bucket(l.Name, req.Key, now, bucket.State{}, false)
 	resp.Tokens, resp.Seq = g.tokens, g.after.Seq
 	if g.after.Tokens == 0 {
 		g.after = allot.Holding{}
@@ -215,7 +215,7 @@ func (e *Engine) undoGrant(g grant) {
 	if g.tokens > 0 {
 		e.store.RefundAt(now, []bucket.Check{{Name: g.k.Limit, Limit: e.cappedNow(g.k, g.l), Key: g.k.Key, Cost: g.tokens}})
 	}
-	e.changes.Bucket(g.k.Limit, g.k.Key, now, time.Time{})
+	e.changes.Bucket(g.k.Limit, g.k.Key, now, bucket.State{}, false)
 }
 
 // ServeReturn takes an allotment back at its owner: it drops the holding
@@ -249,7 +249,7 @@ func (e *Engine) ServeReturn(req api.ReturnRequest) error {
 		e.store.RefundAt(now, []bucket.Check{{Name: l.Name, Limit: e.cappedNow(k, l.Bucket), Key: req.Key, Cost: u}})
 	}
 	e.om.returns.Inc()
-	e.changes.Bucket(l.Name, req.Key, now, time.Time{})
+	e.changes.Bucket(l.Name, req.Key, now, bucket.State{}, false)
 	return nil
 }
 

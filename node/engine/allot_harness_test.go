@@ -145,6 +145,7 @@ limits:
     algorithm: token_bucket
     capacity: 50
     rate: 20/s
+inline_limits: true # for the replication of inline takes (refund_test.go)
 `
 
 // newTestEngine is an engine named name on clk, deciding by allotLimits.

@@ -240,7 +240,7 @@ func (e *Engine) capped(now time.Time, name, key string, l bucket.Limit) bucket.
 			break
 		}
 		e.om.stranded.Add(float64(h.Tokens))
-		e.changes.Bucket(name, key, now, time.Time{})
+		e.changes.Bucket(name, key, now, bucket.State{}, false)
 	}
 	return e.cappedNow(k, l)
 }

@@ -46,7 +46,7 @@ func (e *Engine) MergeBuckets(now time.Time, entries []bucket.Entry) {
 		return
 	}
 	for _, b := range entries {
-		e.changes.Bucket(b.Name, b.Key, now, time.Time{})
+		e.changes.Bucket(b.Name, b.Key, now, bucket.State{}, false)
 	}
 	e.store.MergeAt(now, entries, e.limits().MergeBucket)
 }
@@ -125,7 +125,7 @@ func (e *Engine) ImportHoldings(now time.Time, es []allot.Entry) error {
 	e.ledger.tokens.Store(e.ledger.l.Total())
 	e.ledger.mu.Unlock()
 	for _, en := range es {
-		e.changes.Bucket(en.Key.Limit, en.Key.Key, now, time.Time{})
+		e.changes.Bucket(en.Key.Limit, en.Key.Key, now, bucket.State{}, false)
 	}
 	return err
 }

@@ -167,19 +167,19 @@ func (e *Engine) quotaError(f *limits.File, checks []api.Check, tn api.Tenant) e
 }
 
 // touchedAt tells the replication stream that the owner buckets of checks
-// changed at now: by the admitted take whose decisions ds are (each full
-// from its FullAt), or, when ds is nil, otherwise (full unknown). A peek
-// (cost 0) changed nothing.
+// changed at now: by the admitted take whose decisions ds are (each with
+// the state it left), or, when ds is nil, otherwise (state unknown). A
+// peek (cost 0) changed nothing.
 func (e *Engine) touchedAt(now time.Time, checks []bucket.Check, ds []bucket.Decision) {
 	for i, c := range checks {
 		if c.Cost == 0 {
 			continue
 		}
-		var full time.Time
+		var after bucket.State
 		if ds != nil {
-			full = time.Unix(0, ds[i].FullAt)
+			after = ds[i].State
 		}
-		e.changes.Bucket(c.Name, c.Key, now, full)
+		e.changes.Bucket(c.Name, c.Key, now, after, c.Carry)
 	}
 }
 

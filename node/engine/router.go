@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/weir-rl/weir/api"
+	"github.com/weir-rl/weir/bucket"
 	"github.com/weir-rl/weir/node/placement"
 )
 
@@ -79,11 +80,14 @@ type Peers interface {
 // the decision path, sometimes with the lease table's lock held: it must
 // be quick and must not call the engine.
 type Changes interface {
-	// Bucket records that the owner bucket (limit, key) changed at now,
-	// and holds no debt from full on unless it changes again: the
-	// bucket.Decision.FullAt of the admitted take that changed it, or the
-	// zero Time when the change was not a take (unknown).
-	Bucket(limit, key string, now, full time.Time)
+	// Bucket records that the owner bucket (limit, key) changed at now.
+	// after is the state an admitted take left it in (the take's
+	// bucket.Decision.State): the bucket holds no debt from
+	// after.FullAt() on unless it changes again, and after is its whole
+	// state unless carried says it keeps an inline limit (bucket.Check.
+	// Carry), which a replica needs too. after is the zero State when the
+	// change was not a take (unknown: the stream looks the bucket up).
+	Bucket(limit, key string, now time.Time, after bucket.State, carried bool)
 	// Lease records that the leases of (limit, key) changed at now.
 	Lease(limit, key string, now time.Time)
 	// Sync sends the state of the owner bucket (limit, key), with the
@@ -187,7 +191,7 @@ type NoChanges struct{}
 var _ Changes = NoChanges{}
 
 // Bucket implements Changes: nothing to record.
-func (NoChanges) Bucket(string, string, time.Time, time.Time) {}
+func (NoChanges) Bucket(string, string, time.Time, bucket.State, bool) {}
 
 // Lease implements Changes: nothing to record.
 func (NoChanges) Lease(string, string, time.Time) {}
