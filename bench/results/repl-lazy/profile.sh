@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # CPU profiles of the nodes of TARGET (default weir3-client; a one-node
 # target such as weir-client profiles the single node) in one
-# 20 s cell at 64 callers: 8 s of each node from about the cell's 7th
+# 20 s cell at $CALLERS callers (default 64): 8 s of each node from about the cell's 7th
 # second (the cluster settles 6 s and warms up 1 s after its debug
 # listeners come up; this waits 14 s from then). Run from the repository
 # root after make build:
@@ -18,7 +18,7 @@ esac
 rm -rf /tmp/weir-bench-* "$out"
 mkdir -p "$out"
 WEIR_DEBUG_ADDR=127.0.0.1:0 bin/loadgen suite -weir "$weir" -limit "$limit" -targets "$target" \
-	-workloads "$wl" -callers 64 -seconds 20 -out "$out/cell" >"$out/suite.log" 2>&1 &
+	-workloads "$wl" -callers "${CALLERS:-64}" -seconds 20 -out "$out/cell" >"$out/suite.log" 2>&1 &
 suite=$!
 for _ in $(seq 1 240); do
 	[ "$(grep -l 'debug listener' /tmp/weir-bench-*/$pat 2>/dev/null | wc -l)" -ge "$nodes" ] && break
