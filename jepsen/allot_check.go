@@ -34,6 +34,13 @@ type AllotCheck struct {
 	// included: issue 18's exactness target is that it is 0, with no
 	// fallback allowance.
 	Excess Window
+	// Decided is the same window over the admissions the bucket itself
+	// decided, at its owner or from an allotment (Op.decided): local
+	// ceilings left out. Under a fault that kills or cuts off the owner,
+	// Excess counts the local ceilings' grants, which the fault's bound
+	// allows; Decided says whether the bucket and its allotments
+	// over-admitted on their own, which they must never do.
+	Decided Window
 	// Admitted is the cost of every take answered allowed, from any
 	// source; Ideal is B + r·Span, Span the key's traffic from its first
 	// call to its last return; Utilisation is Admitted / Ideal.
@@ -70,8 +77,12 @@ const (
 // limit b, owned by owner, counting locality from from on.
 func CheckAllot(id BucketID, bops []Op, b Bucket, owner string, from int64) AllotCheck {
 	ac := AllotCheck{ID: id, Owner: owner, From: from, Excess: Excess(bops, b, math.MinInt64, math.MaxInt64)}
+	var decided []Op
 	first, last := int64(math.MaxInt64), int64(math.MinInt64)
 	for _, o := range bops {
+		if o.decided() {
+			decided = append(decided, o)
+		}
 		first, last = min(first, o.Call), max(last, o.Return)
 		if o.Result == Allowed {
 			ac.Admitted += o.Cost
@@ -95,6 +106,7 @@ func CheckAllot(id BucketID, bops []Op, b Bucket, owner string, from int64) Allo
 		ac.Ideal = b.Admits(last - first)
 		ac.Utilisation = float64(ac.Admitted) / ac.Ideal
 	}
+	ac.Decided = Excess(decided, b, math.MinInt64, math.MaxInt64)
 	ac.AllotShare = ratio(ac.FromAllotment, ac.NonOwner)
 	ac.ForwardShare = ratio(ac.Forwarded, ac.Requests)
 	return ac
@@ -134,8 +146,8 @@ func (ac AllotCheck) Failures() []string {
 
 // String is the one-line summary of ac.
 func (ac AllotCheck) String() string {
-	return fmt.Sprintf("allotments %s/%s (owner %s): excess %.1f; admitted %d of B + r·T %.0f over %v (%.1f%%); once settled %.1f%% of non-owner answers from an allotment (%d/%d), %.1f%% forwarded (%d/%d)",
-		ac.ID.Limit, ac.ID.Key, ac.Owner, ac.Excess.Excess, ac.Admitted, ac.Ideal, ac.Span.Round(100*time.Millisecond), 100*ac.Utilisation,
+	return fmt.Sprintf("allotments %s/%s (owner %s): excess %.1f, %.1f without local ceilings; admitted %d of B + r·T %.0f over %v (%.1f%%); once settled %.1f%% of non-owner answers from an allotment (%d/%d), %.1f%% forwarded (%d/%d)",
+		ac.ID.Limit, ac.ID.Key, ac.Owner, ac.Excess.Excess, ac.Decided.Excess, ac.Admitted, ac.Ideal, ac.Span.Round(100*time.Millisecond), 100*ac.Utilisation,
 		100*ac.AllotShare, ac.FromAllotment, ac.NonOwner, 100*ac.ForwardShare, ac.Forwarded, ac.Requests)
 }
 

@@ -48,6 +48,28 @@ func TestCheckBucketCountsAllotmentsAsDecided(t *testing.T) {
 	}
 }
 
+// An allotment line tells local ceilings' grants from the bucket's own
+// over-admission: a killed owner's key over B + r·T only through its
+// local ceilings reads an excess without them of 0, and one over it from
+// the owner and its allotments does not.
+func TestCheckAllotExcessWithoutLocalCeilings(t *testing.T) {
+	b := Bucket{Capacity: 10, Rate: 1}
+	ops := []Op{take("n1", "owner", Allowed, 0, 6), take("n2", SourceAllotment, Allowed, 0, 4)}
+	fallback := append(ops, take("n3", "fallback", Allowed, 0, 5))
+	ac := CheckAllot(BucketID{"l", "k"}, fallback, b, "n1", 0)
+	if ac.Excess.Excess < 4.9 || ac.Decided.Excess > 1e-6 {
+		t.Fatalf("10 decided and 5 by a local ceiling of B = 10: excess %v, without local ceilings %v; want about 5 and 0",
+			ac.Excess.Excess, ac.Decided.Excess)
+	}
+	if s := ac.String(); !strings.Contains(s, "0.0 without local ceilings") {
+		t.Fatalf("the line does not tell them apart: %s", s)
+	}
+	over := append(ops, take("n2", SourceAllotment, Allowed, 0, 3))
+	if ac := CheckAllot(BucketID{"l", "k"}, over, b, "n1", 0); ac.Decided.Excess < 2.9 {
+		t.Fatalf("13 decided of B = 10: excess without local ceilings %v, want about 3", ac.Decided.Excess)
+	}
+}
+
 func TestCheckAllot(t *testing.T) {
 	b := Bucket{Capacity: 10, Rate: 10}
 	from := sec

@@ -15,8 +15,10 @@
 //     and the fallback allowance of local ceilings;
 //   - avail.go: availability and latency per phase;
 //   - allot_check.go: allotments (CheckAllot): for a limit with allotments,
-//     excess with no allowance, utilisation of B + r·T and locality (answers
-//     from allotments, forwards), and the hot-key workload (AllotScenario);
+//     excess with no allowance (and without local ceilings' grants, which
+//     a fault's bound allows), utilisation of B + r·T and locality
+//     (answers from allotments, forwards), and the hot-key workload
+//     (AllotScenario);
 //   - lease_check.go: the lease checker (CheckLeases): leases surely held
 //     at once per key and phase against LeaseBound, reclamation of leases
 //     whose holder died (Leaks), and fencing order;
