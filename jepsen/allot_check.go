@@ -16,6 +16,18 @@ const SourceAllotment = "allotment"
 // fit it exactly.
 func (o Op) decided() bool { return o.Source == "owner" || o.Source == SourceAllotment }
 
+// decidedOps returns the ops of ops that the bucket itself decided
+// (Op.decided): local ceilings' answers left out.
+func decidedOps(ops []Op) []Op {
+	var out []Op
+	for _, o := range ops {
+		if o.decided() {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
 // forwarded reports whether o was passed on to another node: decided by an
 // owner other than the node asked, or answered from a local ceiling after
 // a forward that failed.
@@ -77,12 +89,8 @@ const (
 // limit b, owned by owner, counting locality from from on.
 func CheckAllot(id BucketID, bops []Op, b Bucket, owner string, from int64) AllotCheck {
 	ac := AllotCheck{ID: id, Owner: owner, From: from, Excess: Excess(bops, b, math.MinInt64, math.MaxInt64)}
-	var decided []Op
 	first, last := int64(math.MaxInt64), int64(math.MinInt64)
 	for _, o := range bops {
-		if o.decided() {
-			decided = append(decided, o)
-		}
 		first, last = min(first, o.Call), max(last, o.Return)
 		if o.Result == Allowed {
 			ac.Admitted += o.Cost
@@ -106,7 +114,7 @@ func CheckAllot(id BucketID, bops []Op, b Bucket, owner string, from int64) Allo
 		ac.Ideal = b.Admits(last - first)
 		ac.Utilisation = float64(ac.Admitted) / ac.Ideal
 	}
-	ac.Decided = Excess(decided, b, math.MinInt64, math.MaxInt64)
+	ac.Decided = Excess(decidedOps(bops), b, math.MinInt64, math.MaxInt64)
 	ac.AllotShare = ratio(ac.FromAllotment, ac.NonOwner)
 	ac.ForwardShare = ratio(ac.Forwarded, ac.Requests)
 	return ac

@@ -122,12 +122,8 @@ const AllotBoundNote = "allotments add nothing: a dead or cut-off holder strands
 // within bd (with the debits lost in a crashed owner's last interval when
 // bd counts them; phases[1] starts at the inject).
 func checkBucket(id BucketID, bops []Op, b Bucket, owner string, rel Relation, bd Bound, hit map[string]bool, phases []Phase) BucketCheck {
-	var ownerOps []Op
 	allotted := 0
 	for _, o := range bops {
-		if o.decided() {
-			ownerOps = append(ownerOps, o)
-		}
 		if o.Source == SourceAllotment && o.Result == Allowed {
 			allotted++
 		}
@@ -144,7 +140,7 @@ func checkBucket(id BucketID, bops []Op, b Bucket, owner string, rel Relation, b
 		Before:        Excess(bops, b, phases[0].Start, phases[0].End),
 		During:        Excess(bops, b, phases[1].Start, phases[1].End),
 		After:         Excess(bops, b, phases[2].Start, phases[2].End),
-		OwnerBefore:   Excess(ownerOps, b, phases[0].Start, phases[0].End),
+		OwnerBefore:   Excess(decidedOps(bops), b, phases[0].Start, phases[0].End),
 		Bound:         bd.Tokens(b, allow, lost),
 		OwnerChanges:  bd.OwnerChanges,
 		Allowance:     allow,

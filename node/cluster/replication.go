@@ -366,10 +366,7 @@ func (c *Cluster) batchBuckets(bs *replBatches, dirty map[keyID]change, holdings
 		if !ok {
 			continue // nobody to send it to, so no snapshot either
 		}
-		e, held := bucket.Entry{Name: k.Limit, Key: k.Key, Snapshot: ch.after.SnapshotAt(bs.now)}, true
-		if ch.after == (bucket.State{}) {
-			e, held = c.run.Holdings.SnapshotBucket(bs.now, k.Limit, k.Key)
-		}
+		e, held := c.snapshotOf(bs.now, k, ch)
 		if held && refilled(e.Snapshot) && len(hs) == 0 {
 			continue // the replica refills to full by itself: nothing to send
 		}
@@ -388,6 +385,16 @@ func (c *Cluster) batchBuckets(bs *replBatches, dirty map[keyID]change, holdings
 			b.dropped = append(b.dropped, k)
 		}
 	}
+}
+
+// snapshotOf is the state of the changed bucket k to send at now: the
+// state its one change in the batch left (change.after), else the store's.
+// held is false when the store holds no such bucket.
+func (c *Cluster) snapshotOf(now time.Time, k keyID, ch change) (e bucket.Entry, held bool) {
+	if ch.after == (bucket.State{}) {
+		return c.run.Holdings.SnapshotBucket(now, k.Limit, k.Key)
+	}
+	return bucket.Entry{Name: k.Limit, Key: k.Key, Snapshot: ch.after.SnapshotAt(now)}, true
 }
 
 // batchLeases adds the leases of the changed lease keys to their
