@@ -2,9 +2,15 @@ package topk
 
 import (
 	"cmp"
+	"hash/maphash"
 	"slices"
 	"strings"
 )
+
+// filterCells is how many filter cells a sketch keeps per monitored key.
+// On a stream of many light keys a newcomer replaces the minimum about
+// once in filterCells adds, instead of on every add.
+const filterCells = 8
 
 // Entry is one monitored key and its estimated weight.
 type Entry struct {
@@ -20,13 +26,20 @@ type Entry struct {
 	Denied int64
 }
 
-// Sketch is a Space-Saving summary of at most Cap keys. The zero value is
-// not usable; call New. It is not safe for concurrent use.
+// Sketch is a Space-Saving summary of at most Cap keys, filtered: once it
+// is full, weight added to a key it does not monitor is counted in one of
+// filterCells×Cap cells chosen by the key's hash, and the key replaces
+// the minimum only when its cell has outgrown the minimum. The zero value
+// is not usable; call New. It is not safe for concurrent use.
 type Sketch struct {
 	capacity int
 	total    int64
 	index    map[string]*item // key → its item
 	heap     []*item          // min-heap on Count
+	// filter bounds the weight of the keys not monitored: a key's weight
+	// while not monitored is at most its cell, and no cell exceeds Floor.
+	filter []int64
+	seed   maphash.Seed
 }
 
 // item is a monitored key and its position in the heap. Sifting moves
@@ -40,12 +53,25 @@ type item struct {
 // New returns an empty sketch that monitors at most capacity keys
 // (capacity below 1 is taken as 1).
 func New(capacity int) *Sketch {
+	return newFiltered(capacity, filterCells*max(capacity, 1))
+}
+
+// newFiltered returns an empty sketch of capacity keys with cells filter
+// cells (at least one).
+func newFiltered(capacity, cells int) *Sketch {
 	capacity = max(capacity, 1)
 	return &Sketch{
 		capacity: capacity,
 		index:    make(map[string]*item, capacity),
 		heap:     make([]*item, 0, capacity),
+		filter:   make([]int64, max(cells, 1)),
+		seed:     maphash.MakeSeed(),
 	}
+}
+
+// cell returns key's filter cell.
+func (s *Sketch) cell(key string) *int64 {
+	return &s.filter[maphash.String(s.seed, key)%uint64(len(s.filter))]
 }
 
 // Cap returns the most keys the sketch monitors.
@@ -70,6 +96,15 @@ func (s *Sketch) Floor() int64 {
 // towards the key's weight all the same: demand, not admission, is what
 // finds a noisy neighbour). A weight below 1 is ignored. The key is copied
 // when it becomes monitored, so the sketch never pins the caller's memory.
+//
+// A key not monitored by a full sketch is first counted in its filter
+// cell. While the cell plus weight stays within Floor, that is all: the
+// key's whole weight is at most its cell, so at most Floor, which is what
+// Floor promises of a key left out. Otherwise the key replaces the
+// minimum as in plain Space-Saving, with Floor+weight as its count and
+// Floor as its error, and the evicted key's count goes into its own cell.
+// Counts and errors are those of Space-Saving, so its bounds hold; only
+// the replacements are fewer.
 func (s *Sketch) Add(key string, weight int64, denied bool) {
 	if weight < 1 {
 		return
@@ -92,11 +127,19 @@ func (s *Sketch) Add(key string, weight int64, denied bool) {
 		s.up(it.pos)
 		return
 	}
+	floor := s.heap[0].Count
+	if c := s.cell(key); *c+weight <= floor {
+		*c += weight
+		return
+	}
 	// Replace the minimum: the newcomer inherits its count as error. The
 	// item is reused, so a full sketch allocates only the key's copy.
 	it := s.heap[0]
 	delete(s.index, it.Key)
-	it.Entry = Entry{Key: strings.Clone(key), Count: it.Count + weight, Err: it.Count, Denied: d}
+	if c := s.cell(it.Key); *c < floor {
+		*c = floor
+	}
+	it.Entry = Entry{Key: strings.Clone(key), Count: floor + weight, Err: floor, Denied: d}
 	s.index[it.Key] = it
 	s.down(0)
 }

@@ -34,16 +34,25 @@ func TestSketchSteps(t *testing.T) {
 			total: 6,
 		},
 		{
-			name: "full: newcomer replaces the minimum and inherits its count as error", cap: 2,
+			name: "full: a newcomer within the floor is counted in its cell only", cap: 2,
 			adds:  []add{{"a", 5, false}, {"b", 2, false}, {"c", 1, true}},
+			want:  []Entry{{Key: "a", Count: 5}, {Key: "b", Count: 2}},
+			floor: 2, total: 8,
+		},
+		{
+			name: "full: a newcomer whose cell outgrows the floor replaces the minimum and inherits it as error", cap: 2,
+			adds:  []add{{"a", 5, false}, {"b", 2, false}, {"c", 1, false}, {"c", 1, false}, {"c", 1, true}},
 			want:  []Entry{{Key: "a", Count: 5}, {Key: "c", Count: 3, Err: 2, Denied: 1}},
-			floor: 3, total: 8,
+			floor: 3, total: 10,
 		},
 		{
 			name: "the evicted key comes back with the new minimum as error", cap: 2,
-			adds:  []add{{"a", 5, false}, {"b", 2, false}, {"c", 1, false}, {"b", 1, false}},
+			adds: []add{
+				{"a", 5, false}, {"b", 2, false}, {"c", 1, false}, {"c", 1, false}, {"c", 1, false},
+				{"b", 1, false}, {"b", 1, false},
+			},
 			want:  []Entry{{Key: "a", Count: 5}, {Key: "b", Count: 4, Err: 3}},
-			floor: 4, total: 9,
+			floor: 4, total: 12,
 		},
 		{
 			name: "weights below one change nothing", cap: 2,
@@ -59,14 +68,14 @@ func TestSketchSteps(t *testing.T) {
 		},
 		{
 			name: "capacity below one is one", cap: 0,
-			adds:  []add{{"a", 1, false}, {"b", 1, false}},
+			adds:  []add{{"a", 1, false}, {"b", 1, false}, {"b", 1, false}},
 			want:  []Entry{{Key: "b", Count: 2, Err: 1}},
-			floor: 2, total: 2,
+			floor: 2, total: 3,
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := New(tt.cap)
+			s := newFiltered(tt.cap, 1) // one cell: every key left out shares it, so the steps do not depend on the hash
 			for _, a := range tt.adds {
 				s.Add(a.key, a.weight, a.denied)
 			}
@@ -80,6 +89,46 @@ func TestSketchSteps(t *testing.T) {
 				t.Errorf("Total = %d, want %d", got, tt.total)
 			}
 		})
+	}
+}
+
+// TestFilteredBoundsHold checks Space-Saving's bounds on random streams
+// whatever the filter's size, down to one cell that every key shares:
+// Count-Err ≤ true ≤ Count and Err ≤ Floor for every monitored key, true ≤
+// Floor for every key left out, and Floor ≤ W/Cap.
+func TestFilteredBoundsHold(t *testing.T) {
+	for _, cells := range []int{1, 7, 64, 1024} {
+		for _, skew := range []bool{false, true} {
+			rng := rand.New(rand.NewPCG(uint64(cells), 11))
+			z := rand.NewZipf(rng, 1.1, 1, 4999)
+			const capacity = 32
+			s := newFiltered(capacity, cells)
+			exact := map[string]int64{}
+			for range 50_000 {
+				k := uint64(rng.IntN(5000))
+				if skew {
+					k = z.Uint64()
+				}
+				key, w := "k"+strconv.FormatUint(k, 10), int64(1+rng.IntN(4))
+				s.Add(key, w, false)
+				exact[key] += w
+			}
+			all := s.Top(0)
+			floor := s.Floor()
+			checkBounds(t, all, exact, floor)
+			if bound := s.Total() / capacity; floor > bound {
+				t.Errorf("cells %d, skew %v: Floor %d above W/Cap = %d", cells, skew, floor, bound)
+			}
+			monitored := map[string]bool{}
+			for _, e := range all {
+				monitored[e.Key] = true
+			}
+			for k, w := range exact {
+				if !monitored[k] && w > floor {
+					t.Errorf("cells %d, skew %v: %s weighs %d > Floor %d but is not monitored", cells, skew, k, w, floor)
+				}
+			}
+		}
 	}
 }
 
