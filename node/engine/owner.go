@@ -18,13 +18,13 @@ var errHandedOver = errors.New("engine: a key was handed over while its step was
 // for none): the owner's answer to a retried take is its first decision.
 // A take with an id is always a request's only step, so its spend is never
 // recorded. tn is the caller's tenant (api.TenantFrom), whose new buckets
-// count against its quota.
-func (e *Engine) ownerTakeOnce(f *limits.File, checks []api.Check, id string, tn api.Tenant, sp *Spend) ([]api.Result, bool, error) {
+// count against its quota. into is as for ownerTake.
+func (e *Engine) ownerTakeOnce(f *limits.File, checks []api.Check, id string, tn api.Tenant, sp *Spend, into []api.Result) ([]api.Result, bool, error) {
 	if id == "" {
-		return e.ownerTake(f, checks, tn, sp)
+		return e.ownerTake(f, checks, tn, sp, into)
 	}
 	return e.dedup.once(e.now(), id, checks, func() ([]api.Result, bool, error) {
-		return e.ownerTake(f, checks, tn, nil)
+		return e.ownerTake(f, checks, tn, nil, into)
 	})
 }
 
@@ -39,8 +39,10 @@ func storeTenant(tn api.Tenant) bucket.Tenant {
 // here too. With sp, it records in *sp the enforced debits when the step
 // admitted them. (Spends travel by pointer on the decision path: returned
 // by value through every frame, they grew the stack of a gRPC handler past
-// its first size.)
-func (e *Engine) ownerTake(f *limits.File, checks []api.Check, tn api.Tenant, sp *Spend) ([]api.Result, bool, error) {
+// its first size.) The results are written into into when it holds one
+// per check (the request's own results, for its only step; the caller
+// must not read them after an error), else into a new slice.
+func (e *Engine) ownerTake(f *limits.File, checks []api.Check, tn api.Tenant, sp *Spend, into []api.Result) ([]api.Result, bool, error) {
 	// One frame, with the key hold released by hand on every path: the
 	// decision path runs on the caller's goroutine (a gRPC handler's, which
 	// starts small), and a deeper stack there costs a stack copy per call.
@@ -50,7 +52,10 @@ func (e *Engine) ownerTake(f *limits.File, checks []api.Check, tn api.Tenant, sp
 		return nil, false, errHandedOver
 	}
 	now := e.now()
-	out := make([]api.Result, len(checks))
+	out := into
+	if len(out) != len(checks) {
+		out = make([]api.Result, len(checks))
+	}
 	// Requests rarely carry more than a few checks: keep the step's
 	// working slices on the stack for up to four.
 	var (
@@ -205,7 +210,7 @@ func (e *Engine) result(l *limits.Limit, d bucket.Decision, src api.Source, now 
 // counted for the sender's caller tenant tn. ErrNotOwner means a key was
 // handed over meanwhile; semantic errors are *api.Error.
 func (e *Engine) ServeTake(checks []api.Check, id string, tn api.Tenant) ([]api.Result, bool, error) {
-	out, ok, err := e.ownerTakeOnce(e.limits(), checks, id, tn, nil)
+	out, ok, err := e.ownerTakeOnce(e.limits(), checks, id, tn, nil, nil)
 	if errors.Is(err, errHandedOver) {
 		return nil, false, ErrNotOwner
 	}

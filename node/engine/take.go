@@ -14,11 +14,8 @@ import (
 // step.
 type group struct {
 	place placement.Placement
-	idx   []int // positions in the request
+	idx   []int // positions in the request, never written once split made them
 	src   api.Source
-	// one backs idx for a single check, so a one-check request allocates
-	// its group once.
-	one [1]int
 	// replaced is set once the group was placed again after its owner
 	// answered NotOwner: it is placed again at most once.
 	replaced bool
@@ -46,12 +43,18 @@ func keyOf(p placement.Placement) groupKey {
 func (e *Engine) Take(ctx context.Context, checks []api.Check) (api.TakeResponse, error) {
 	start := time.Now()
 	f := e.limits()
-	rs, err := e.validate(f, checks)
+	// A one-check request, the common one, keeps its resolved check and
+	// its group on this frame.
+	var (
+		rsBuf    [1]resolved
+		groupBuf [1]group
+	)
+	rs, err := e.validate(f, checks, rsBuf[:0])
 	if err != nil {
 		e.tookSince(start)
 		return api.TakeResponse{}, err
 	}
-	groups := e.split(rs)
+	groups := e.split(rs, groupBuf[:0])
 	results := make([]api.Result, len(rs))
 	var allowed bool
 	if len(groups) == 1 {
@@ -120,15 +123,18 @@ func (e *Engine) undo(ctx context.Context, spent []Spend) {
 	}
 }
 
+// onlyFirst is the positions of a one-check request's only group, shared
+// by every such group: a group's positions are only read.
+var onlyFirst = []int{0}
+
 // split groups checks by placement, keeping request order inside each
 // group. Most requests have one check, or checks with one placement: they
-// make one group without a map.
-func (e *Engine) split(rs []resolved) []group {
+// make one group without a map. A one-check request's group is appended
+// to buf, so the caller can keep it off the heap.
+func (e *Engine) split(rs []resolved, buf []group) []group {
 	first := e.router.Place(rs[0].check.Limit, rs[0].check.Key)
 	if len(rs) == 1 {
-		groups := []group{{place: first}}
-		groups[0].idx = groups[0].one[:]
-		return groups
+		return append(buf[:0], group{place: first, idx: onlyFirst})
 	}
 	ps := make([]placement.Placement, len(rs))
 	ps[0] = first
@@ -185,7 +191,12 @@ func (e *Engine) decideGroup(ctx context.Context, f *limits.File, rs []resolved,
 			return e.fallbackTake(rs, g, results, sp)
 		}
 		g.src = api.SourceOwner
-		out, ok, err := e.ownerTakeOnce(f, checks, id, api.TenantFrom(ctx), sp)
+		// The request's only step decides into results itself.
+		var into []api.Result
+		if all != nil {
+			into = results
+		}
+		out, ok, err := e.ownerTakeOnce(f, checks, id, api.TenantFrom(ctx), sp, into)
 		if errors.Is(err, errHandedOver) {
 			// Handed over while it was routed here: ask the new owner.
 			if p := e.router.Place(checks[0].Limit, checks[0].Key); p.Kind == placement.Forward {

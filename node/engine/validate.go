@@ -13,12 +13,17 @@ type resolved struct {
 }
 
 // validate looks every check up in f and rejects bad input before any state
-// is touched, so a bad request changes nothing.
-func (e *Engine) validate(f *limits.File, checks []api.Check) ([]resolved, error) {
+// is touched, so a bad request changes nothing. The checks are resolved
+// into buf when it has room.
+func (e *Engine) validate(f *limits.File, checks []api.Check, buf []resolved) ([]resolved, error) {
 	if len(checks) == 0 {
 		return nil, api.Errorf(api.CodeInvalid, "checks: empty list")
 	}
-	out := make([]resolved, len(checks))
+	out := buf[:0]
+	if cap(out) < len(checks) {
+		out = make([]resolved, 0, len(checks))
+	}
+	out = out[:len(checks)]
 	for i, c := range checks {
 		if c.Limit == "" {
 			return nil, api.Errorf(api.CodeInvalid, "checks[%d]: empty limit name", i)
