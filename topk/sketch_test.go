@@ -48,8 +48,13 @@ func TestSketchSteps(t *testing.T) {
 		{
 			name: "the evicted key comes back with the new minimum as error", cap: 2,
 			adds: []add{
-				{"a", 5, false}, {"b", 2, false}, {"c", 1, false}, {"c", 1, false}, {"c", 1, false},
-				{"b", 1, false}, {"b", 1, false},
+				{"a", 5, false},
+				{"b", 2, false},
+				{"c", 1, false},
+				{"c", 1, false},
+				{"c", 1, false},
+				{"b", 1, false},
+				{"b", 1, false},
 			},
 			want:  []Entry{{Key: "a", Count: 5}, {Key: "b", Count: 4, Err: 3}},
 			floor: 4, total: 12,
