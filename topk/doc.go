@@ -11,7 +11,10 @@
 // of a small array chosen by its hash, and replaces the minimum only once
 // its cell has outgrown it. On a long tail of light keys most adds then
 // cost a hash and an addition instead of a replacement, and the bounds are
-// Space-Saving's. The guarantees, for a stream of total weight W:
+// Space-Saving's. The hash is seeded per sketch, so a caller cannot aim its
+// keys at one cell; keys that share a cell only make replacements more
+// frequent, never a bound wrong. The guarantees, for a stream of total
+// weight W:
 //
 //   - every reported Count over-estimates the key's true weight by at most
 //     its Err: Count-Err ≤ true ≤ Count;
