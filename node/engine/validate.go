@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"slices"
+
 	"github.com/weir-rl/weir/api"
 	"github.com/weir-rl/weir/lease"
 	"github.com/weir-rl/weir/node/limits"
@@ -19,11 +21,7 @@ func (e *Engine) validate(f *limits.File, checks []api.Check, buf []resolved) ([
 	if len(checks) == 0 {
 		return nil, api.Errorf(api.CodeInvalid, "checks: empty list")
 	}
-	out := buf[:0]
-	if cap(out) < len(checks) {
-		out = make([]resolved, 0, len(checks))
-	}
-	out = out[:len(checks)]
+	out := slices.Grow(buf[:0], len(checks))[:len(checks)]
 	for i, c := range checks {
 		if c.Limit == "" {
 			return nil, api.Errorf(api.CodeInvalid, "checks[%d]: empty limit name", i)
