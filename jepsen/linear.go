@@ -75,19 +75,25 @@ import (
 // min(B, Lo+refill) - cost covers both. Hi never moves, so a timeout can
 // only widen the interval, never make a history fail.
 
-// HeldUntil returns ops with every take at one of nodes whose answer is
-// unknown (a timeout or an error) and whose [Call, Return] overlaps
-// [from, until] treated as possibly decided up to until: its Return moved
-// there. A stopped process (SIGSTOP) keeps the requests it had read, or that
-// wait in its sockets, and forwards them to their owner when it resumes,
-// seconds after its clients gave up: a take sent just as the pause began
-// can be decided seconds later, a token spent that no answer showed.
-// ops is not modified.
-func HeldUntil(ops []Op, nodes map[string]bool, from, until int64) []Op {
+// HeldUntil returns ops with every take whose answer is unknown (a
+// timeout, an error, or another node's local ceiling) and whose [Call,
+// Return] overlaps [from, until] treated as possibly decided up to until:
+// its Return moved there. It applies to takes sent to one of the stopped
+// nodes and to takes of a bucket that one of them owns (owner). A stopped
+// process (SIGSTOP) keeps the requests it had read, or that wait in its
+// sockets, and decides or forwards them when it resumes, seconds after
+// their senders gave up: a take sent to it just as the pause began, and a
+// forward another node sent it for a bucket it owns, can be decided
+// seconds later, a token spent that no answer showed, possibly in an
+// instance that begins only after the pause (a handoff on its return
+// starts one). ops is not modified.
+func HeldUntil(ops []Op, nodes map[string]bool, owner map[BucketID]string, from, until int64) []Op {
 	out := slices.Clone(ops)
 	for i := range out {
 		o := &out[i]
-		if nodes[o.Node] && (o.Result == Timeout || o.Result == Failed) && o.Call <= until && o.Return >= from {
+		unknown := o.Result == Timeout || o.Result == Failed || o.Source == "fallback"
+		stopped := nodes[o.Node] || nodes[owner[BucketID{o.Limit, o.Key}]]
+		if unknown && stopped && o.Call <= until && o.Return >= from {
 			o.Return = max(o.Return, until)
 		}
 	}

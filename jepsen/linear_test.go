@@ -244,12 +244,33 @@ func TestLinearHeldByPause(t *testing.T) {
 	if c := checkOne(t, held, ""); c.Result != LinearIllegal || c.Unknown != 0 {
 		t.Fatalf("held take without the pause: got %+v, want illegal with no unknown", c)
 	}
-	if c := checkOne(t, HeldUntil(held, map[string]bool{"n1": true}, pauseFrom, pauseTo), ""); c.Result != LinearIllegal {
+	if c := checkOne(t, HeldUntil(held, map[string]bool{"n1": true}, nil, pauseFrom, pauseTo), ""); c.Result != LinearIllegal {
 		t.Fatalf("held take, another node paused: got %+v, want illegal", c)
 	}
-	c := checkOne(t, HeldUntil(held, map[string]bool{"n2": true}, pauseFrom, pauseTo), "")
+	c := checkOne(t, HeldUntil(held, map[string]bool{"n2": true}, nil, pauseFrom, pauseTo), "")
 	if c.Result != LinearOK || c.Unknown != 1 {
 		t.Fatalf("held take over n2's pause: got %+v, want ok with 1 unknown", c)
+	}
+	// The same take sent to n1, which forwarded it to the bucket's owner
+	// n2 and gave up on it, by a timeout or by its local ceiling: the
+	// forward waits in the stopped owner's socket (seen in a jepsen pause
+	// run: an instance n2 began after it resumed spent a token unseen).
+	owner := map[BucketID]string{{"api", "k"}: "n2"}
+	viaN1 := slices.Clone(held)
+	viaN1[i].Node = "n1"
+	if c := checkOne(t, HeldUntil(viaN1, map[string]bool{"n2": true}, nil, pauseFrom, pauseTo), ""); c.Result != LinearIllegal {
+		t.Fatalf("forward into the stopped owner, owner unknown: got %+v, want illegal", c)
+	}
+	if c := checkOne(t, HeldUntil(viaN1, map[string]bool{"n2": true}, map[BucketID]string{{"api", "k"}: "n3"}, pauseFrom, pauseTo), ""); c.Result != LinearIllegal {
+		t.Fatalf("forward to an owner that was not stopped: got %+v, want illegal", c)
+	}
+	if c := checkOne(t, HeldUntil(viaN1, map[string]bool{"n2": true}, owner, pauseFrom, pauseTo), ""); c.Result != LinearOK || c.Unknown != 1 {
+		t.Fatalf("forward into the stopped owner: got %+v, want ok with 1 unknown", c)
+	}
+	fellBack := slices.Clone(viaN1)
+	fellBack[i].Result, fellBack[i].Source, fellBack[i].Err = Allowed, "fallback", ""
+	if c := checkOne(t, HeldUntil(fellBack, map[string]bool{"n2": true}, owner, pauseFrom, pauseTo), ""); c.Result != LinearOK || c.Unknown != 1 {
+		t.Fatalf("forward into the stopped owner answered from fallback: got %+v, want ok with 1 unknown", c)
 	}
 	if held[i].Return != pauseFrom+sec {
 		t.Fatal("HeldUntil modified its input")

@@ -57,7 +57,7 @@ func check(res *Result, sc ScenarioConfig, all []Op, owner map[BucketID]string, 
 	if fault == Pause {
 		// A stopped node decides what it held once it resumes: within a
 		// forward deadline, well inside a second.
-		checkLinear(res, sc, HeldUntil(ops, hitNames, tInject, tHeal+int64(time.Second)))
+		checkLinear(res, sc, HeldUntil(ops, hitNames, owner, tInject, tHeal+int64(time.Second)))
 	} else {
 		checkLinear(res, sc, ops)
 	}
