@@ -40,7 +40,12 @@
 // owner by that much). An owner that gets to a request after its deadline
 // refuses it unspent (Reply.Expired); one that gets to it before may still
 // spend for a caller that stopped waiting meanwhile (the ordinary ambiguity
-// of a timed-out request, bounded by the transit time).
+// of a timed-out request, bounded by the transit time). The transit time
+// includes any wait in the owner's socket: an owner stopped (SIGSTOP, a
+// long GC or VM pause) reads its held forwards when it resumes, counts
+// their budgets from then, and may spend them seconds after their senders
+// gave up. That under-admits and never over-admits; jepsen's pause
+// scenario allows for it (jepsen.HeldUntil).
 //
 // An acquire that may queue (Request.Wait > 0) is sent alone with a
 // deadline extended by Wait, so that it cannot hold up the replies of a
