@@ -91,13 +91,20 @@ func HeldUntil(ops []Op, nodes map[string]bool, owner map[BucketID]string, from,
 	out := slices.Clone(ops)
 	for i := range out {
 		o := &out[i]
-		unknown := o.Result == Timeout || o.Result == Failed || o.Source == "fallback"
 		stopped := nodes[o.Node] || nodes[owner[BucketID{o.Limit, o.Key}]]
-		if unknown && stopped && o.Call <= until && o.Return >= from {
+		if decidedUnseen(*o) && stopped && o.Call <= until && o.Return >= from {
 			o.Return = max(o.Return, until)
 		}
 	}
 	return out
+}
+
+// decidedUnseen reports whether the take o may have been decided by an
+// owner although no answer showed it: a timeout, an error, or another
+// node's local ceiling after its forward failed (see "Takes that may have
+// been decided unseen").
+func decidedUnseen(o Op) bool {
+	return o.Result == Timeout || o.Result == Failed || o.Source == "fallback"
 }
 
 // The results of a LinearCheck.
@@ -187,7 +194,7 @@ func linearGroups(ops []Op) (map[instanceKey][]Op, map[BucketID][]Op) {
 		}
 		id := BucketID{o.Limit, o.Key}
 		switch {
-		case o.Result == Timeout, o.Result == Failed, o.Source == "fallback":
+		case decidedUnseen(o):
 			// The take may have reached an owner all the same: see
 			// "Takes that may have been decided unseen".
 			timeouts[id] = append(timeouts[id], o)

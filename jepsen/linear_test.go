@@ -253,8 +253,9 @@ func TestLinearHeldByPause(t *testing.T) {
 	}
 	// The same take sent to n1, which forwarded it to the bucket's owner
 	// n2 and gave up on it, by a timeout or by its local ceiling: the
-	// forward waits in the stopped owner's socket (seen in a jepsen pause
-	// run: an instance n2 began after it resumed spent a token unseen).
+	// forward waits in the stopped owner's socket (the likely cause of a
+	// jepsen pause failure: an instance of n2 showed a token spent unseen
+	// just after n2 resumed).
 	owner := map[BucketID]string{{"api", "k"}: "n2"}
 	viaN1 := slices.Clone(held)
 	viaN1[i].Node = "n1"
