@@ -117,6 +117,9 @@ type cellResult struct {
 	ForwardBatches float64 `json:"forward_batches,omitempty"`
 	ForwardErrors  float64 `json:"forward_errors,omitempty"`
 	MetricsError   string  `json:"metrics_error,omitempty"`
+	// hist holds the latencies behind the percentiles, so that slices of
+	// one cell merge (rounds.go); nil before addCallers.
+	hist *histogram
 }
 
 // cpuOf returns the CPU time of processes pids, summed; zero for none.
@@ -396,8 +399,20 @@ func (r *cellResult) addCallers(stats []callerStats, measure time.Time) {
 	}
 	r.Decisions = r.Allowed + r.Denied
 	r.Seconds = last.Sub(measure).Seconds()
+	r.hist = &h
+	r.summarize()
+}
+
+// summarize sets r's throughput from its decisions and seconds, and its
+// latencies from its histogram.
+func (r *cellResult) summarize() {
+	r.Throughput = 0
 	if r.Seconds > 0 {
 		r.Throughput = float64(r.Decisions) / r.Seconds
+	}
+	h := r.hist
+	if h == nil {
+		h = &histogram{}
 	}
 	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 	r.MeanUs = us(h.mean())

@@ -32,6 +32,9 @@ type suiteConfig struct {
 	Workloads  []workload
 	Targets    []string // only these, when set
 	Quick      bool
+	// Rounds is how many slices each cell is measured in, the targets
+	// of one workload and number of callers taking turns (rounds.go).
+	Rounds int
 	// Self is the load generator's own binary, started as `loadgen
 	// ceiling` for the ceilings (os.Executable() unless a test sets it).
 	Self string
@@ -111,6 +114,7 @@ func parseSuiteFlags(args []string, stderr io.Writer) (suiteConfig, error) {
 	fs.IntVar(&keys, "keys", 100_000, "distinct keys of the uniform and zipf workloads")
 	fs.StringVar(&targets, "targets", "", "comma-separated target names to run (default: all)")
 	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write the load generator's own CPU profile of the whole run to this file: the client side of the targets run (run one for a clean picture)")
+	fs.IntVar(&cfg.Rounds, "rounds", 1, "measure each cell in this many slices of -seconds/N, the targets of a workload and number of callers taking turns (each slice warms up for -warmup)")
 	fs.BoolVar(&cfg.Quick, "quick", false, "a short run: 0.3 s cells after 0.1 s warm-up, unless -seconds or -warmup are given")
 	err := fs.Parse(args)
 	if err != nil {
@@ -131,6 +135,9 @@ func parseSuiteFlags(args []string, stderr io.Writer) (suiteConfig, error) {
 		return suiteConfig{}, fmt.Errorf("loadgen: suite: -seconds %v: want more than 0, at most 3600", seconds)
 	}
 	cfg.Duration = time.Duration(seconds * float64(time.Second))
+	if cfg.Rounds < 1 || cfg.Rounds > 100 {
+		return suiteConfig{}, fmt.Errorf("loadgen: suite: -rounds %d: want 1 to 100", cfg.Rounds)
+	}
 	if cfg.Warmup < 0 {
 		return suiteConfig{}, errors.New("loadgen: suite: negative -warmup")
 	}
@@ -254,20 +261,13 @@ func runSuite(ctx context.Context, cfg suiteConfig, stderr io.Writer) ([]suiteRo
 	fmt.Fprintf(stderr, "loadgen: suite: %d cells of %v (+%v warm-up): %d targets × %d callers × %d workloads; skipped: %d\n",
 		total, cfg.Duration, cfg.Warmup, len(specs), len(cfg.Callers), len(cfg.Workloads), len(skips))
 	var rows []suiteRow
+	done := 0
 	for _, wl := range cfg.Workloads {
 		for _, c := range cfg.Callers {
-			for _, s := range specs {
-				for _, p := range s.servers {
-					if !p.alive() {
-						return rows, header, fmt.Errorf("%w: %s (%w):\n%s", errStopped, p.name, p.err, p.logTail())
-					}
-				}
-				r := runSuiteCell(ctx, cfg, s, wl, c)
-				rows = append(rows, r)
-				fmt.Fprintln(stderr, progressLine(len(rows), total, r))
-				if err := ctx.Err(); err != nil {
-					return rows, header, err
-				}
+			group, err := runGroup(ctx, cfg, specs, wl, c, printProgress(stderr, &done, total))
+			rows = append(rows, group...)
+			if err != nil {
+				return rows, header, err
 			}
 		}
 	}
@@ -360,8 +360,8 @@ func suiteHeader(cfg suiteConfig, skips []skipped) string {
 	fmt.Fprintf(&b, "- machine: %d CPUs (%s), %s; %s; %s\n", runtime.NumCPU(), cpuModel(), runtime.GOOS+"/"+runtime.GOARCH,
 		runtime.Version(), versionOf(cfg.RedisBin, "--version"))
 	fmt.Fprintf(&b, "- weir: %s, tree %s\n", versionOf(cfg.WeirBin, "version"), versionOf("git", "describe", "--always", "--dirty"))
-	fmt.Fprintf(&b, "- cells: %v measured after %v warm-up; callers %v; limit `%s` of `%s` (never denies; the `-allot` targets: `%s`, the same with allotments: auto); targets interleaved at each number of callers\n",
-		cfg.Duration, cfg.Warmup, cfg.Callers, cfg.Limit, cfg.LimitsPath, cfg.AllotLimit)
+	fmt.Fprintf(&b, "- cells: %v measured after %v warm-up; callers %v; limit `%s` of `%s` (never denies; the `-allot` targets: `%s`, the same with allotments: auto); %s\n",
+		cfg.Duration, cfg.Warmup, cfg.Callers, cfg.Limit, cfg.LimitsPath, cfg.AllotLimit, roundsNote(cfg))
 	fmt.Fprintf(&b, "- load average before: %s\n", loadAvg())
 	if !slices.ContainsFunc(skips, func(s skipped) bool { return strings.HasPrefix(s.name, "gubernator") }) {
 		fmt.Fprintf(&b, "- gubernator: %s\n", gubernatorVersion(cfg.GubernatorBin))
