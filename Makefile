@@ -124,17 +124,22 @@ proto-check:
 # every target itself on loopback and writes bench/results/bench.{md,csv,svg,jsonl}.
 #   BENCH_SECONDS=N   measured seconds per cell (default 5)
 #   BENCH_QUICK=1     a short run (0.3 s cells) into bench/results/quick/
+#   BENCH_ROUNDS=N    slices per cell, the targets taking turns (default 5;
+#                     1 runs each cell in one piece)
+#   BENCH_WARMUP=D    unrecorded warm-up before each slice (default 1s)
 #   BENCH_ARGS=...    more `loadgen suite` flags (-callers, -workloads, -targets)
 BENCH_SECONDS ?=
 BENCH_QUICK   ?=
+BENCH_ROUNDS  ?= 5
+BENCH_WARMUP  ?= 1s
 BENCH_ARGS    ?=
 bench: build ## every target side by side in one run: Markdown table, CSV, SVG under bench/results/
 	$(GO) build -o $(BIN)/loadgen ./bench/loadgen
 	@$(MAKE) --no-print-directory gubernator >$(BIN)/gubernator.build.log 2>&1 || { \
 		echo "make bench: Gubernator is not run: bench/gubernator.sh failed; the last lines of bin/gubernator.build.log:"; \
 		tail -n 3 $(BIN)/gubernator.build.log; }
-	$(BIN)/loadgen suite -weir $(BIN)/weir -gubernator $(BIN)/gubernator $(if $(BENCH_QUICK),-quick -out bench/results/quick) \
-		$(if $(BENCH_SECONDS),-seconds $(BENCH_SECONDS)) $(BENCH_ARGS)
+	$(BIN)/loadgen suite -weir $(BIN)/weir -gubernator $(BIN)/gubernator $(if $(BENCH_QUICK),-quick -out bench/results/quick, \
+		-rounds $(BENCH_ROUNDS) -warmup $(BENCH_WARMUP)) $(if $(BENCH_SECONDS),-seconds $(BENCH_SECONDS)) $(BENCH_ARGS)
 
 # Gubernator v2's server for make bench's gubernator3-* targets, built once
 # (bench/gubernator.sh: the v2.21.0 release from the Go module proxy with the
@@ -177,7 +182,7 @@ bench-targets: build ## issue 19's target cells, TARGET_RUNS runs, medians and r
 	$(GO) build -o $(BIN)/loadgen ./bench/loadgen
 	@rm -rf bench/results/targets; for r in $$(seq 1 $(TARGET_RUNS)); do \
 		$(BIN)/loadgen suite -weir $(BIN)/weir -targets $(TARGET_CELLS) -callers 1,16,64 \
-			-seconds $(or $(BENCH_SECONDS),5) -out bench/results/targets/run-$$r >/dev/null || exit 1; \
+			-rounds $(BENCH_ROUNDS) -warmup $(BENCH_WARMUP) -seconds $(or $(BENCH_SECONDS),5) -out bench/results/targets/run-$$r >/dev/null || exit 1; \
 	done
 	$(BIN)/loadgen spread bench/results/targets/run-*/bench.csv | tee bench/results/targets/spread.md
 

@@ -258,8 +258,8 @@ func runSuite(ctx context.Context, cfg suiteConfig, stderr io.Writer) ([]suiteRo
 	specs = append(specs, traced...)
 	header := suiteHeader(cfg, skips)
 	total := len(cfg.Workloads) * len(cfg.Callers) * len(specs)
-	fmt.Fprintf(stderr, "loadgen: suite: %d cells of %v (+%v warm-up): %d targets × %d callers × %d workloads; skipped: %d\n",
-		total, cfg.Duration, cfg.Warmup, len(specs), len(cfg.Callers), len(cfg.Workloads), len(skips))
+	fmt.Fprintf(stderr, "loadgen: suite: %d cells of %v in %d round(s) (+%v warm-up a slice): %d targets × %d callers × %d workloads; skipped: %d\n",
+		total, cfg.Duration, max(cfg.Rounds, 1), cfg.Warmup, len(specs), len(cfg.Callers), len(cfg.Workloads), len(skips))
 	var rows []suiteRow
 	done := 0
 	for _, wl := range cfg.Workloads {
