@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"time"
 )
 
@@ -27,10 +26,11 @@ import (
 // decisions over the summed measured seconds.
 
 // runGroup runs the cells of workload wl at callers callers, one per spec,
-// in cfg.Rounds rounds (at least one), and hands each row to progress:
-// as it ends with one round, in the order of specs at the end with more. It returns the rows in the order of
-// specs; when a server of a spec died or ctx ended, it returns the rows
-// complete by then (in the last round) with the error.
+// in cfg.Rounds rounds (at least one), and hands each row to progress: as
+// it ends with one round, in the order of specs at the end with more. It
+// returns the rows in the order of specs; when a server of a spec died or
+// ctx ended, it returns the rows complete by then (in the last round) with
+// the error.
 func runGroup(ctx context.Context, cfg suiteConfig, specs []suiteSpec, wl workload, callers int, progress func(suiteRow)) ([]suiteRow, error) {
 	rounds := max(cfg.Rounds, 1)
 	slice := cfg
@@ -140,13 +140,4 @@ func roundsNote(cfg suiteConfig) string {
 	}
 	return fmt.Sprintf("each cell in %d slices of %v, each slice after its own warm-up, the targets taking turns at each number of callers (in order, then in reverse)",
 		cfg.Rounds, cfg.Duration/time.Duration(cfg.Rounds))
-}
-
-// printProgress returns the progress callback that writes row i of total
-// to w.
-func printProgress(w io.Writer, done *int, total int) func(suiteRow) {
-	return func(r suiteRow) {
-		*done++
-		fmt.Fprintln(w, progressLine(*done, total, r))
-	}
 }

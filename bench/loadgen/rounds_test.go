@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -70,7 +71,8 @@ func TestPlusKeepsUnknownsAndFailures(t *testing.T) {
 	}
 }
 
-// orderLog records which target opened, in order.
+// orderLog records which target opened, in order. Its targets take 1 ms
+// a take, so that in a synctest bubble the clock moves while callers run.
 type orderLog struct {
 	mu    sync.Mutex
 	names []string
@@ -83,7 +85,7 @@ func (l *orderLog) spec(name string) suiteSpec {
 			l.mu.Lock()
 			l.names = append(l.names, name)
 			l.mu.Unlock()
-			return &fakeTarget{keys: map[int]int{}}, nil
+			return &fakeTarget{keys: map[int]int{}, delay: time.Millisecond}, nil
 		},
 	}
 }
@@ -91,72 +93,78 @@ func (l *orderLog) spec(name string) suiteSpec {
 // TestRunGroupTakesTurns: with -rounds 4 the targets take turns, in order
 // then in reverse, and each row sums its four slices, printed once.
 func TestRunGroupTakesTurns(t *testing.T) {
-	var log orderLog
-	specs := []suiteSpec{log.spec("a"), log.spec("b"), log.spec("c")}
-	cfg := suiteConfig{Rounds: 4, Duration: 40 * time.Millisecond}
-	var printed []string
-	rows, err := runGroup(context.Background(), cfg, specs, workload{Name: "hot", Keys: 1}, 2, func(r suiteRow) {
-		printed = append(printed, r.Target.Name)
+	synctest.Test(t, func(t *testing.T) {
+		var log orderLog
+		specs := []suiteSpec{log.spec("a"), log.spec("b"), log.spec("c")}
+		cfg := suiteConfig{Rounds: 4, Duration: 40 * time.Millisecond}
+		var printed []string
+		rows, err := runGroup(context.Background(), cfg, specs, workload{Name: "hot", Keys: 1}, 2, func(r suiteRow) {
+			printed = append(printed, r.Target.Name)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := "a b c c b a a b c c b a"
+		if got := strings.Join(log.names, " "); got != want {
+			t.Fatalf("slices ran %q, want %q", got, want)
+		}
+		if got := strings.Join(printed, " "); got != "a b c" {
+			t.Fatalf("printed %q, want each row once when complete: a b c", got)
+		}
+		for i, r := range rows {
+			if r.Target.Name != specs[i].info.Name || r.Check != "ok" || r.Result.Decisions == 0 {
+				t.Fatalf("row %d: %s check %q decisions %d", i, r.Target.Name, r.Check, r.Result.Decisions)
+			}
+			// Each slice measures 10 ms; a row is about the sum of four.
+			if r.Result.Seconds < 0.035 || r.Result.Seconds > 0.4 {
+				t.Fatalf("row %s measured %v s, want the four 10 ms slices summed", r.Target.Name, r.Result.Seconds)
+			}
+		}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := "a b c c b a a b c c b a"
-	if got := strings.Join(log.names, " "); got != want {
-		t.Fatalf("slices ran %q, want %q", got, want)
-	}
-	if got := strings.Join(printed, " "); got != "a b c" {
-		t.Fatalf("printed %q, want each row once when complete: a b c", got)
-	}
-	for i, r := range rows {
-		if r.Target.Name != specs[i].info.Name || r.Check != "ok" || r.Result.Decisions == 0 {
-			t.Fatalf("row %d: %s check %q decisions %d", i, r.Target.Name, r.Check, r.Result.Decisions)
-		}
-		// Each slice measures 10 ms; a row is about the sum of four.
-		if r.Result.Seconds < 0.035 || r.Result.Seconds > 0.4 {
-			t.Fatalf("row %s measured %v s, want the four 10 ms slices summed", r.Target.Name, r.Result.Seconds)
-		}
-	}
 }
 
 // TestRunGroupOneRound: -rounds 1 runs each target once, in order, for the
 // whole -seconds.
 func TestRunGroupOneRound(t *testing.T) {
-	var log orderLog
-	specs := []suiteSpec{log.spec("a"), log.spec("b")}
-	rows, err := runGroup(context.Background(), suiteConfig{Rounds: 1, Duration: 20 * time.Millisecond}, specs, workload{Name: "hot", Keys: 1}, 1, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := strings.Join(log.names, " "); got != "a b" || len(rows) != 2 {
-		t.Fatalf("ran %q (%d rows), want \"a b\" (2 rows)", got, len(rows))
-	}
-	if rows[0].Result.Seconds < 0.019 {
-		t.Fatalf("measured %v s, want the whole 20 ms", rows[0].Result.Seconds)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		var log orderLog
+		specs := []suiteSpec{log.spec("a"), log.spec("b")}
+		rows, err := runGroup(context.Background(), suiteConfig{Rounds: 1, Duration: 20 * time.Millisecond}, specs, workload{Name: "hot", Keys: 1}, 1, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Join(log.names, " "); got != "a b" || len(rows) != 2 {
+			t.Fatalf("ran %q (%d rows), want \"a b\" (2 rows)", got, len(rows))
+		}
+		if rows[0].Result.Seconds < 0.019 {
+			t.Fatalf("measured %v s, want the whole 20 ms", rows[0].Result.Seconds)
+		}
+	})
 }
 
 // TestRunGroupStopsOnCancel: a cancelled run returns the rows complete by
 // then and the cancellation.
 func TestRunGroupStopsOnCancel(t *testing.T) {
-	var log orderLog
-	ctx, cancel := context.WithCancel(context.Background())
-	b := log.spec("b")
-	open := b.open
-	b.open = func(ctx context.Context, wl workload) (target, error) {
-		cancel()
-		return open(ctx, wl)
-	}
-	specs := []suiteSpec{log.spec("a"), b, log.spec("c")}
-	rows, err := runGroup(ctx, suiteConfig{Rounds: 1, Duration: 10 * time.Millisecond}, specs, workload{Name: "hot", Keys: 1}, 1, nil)
-	if !errors.Is(err, context.Canceled) {
-		t.Fatalf("err %v, want context.Canceled", err)
-	}
-	if len(rows) != 2 || rows[0].Target.Name != "a" || rows[1].Target.Name != "b" || strings.Join(log.names, " ") != "a b" {
-		t.Fatalf("rows %d, ran %v; want a and b, not c", len(rows), log.names)
-	}
-	rows, err = runGroup(ctx, suiteConfig{Rounds: 2, Duration: 10 * time.Millisecond}, specs, workload{Name: "hot", Keys: 1}, 1, nil)
-	if !errors.Is(err, context.Canceled) || len(rows) != 0 {
-		t.Fatalf("two rounds after cancel: %d rows, err %v; want none complete and context.Canceled", len(rows), err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		var log orderLog
+		ctx, cancel := context.WithCancel(context.Background())
+		b := log.spec("b")
+		open := b.open
+		b.open = func(ctx context.Context, wl workload) (target, error) {
+			cancel()
+			return open(ctx, wl)
+		}
+		specs := []suiteSpec{log.spec("a"), b, log.spec("c")}
+		rows, err := runGroup(ctx, suiteConfig{Rounds: 1, Duration: 10 * time.Millisecond}, specs, workload{Name: "hot", Keys: 1}, 1, nil)
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("err %v, want context.Canceled", err)
+		}
+		if len(rows) != 2 || rows[0].Target.Name != "a" || rows[1].Target.Name != "b" || strings.Join(log.names, " ") != "a b" {
+			t.Fatalf("rows %d, ran %v; want a and b, not c", len(rows), log.names)
+		}
+		rows, err = runGroup(ctx, suiteConfig{Rounds: 2, Duration: 10 * time.Millisecond}, specs, workload{Name: "hot", Keys: 1}, 1, nil)
+		if !errors.Is(err, context.Canceled) || len(rows) != 0 {
+			t.Fatalf("two rounds after cancel: %d rows, err %v; want none complete and context.Canceled", len(rows), err)
+		}
+	})
 }

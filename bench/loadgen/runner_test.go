@@ -15,6 +15,7 @@ import (
 // an error when errEvery divides n, else denied when denyEvery divides it.
 type fakeTarget struct {
 	errEvery, denyEvery int
+	delay               time.Duration // each take sleeps this long (in a synctest bubble)
 	mu                  sync.Mutex
 	keys                map[int]int // requests per key index
 	callers             int
@@ -36,6 +37,9 @@ type fakeCaller struct {
 }
 
 func (c *fakeCaller) take(_ context.Context, k int) (bool, error) {
+	if c.f.delay > 0 {
+		time.Sleep(c.f.delay)
+	}
 	c.n++
 	c.f.mu.Lock()
 	c.f.keys[k]++

@@ -261,10 +261,14 @@ func runSuite(ctx context.Context, cfg suiteConfig, stderr io.Writer) ([]suiteRo
 	fmt.Fprintf(stderr, "loadgen: suite: %d cells of %v in %d round(s) (+%v warm-up a slice): %d targets × %d callers × %d workloads; skipped: %d\n",
 		total, cfg.Duration, max(cfg.Rounds, 1), cfg.Warmup, len(specs), len(cfg.Callers), len(cfg.Workloads), len(skips))
 	var rows []suiteRow
-	done := 0
+	printed := 0
+	progress := func(r suiteRow) {
+		printed++
+		fmt.Fprintln(stderr, progressLine(printed, total, r))
+	}
 	for _, wl := range cfg.Workloads {
 		for _, c := range cfg.Callers {
-			group, err := runGroup(ctx, cfg, specs, wl, c, printProgress(stderr, &done, total))
+			group, err := runGroup(ctx, cfg, specs, wl, c, progress)
 			rows = append(rows, group...)
 			if err != nil {
 				return rows, header, err
