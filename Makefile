@@ -17,7 +17,7 @@ STAMP      := -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.buildT
 
 .PHONY: hostile fuzz-long traefik traefik-test overload soak
 .PHONY: release image version
-.PHONY: all build test check fmt fmt-check vet lint tidy-check proto proto-check bench gubernator bench-repl bench-targets bench-micro bench-load bench-cluster compose-test jepsen-quick jepsen jepsen-upgrade jepsen-compose run clean
+.PHONY: all build tools test check fmt fmt-check vet lint tidy-check proto proto-check bench gubernator bench-repl bench-targets bench-micro bench-load bench-cluster compose-test jepsen-quick jepsen jepsen-upgrade jepsen-compose run clean
 
 all: build
 
@@ -103,6 +103,10 @@ $(PROTOC_GEN_GO):
 	GOBIN=$(BIN) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 $(PROTOC_GEN_GO_GRPC):
 	GOBIN=$(BIN) $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.0
+
+# tools: what lint and proto build on first use; .ci/run builds them while apt
+# installs packages.
+tools: $(LINT) $(PROTOC_GEN_GO) $(PROTOC_GEN_GO_GRPC) ## build the pinned lint and protoc plugins into bin/
 
 proto: $(PROTOC_GEN_GO) $(PROTOC_GEN_GO_GRPC)
 	PATH=$(BIN):$$PATH ./scripts/proto.sh
