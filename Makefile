@@ -161,14 +161,17 @@ $(BIN)/gubernator:
 # while the successors' stores still grow, and again after REPL_WARMUP (12 s:
 # at tens of thousands of takes a second nearly every one of the 100k keys has been
 # taken, so each has a replica and the stores have stopped growing), as
-# bench-debt-warm.
+# bench-debt-warm. Each cell is measured in REPL_ROUNDS slices that the two
+# targets take in turn (loadgen suite -rounds, as make bench does), each slice
+# after its own warm-up (1 s, or REPL_WARMUP for bench-debt-warm).
 REPL_RUNS ?= 3
+REPL_ROUNDS ?= 4
 REPL_WARMUP ?= 12s
 bench-repl: build ## replication on vs off (weir3-client vs weir3-client-norepl) at 64 callers, REPL_RUNS runs per limit
 	$(GO) build -o $(BIN)/loadgen ./bench/loadgen
 	@for l in bench bench-debt bench-debt-warm; do for r in $$(seq 1 $(REPL_RUNS)); do \
-		case $$l in *-warm) args="-limit bench-debt -workloads uniform -warmup $(REPL_WARMUP)";; *) args="-limit $$l";; esac; \
-		$(BIN)/loadgen suite -weir $(BIN)/weir $$args -targets weir3-client,weir3-client-norepl \
+		case $$l in *-warm) args="-limit bench-debt -workloads uniform -warmup $(REPL_WARMUP)";; *) args="-limit $$l -warmup 1s";; esac; \
+		$(BIN)/loadgen suite -weir $(BIN)/weir $$args -targets weir3-client,weir3-client-norepl -rounds $(REPL_ROUNDS) \
 			-callers 64 -seconds $(or $(BENCH_SECONDS),8) -out bench/results/repl/$$l-$$r || exit 1; \
 	done; $(BIN)/loadgen spread $$(seq -f "bench/results/repl/$$l-%g/bench.csv" 1 $(REPL_RUNS)) \
 		>bench/results/repl/$$l-spread.md || exit 1; done
