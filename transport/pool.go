@@ -186,7 +186,12 @@ func (p *Pool) handoff(ctx context.Context, peerAddr string, replica bool, st St
 	}
 	entries := encodeState(st)
 	sent := 0
-	var buf []byte
+	bp := packedBufs.Get().(*[]byte)
+	defer func() {
+		if cap(*bp) <= maxPackedBuf {
+			packedBufs.Put(bp)
+		}
+	}()
 	for first := replica; first || len(entries) > 0 || len(dropped) > 0 || len(packed) > 0; first = false {
 		chunk := entries[:min(len(entries), handoffChunk)]
 		entries = entries[len(chunk):]
@@ -196,8 +201,8 @@ func (p *Pool) handoff(ctx context.Context, peerAddr string, replica bool, st St
 		if len(packed) > 0 {
 			pk := packed[:min(len(packed), handoffChunk)]
 			packed = packed[len(pk):]
-			buf = appendPacked(buf[:0], pk)
-			req.Buckets = buf
+			*bp = appendPacked((*bp)[:0], pk)
+			req.Buckets = *bp
 		}
 		cctx, cancel := context.WithTimeout(ctx, p.cfg.HandoffDeadline)
 		_, err := pr.client.Handoff(cctx, req)

@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/weir-rl/weir/bucket"
 	"github.com/weir-rl/weir/lease"
 	"github.com/weir-rl/weir/transport/peerpb"
+
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -89,5 +92,55 @@ func TestReplicateCountsBytes(t *testing.T) {
 	hb := proto.Size(&peerpb.HandoffRequest{From: "owner", Replica: true, Protocol: p.Protocol()})
 	if n, err := p.Replicate(context.Background(), addr, State{}, nil); err != nil || n != hb {
 		t.Fatalf("heartbeat: %d bytes, %v; want %d", n, err, hb)
+	}
+}
+
+// TestConcurrentReplicasKeepTheirBuckets: replica batches sent at once,
+// each packing its buckets into a buffer kept from one batch to the next
+// (packedBufs), each reach the successor with their own buckets and no
+// other batch's: no buffer is filled by one batch while another sends it.
+func TestConcurrentReplicasKeepTheirBuckets(t *testing.T) {
+	rec, addr, p := handoffPeers(t, "owner")
+	p.SetProtocol(V2) // buckets go packed
+	const senders, batches, base = 4, 20, 40
+	var wg sync.WaitGroup
+	for s := range senders {
+		wg.Go(func() {
+			for b := range batches {
+				// Lengths differ from batch to batch, so that a reused
+				// buffer holds a longer batch's leftovers.
+				var st State
+				for i := range base + (s*batches+b)%7*10 {
+					e := bucket.Entry{Name: "l", Key: fmt.Sprintf("s%d-b%d/%d", s, b, i)}
+					e.Snapshot = bucket.Snapshot{Count: int64(i), UntilFull: time.Second}
+					st.Buckets = append(st.Buckets, e)
+				}
+				if _, err := p.Replicate(context.Background(), addr, st, nil); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.replicas) != senders*batches {
+		t.Fatalf("the successor got %d batches, want %d", len(rec.replicas), senders*batches)
+	}
+	for _, st := range rec.replicas {
+		batch, _, _ := strings.Cut(st.Buckets[0].Key, "/")
+		var s, b int
+		if _, err := fmt.Sscanf(batch, "s%d-b%d", &s, &b); err != nil {
+			t.Fatalf("first key %q: %v", st.Buckets[0].Key, err)
+		}
+		if n := base + (s*batches+b)%7*10; len(st.Buckets) != n {
+			t.Fatalf("batch %s arrived with %d buckets, want %d", batch, len(st.Buckets), n)
+		}
+		for i, e := range st.Buckets {
+			if want := fmt.Sprintf("%s/%d", batch, i); e.Key != want || e.Snapshot.Count != int64(i) {
+				t.Fatalf("batch %s bucket %d is %q count %d, want %q count %d", batch, i, e.Key, e.Snapshot.Count, want, i)
+			}
+		}
 	}
 }
