@@ -39,15 +39,17 @@ const packedFull = 0x80
 var errPacked = errors.New("transport: malformed packed buckets")
 
 // packedBufs keeps the byte strings packed buckets are appended to from
-// one batch to the next (*[]byte). A replica batch packs to KBs every
-// interval per successor; appended to an empty slice each time, the
-// doubling was 30 % of a replicated entry's cost (BenchmarkReplicate/v2,
-// 576 against 405 ns an entry). A buffer is free again once its Handoff
-// call returns: gRPC has marshaled the request by then.
+// one batch to the next (*[]byte), as httpapi's takeBufs keeps answers.
+// A replica batch packs to KBs every interval per successor; appended to
+// an empty slice each time, the doubling was 30 % of a replicated entry's
+// cost (BenchmarkReplicate/v2, 576 against 405 ns an entry). A buffer is
+// free again once its Handoff call returns: gRPC has marshaled the
+// request by then.
 var packedBufs = sync.Pool{New: func() any { return new([]byte) }}
 
 // maxPackedBuf is the largest buffer packedBufs keeps: a resync's chunk
-// of handoffChunk long keys may be larger, and is left to the collector.
+// of handoffChunk long keys may be larger, and is left to the collector
+// (its pointer goes back holding the last buffer that fit).
 const maxPackedBuf = 1 << 20
 
 // packable reports whether e goes in the packed form: it carries no limit

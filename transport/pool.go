@@ -186,12 +186,11 @@ func (p *Pool) handoff(ctx context.Context, peerAddr string, replica bool, st St
 	}
 	entries := encodeState(st)
 	sent := 0
-	bp := packedBufs.Get().(*[]byte)
-	defer func() {
-		if cap(*bp) <= maxPackedBuf {
-			packedBufs.Put(bp)
-		}
-	}()
+	var bp *[]byte // the packing buffer, taken only when there is something to pack
+	if len(packed) > 0 {
+		bp = packedBufs.Get().(*[]byte)
+		defer packedBufs.Put(bp)
+	}
 	for first := replica; first || len(entries) > 0 || len(dropped) > 0 || len(packed) > 0; first = false {
 		chunk := entries[:min(len(entries), handoffChunk)]
 		entries = entries[len(chunk):]
@@ -201,8 +200,10 @@ func (p *Pool) handoff(ctx context.Context, peerAddr string, replica bool, st St
 		if len(packed) > 0 {
 			pk := packed[:min(len(packed), handoffChunk)]
 			packed = packed[len(pk):]
-			*bp = appendPacked((*bp)[:0], pk)
-			req.Buckets = *bp
+			req.Buckets = appendPacked((*bp)[:0], pk)
+			if cap(req.Buckets) <= maxPackedBuf { // a resync's long keys are not kept
+				*bp = req.Buckets
+			}
 		}
 		cctx, cancel := context.WithTimeout(ctx, p.cfg.HandoffDeadline)
 		_, err := pr.client.Handoff(cctx, req)
