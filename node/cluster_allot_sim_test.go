@@ -131,14 +131,6 @@ func waitHoldingsExpired(t *testing.T, n *Node, key string) {
 	})
 }
 
-// crash cuts name off the network and stops it: its returns and its leave
-// reach nobody.
-func (c *simCluster) crash(name string) {
-	c.net.Isolate(c.hosts[name])
-	_ = c.nodes[name].Shutdown(context.Background())
-	delete(c.nodes, name)
-}
-
 // TestAllotHolderCrash: a holder that crashes strands at most its
 // allotment: the owner gets the capacity back when the allotment expires,
 // and nothing is admitted twice.
@@ -148,7 +140,7 @@ func TestAllotHolderCrash(t *testing.T) {
 	key := allotKey(t, c, "n1", "")
 	ta := newTally()
 	ta.warm(t, c.nodes["n2"], key)
-	c.crash("n2")
+	c.kill("n2") // its returns and its leave reach nobody
 	waitHoldingsExpired(t, c.nodes["n1"], key)
 	ta.drain(t, key, c.nodes["n1"], c.nodes["n3"])
 	maxAllotment := allotCapacity / 4
@@ -173,7 +165,7 @@ func TestAllotOwnerCrashSuccessorKnowsTheGrant(t *testing.T) {
 		ta.take(t, n2, key)
 		time.Sleep(time.Millisecond) // pacing the load
 	}
-	c.crash("n1")
+	c.kill("n1")
 	// The holder spends what it holds, the successor takes over.
 	waitFor(t, 15*time.Second, "n3 to decide the key as its owner", func() bool {
 		ta.take(t, n2, key)

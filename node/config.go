@@ -100,9 +100,14 @@ type Config struct {
 	Timing Timing
 	// Replication streams each owned key's changes to its successor.
 	Replication cluster.ReplicationConfig
-	// LeaveTimeout bounds the graceful leave on shutdown. Default 5s.
+	// LeaveTimeout bounds each step of the graceful leave on shutdown: the
+	// handoff, the leave's broadcast, the handoff of what arrived
+	// meanwhile. The leave as a whole, after the in-flight requests, gets
+	// 3×LeaveTimeout (Node.Shutdown). Default 5s.
 	LeaveTimeout time.Duration
-	// ShutdownTimeout bounds a graceful shutdown: in-flight requests get this long. Default 10s.
+	// ShutdownTimeout bounds the first part of a graceful shutdown:
+	// in-flight requests get this long. The handoff and the leave come
+	// after, within their own bound (LeaveTimeout). Default 10s.
 	ShutdownTimeout time.Duration
 	// StateDir is a directory the node keeps its owner state in across a
 	// restart (statefile.go): written on a graceful Shutdown, read and

@@ -241,9 +241,7 @@ func TestClusterKilledOwnerTakeoverWindow(t *testing.T) {
 			t.Fatalf("acquire %d at the old owner: %+v, %v", i, resp, err)
 		}
 	}
-	c.net.Isolate(c.hosts["n3"])
-	_ = c.nodes["n3"].Shutdown(context.Background())
-	delete(c.nodes, "n3")
+	c.kill("n3")
 	waitFor(t, 15*time.Second, "n3's keys to move", func() bool {
 		for _, k := range []struct{ limit, key string }{{"crash", key}, {"crash-strict", skey}} {
 			o := ownerOf(n1, k.limit, k.key)

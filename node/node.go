@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/weir-rl/weir/api"
+	"github.com/weir-rl/weir/api/grpcapi"
 	"github.com/weir-rl/weir/api/rlqs"
 	"github.com/weir-rl/weir/auth"
 	"github.com/weir-rl/weir/internal/filewatch"
@@ -74,7 +75,8 @@ type Node struct {
 	grpcLn  net.Listener
 	respLn  net.Listener // nil when RESPAddr is ""
 	grpcSrv *grpc.Server
-	rlqs    *rlqs.Server // Envoy's quota service on grpcSrv, drained on shutdown
+	rlqs    *rlqs.Server    // Envoy's quota service on grpcSrv, drained on shutdown
+	limiter *grpcapi.Server // weir.v1.Limiter on grpcSrv, its streams drained on shutdown
 	// stops shut the HTTP and (when on) RESP servers down gracefully.
 	stops    []func(context.Context) error
 	cancel   context.CancelFunc

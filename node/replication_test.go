@@ -28,10 +28,16 @@ func holdsReplica(n *Node, limit, key string) bool {
 }
 
 // kill cuts a member off without a goodbye (no handoff, no leave) and
-// stops it; to the others it crashed.
+// stops it; to the others it crashed. The stop gets ShutdownTimeout in
+// all: cut off, the member's handoff and leave could only wait out their
+// own bound (3×LeaveTimeout) for peers it cannot reach, while the test
+// watches the survivors' clocks.
 func (c *simCluster) kill(name string) {
 	c.net.Isolate(c.hosts[name])
-	_ = c.nodes[name].Shutdown(context.Background())
+	n := c.nodes[name]
+	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ShutdownTimeout)
+	defer cancel()
+	_ = n.Shutdown(ctx)
 	delete(c.nodes, name)
 }
 

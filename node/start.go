@@ -116,7 +116,7 @@ func (n *Node) publicServers() ([]net.Listener, []func(net.Listener)) {
 	// One key bound for every surface: the engine's (Config.HTTP.MaxKeyBytes).
 	gc := grpcapi.DefaultConfig()
 	gc.MaxKeyBytes = n.cfg.maxKeyBytes()
-	grpcapi.Register(n.grpcSrv, public, gc)
+	n.limiter = grpcapi.Register(n.grpcSrv, public, gc)
 	envoyCfg := n.cfg.Envoy
 	envoyCfg.MaxKeyBytes = n.cfg.maxKeyBytes()
 	envoyCfg.Now = n.clock
@@ -212,9 +212,10 @@ func (n *Node) addr(ln *net.Listener) string {
 }
 
 // Shutdown stops accepting, lets in-flight requests finish within ctx (and
-// at most Config.ShutdownTimeout), hands the node's state off, leaves the
-// cluster, then stops every goroutine the node started. It is safe to call
-// more than once.
+// at most Config.ShutdownTimeout), then, within ctx and a bound of its own
+// (3×Config.LeaveTimeout; ShutdownTimeout again when not clustered),
+// hands the node's state off, leaves the cluster and stops every
+// goroutine the node started. It is safe to call more than once.
 func (n *Node) Shutdown(ctx context.Context) error {
 	n.mu.Lock()
 	if !n.started || n.shutdown {
@@ -225,26 +226,17 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	n.mu.Unlock()
 	n.eng.Drain()
 
-	ctx, cancel := context.WithTimeout(ctx, n.cfg.ShutdownTimeout)
+	err := n.drainPublic(ctx)
+	// The handoff gets its own bound, not what the drain left of
+	// ShutdownTimeout: a caller that held its request to the drain's end
+	// must not cost the buckets their handoff (without it their new
+	// owners start them full) nor the cluster a clean leave.
+	after := 3 * n.cfg.LeaveTimeout
+	if !n.cfg.Clustered {
+		after = n.cfg.ShutdownTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, after)
 	defer cancel()
-	var err error
-	done := make(chan struct{})
-	go func() {
-		n.rlqs.Drain() // Envoy never closes its quota streams
-		n.grpcSrv.GracefulStop()
-		close(done)
-	}()
-	for i, stop := range n.stops {
-		if e := stop(ctx); e != nil && err == nil {
-			err = fmt.Errorf("node: %s shutdown: %w", [...]string{"http", "resp"}[i], e)
-		}
-	}
-	select {
-	case <-done:
-	case <-ctx.Done():
-		n.grpcSrv.Stop()
-		<-done
-	}
 	// No caller is served any more: the allotments this node holds go back
 	// to their owners while the peers are still there to take them.
 	n.eng.ReturnAll(ctx)
@@ -262,6 +254,34 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	// the batch processor still holds leaves now, within ctx.
 	if e := n.tracer.Shutdown(ctx); e != nil && err == nil {
 		err = e
+	}
+	return err
+}
+
+// drainPublic stops the public servers from accepting and lets their
+// in-flight requests finish within ctx and Config.ShutdownTimeout; then
+// it closes what is left.
+func (n *Node) drainPublic(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.ShutdownTimeout)
+	defer cancel()
+	var err error
+	done := make(chan struct{})
+	go func() {
+		n.rlqs.Drain()    // Envoy never closes its quota streams
+		n.limiter.Drain() // nor does the Go client its take streams
+		n.grpcSrv.GracefulStop()
+		close(done)
+	}()
+	for i, stop := range n.stops {
+		if e := stop(ctx); e != nil && err == nil {
+			err = fmt.Errorf("node: %s shutdown: %w", [...]string{"http", "resp"}[i], e)
+		}
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+		n.grpcSrv.Stop()
+		<-done
 	}
 	return err
 }

@@ -11,7 +11,7 @@ import (
 // holder (the allot scope). TTL is reported in whole milliseconds rounded
 // down and RetryAfter rounded up, so a holder that follows them stops
 // early and retries late.
-func (s *server) Allot(ctx context.Context, req *weirv1.AllotRequest) (*weirv1.AllotResponse, error) {
+func (s *Server) Allot(ctx context.Context, req *weirv1.AllotRequest) (*weirv1.AllotResponse, error) {
 	r := api.AllotRequest{
 		Limit: req.GetLimit(), Key: req.GetKey(), Holder: req.GetHolder(),
 		Want: req.GetWant(), Demand: req.GetDemand(), Unspent: req.GetUnspent(), Seq: req.GetSeq(),
@@ -30,7 +30,7 @@ func (s *server) Allot(ctx context.Context, req *weirv1.AllotRequest) (*weirv1.A
 }
 
 // Return implements weirv1.LimiterServer: the caller's allotment back.
-func (s *server) Return(ctx context.Context, req *weirv1.ReturnRequest) (*weirv1.ReturnResponse, error) {
+func (s *Server) Return(ctx context.Context, req *weirv1.ReturnRequest) (*weirv1.ReturnResponse, error) {
 	r := api.ReturnRequest{Limit: req.GetLimit(), Key: req.GetKey(), Holder: req.GetHolder(), Unspent: req.GetUnspent(), Seq: req.GetSeq()}
 	if err := api.ValidateAllot(r.Limit, r.Key, r.Holder, 1, 0, r.Unspent, s.lim.maxKeyBytes); err != nil {
 		return nil, Status(err).Err()

@@ -9,7 +9,9 @@
 // Take spends every check or none; a check's cost of 0 is the proto3
 // default and means 1. TakeStream answers each request in turn, echoing its
 // id, and reports a failed request in the response's error field (code
-// numbers are gRPC's) without ending the stream. A take may carry
+// numbers are gRPC's) without ending the stream; Server.Drain, on the
+// node's shutdown, ends every stream with Unavailable once the request it
+// is deciding is answered. A take may carry
 // request_id (1 to api.MaxRequestIDBytes bytes), passed to the Decider with
 // api.WithRequestID: its owner answers a repeat within its window with the
 // first decision. TakeResponse and AcquireResponse carry ring_epoch and

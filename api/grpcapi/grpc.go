@@ -3,7 +3,7 @@ package grpcapi
 import (
 	"context"
 	"errors"
-	"io"
+	"sync"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -49,19 +49,21 @@ type inputLimits struct {
 
 func invalidf(format string, args ...any) error { return api.Errorf(api.CodeInvalid, format, args...) }
 
-// server implements weirv1.LimiterServer on a Decider. It holds no
-// mutable state and is safe for concurrent use.
-type server struct {
+// Server implements weirv1.LimiterServer on a Decider. It is safe for
+// concurrent use; its one mutable state is whether it drains (Drain).
+type Server struct {
 	weirv1.UnimplementedLimiterServer
-	d   api.Decider
-	lim inputLimits
+	d         api.Decider
+	lim       inputLimits
+	drain     chan struct{}
+	drainOnce sync.Once
 }
 
 // NewServer returns the weir.v1.Limiter service served from d, for
 // weirv1.RegisterLimiterServer. Zero bounds in cfg mean their defaults.
 // Decider errors map to status codes as Status maps them. The server is
 // safe for concurrent use.
-func NewServer(d api.Decider, cfg Config) weirv1.LimiterServer {
+func NewServer(d api.Decider, cfg Config) *Server {
 	def := DefaultConfig()
 	if cfg.MaxKeyBytes <= 0 {
 		cfg.MaxKeyBytes = def.MaxKeyBytes
@@ -69,13 +71,23 @@ func NewServer(d api.Decider, cfg Config) weirv1.LimiterServer {
 	if cfg.MaxChecks <= 0 {
 		cfg.MaxChecks = def.MaxChecks
 	}
-	return &server{d: d, lim: inputLimits{maxKeyBytes: cfg.MaxKeyBytes, maxChecks: cfg.MaxChecks}}
+	return &Server{d: d, lim: inputLimits{maxKeyBytes: cfg.MaxKeyBytes, maxChecks: cfg.MaxChecks}, drain: make(chan struct{})}
 }
 
-// Register registers NewServer(d, cfg) on s.
-func Register(s grpc.ServiceRegistrar, d api.Decider, cfg Config) {
-	weirv1.RegisterLimiterServer(s, NewServer(d, cfg))
+// Register registers NewServer(d, cfg) on s and returns it.
+func Register(s grpc.ServiceRegistrar, d api.Decider, cfg Config) *Server {
+	srv := NewServer(d, cfg)
+	weirv1.RegisterLimiterServer(s, srv)
+	return srv
 }
+
+// Drain ends every TakeStream, open and new, with Unavailable, each once
+// the request it is deciding is answered: a client keeps its stream open
+// for as long as it runs, and a graceful gRPC stop would otherwise wait
+// for it until its own bound ran out. The Go client retries the takes it
+// had in flight, with their request ids, at another member. Unary calls
+// are left to the graceful stop. Calling it twice is harmless.
+func (s *Server) Drain() { s.drainOnce.Do(func() { close(s.drain) }) }
 
 // Status converts an input-check or Decider error to the status the service
 // answers with: CodeInvalid → InvalidArgument, CodeNotFound → NotFound,
@@ -176,7 +188,7 @@ type takeAnswer1 struct {
 }
 
 // take decides one TakeRequest; it is shared by Take and TakeStream.
-func (s *server) take(ctx context.Context, req *weirv1.TakeRequest) (*weirv1.TakeResponse, error) {
+func (s *Server) take(ctx context.Context, req *weirv1.TakeRequest) (*weirv1.TakeResponse, error) {
 	checks, err := checksFromProto(req.GetChecks(), s.lim)
 	if err != nil {
 		return nil, err
@@ -204,43 +216,12 @@ func (s *server) take(ctx context.Context, req *weirv1.TakeRequest) (*weirv1.Tak
 }
 
 // Take implements weirv1.LimiterServer.
-func (s *server) Take(ctx context.Context, req *weirv1.TakeRequest) (*weirv1.TakeResponse, error) {
+func (s *Server) Take(ctx context.Context, req *weirv1.TakeRequest) (*weirv1.TakeResponse, error) {
 	out, err := s.take(ctx, req)
 	if err != nil {
 		return nil, Status(err).Err()
 	}
 	return out, nil
-}
-
-// TakeStream implements weirv1.LimiterServer. It answers each request in
-// turn, echoing its id; a request that fails gets a response carrying the
-// error and the stream goes on. The stream ends when the client closes its
-// side or the stream's context ends.
-func (s *server) TakeStream(stream grpc.BidiStreamingServer[weirv1.TakeRequest, weirv1.TakeResponse]) error {
-	ctx := stream.Context()
-	for {
-		req, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		out, err := s.take(ctx, req)
-		if err != nil {
-			if ctx.Err() != nil { // the stream itself is over
-				return status.FromContextError(ctx.Err()).Err()
-			}
-			st := Status(err)
-			out = &weirv1.TakeResponse{
-				Id:    req.GetId(),
-				Error: &weirv1.Error{Code: weirv1.ErrorCode(st.Code()), Detail: st.Message()},
-			}
-		}
-		if err := stream.Send(out); err != nil {
-			return err
-		}
-	}
 }
 
 // acquireFromProto converts and validates an AcquireRequest.
@@ -250,7 +231,7 @@ func acquireFromProto(req *weirv1.AcquireRequest, lim inputLimits) (api.AcquireR
 
 // Acquire implements weirv1.LimiterServer. A refusal is a response with
 // granted false, not an error.
-func (s *server) Acquire(ctx context.Context, req *weirv1.AcquireRequest) (*weirv1.AcquireResponse, error) {
+func (s *Server) Acquire(ctx context.Context, req *weirv1.AcquireRequest) (*weirv1.AcquireResponse, error) {
 	in, err := acquireFromProto(req, s.lim)
 	if err != nil {
 		return nil, Status(err).Err()
@@ -274,7 +255,7 @@ func (s *server) Acquire(ctx context.Context, req *weirv1.AcquireRequest) (*weir
 }
 
 // Renew implements weirv1.LimiterServer.
-func (s *server) Renew(ctx context.Context, req *weirv1.RenewRequest) (*weirv1.RenewResponse, error) {
+func (s *Server) Renew(ctx context.Context, req *weirv1.RenewRequest) (*weirv1.RenewResponse, error) {
 	if err := api.ValidateLeaseID(req.GetId()); err != nil {
 		return nil, Status(err).Err()
 	}
@@ -290,7 +271,7 @@ func (s *server) Renew(ctx context.Context, req *weirv1.RenewRequest) (*weirv1.R
 }
 
 // Release implements weirv1.LimiterServer.
-func (s *server) Release(ctx context.Context, req *weirv1.ReleaseRequest) (*weirv1.ReleaseResponse, error) {
+func (s *Server) Release(ctx context.Context, req *weirv1.ReleaseRequest) (*weirv1.ReleaseResponse, error) {
 	if err := api.ValidateLeaseID(req.GetId()); err != nil {
 		return nil, Status(err).Err()
 	}

@@ -22,26 +22,34 @@ import (
 // newGRPC serves f on a real listener on 127.0.0.1:0 and returns a client.
 func newGRPC(t *testing.T, f *apitest.Decider) weirv1.LimiterClient {
 	t.Helper()
+	c, _, _ := serveGRPC(t, f)
+	return c
+}
+
+// serveGRPC is newGRPC that also returns the service and its gRPC server,
+// which the test may stop itself.
+func serveGRPC(t *testing.T, f *apitest.Decider) (weirv1.LimiterClient, *Server, *grpc.Server) {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := grpc.NewServer()
-	Register(s, f, DefaultConfig())
+	gs := grpc.NewServer()
+	srv := Register(gs, f, DefaultConfig())
 	served := make(chan error, 1)
-	go func() { served <- s.Serve(lis) }()
+	go func() { served <- gs.Serve(lis) }()
 	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		_ = conn.Close()
-		s.Stop()
+		gs.Stop()
 		if err := <-served; err != nil {
 			t.Errorf("Serve: %v", err)
 		}
 	})
-	return weirv1.NewLimiterClient(conn)
+	return weirv1.NewLimiterClient(conn), srv, gs
 }
 
 func TestGRPCTake(t *testing.T) {

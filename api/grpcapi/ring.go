@@ -33,7 +33,7 @@ func ringResponse(info api.ClusterInfo) *weirv1.RingResponse {
 
 // GetRing implements weirv1.LimiterServer. It asks the Decider's Cluster
 // with a context marked by api.ForRing.
-func (s *server) GetRing(ctx context.Context, _ *weirv1.GetRingRequest) (*weirv1.RingResponse, error) {
+func (s *Server) GetRing(ctx context.Context, _ *weirv1.GetRingRequest) (*weirv1.RingResponse, error) {
 	info, err := s.d.Cluster(api.ForRing(ctx), "", "")
 	if err != nil {
 		return nil, Status(err).Err()
