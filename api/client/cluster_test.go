@@ -374,13 +374,13 @@ func testDialRoutes(t *testing.T, tr client.Transport) {
 	}
 }
 
-// TestClientConvergesAfterJoinLeaveKill runs the join and the leave over
-// both transports, and the kill over gRPC only: a take sent while a killed
-// owner's peers still forward to it fails limiter_overloaded after the
-// forward deadline (node behaviour, which fails this test about one run in
-// three on main over gRPC, and more often over RESP, whose faster takes
-// put more of them in that window). The RESP path's own part of a kill,
-// a connection breaking under a take, is TestLeanConnKilledMidTake's.
+// TestClientConvergesAfterJoinLeaveKill runs a join, a graceful leave and
+// a kill under four callers, over both transports. No take may fail,
+// except that during the kill a take sent while a killed owner's peers
+// still forward to it fails limiter_overloaded after the forward deadline
+// (node behaviour). The RESP path's own part of a kill, a connection
+// breaking under a take, is TestLeanConnKilledMidTake's; what a leave
+// hands over, TestLeaveWithOpenStreamKeepsDebt's.
 func TestClientConvergesAfterJoinLeaveKill(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) { testConverges(t, tr.opt) })
