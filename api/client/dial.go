@@ -181,7 +181,14 @@ func (r *router) apply(v *ringView, from *member) {
 	}
 	for _, m := range set.list {
 		r.conns[m.addr] = m
-		m.downUntil.Store(0)
+	}
+	// The member that answered is reachable. A failure seen at any other
+	// stays marked until its downFor ends: the ring, built from gossip,
+	// may still list as alive a member this client cannot reach (one that
+	// is leaving hands its keys over before it leaves the ring, and the
+	// refresh its failure asked for lists it still).
+	if from != nil {
+		from.downUntil.Store(0)
 	}
 	if from != nil && r.conns[from.addr] != from {
 		_ = from.conn.Close() // a seed connection the view does not use

@@ -19,8 +19,9 @@ import (
 )
 
 // downFor is how long a member whose connection failed is skipped when
-// routing (requests go to another member, which forwards), unless a newer
-// ring lists it again.
+// routing (requests go to another member, which forwards), whether or not
+// a newer ring lists it: gossip may hold alive a member this client cannot
+// reach. Only the member's own answer to a ring fetch lifts it early.
 const downFor = time.Second
 
 // retireAfter is how long the connection of a member that left the ring is

@@ -1,0 +1,48 @@
+package client
+
+import (
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// A ring installed after a member failed keeps the failure mark for its
+// downFor, though the ring still lists the member: routing goes on
+// skipping it. The member the ring came from is reachable, and loses its
+// mark.
+func TestRingInstallKeepsFailureMarks(t *testing.T) {
+	fc := newFakeClock()
+	opts := DefaultOptions()
+	opts.Clock, opts.Transport = fc, TransportGRPC
+	r := newRouter(opts.withDefaults())
+	r.dial = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	t.Cleanup(r.close)
+	addrs := map[string]string{"a": "127.0.0.1:1", "b": "127.0.0.1:2"} // never dialled: nothing is sent
+	r.apply(&ringView{from: "a", epoch: 1, addrs: addrs}, nil)
+	set := r.members.Load()
+	a, b := set.byName["a"], set.byName["b"]
+	if a == nil || b == nil || !a.healthy(fc.Now()) || !b.healthy(fc.Now()) {
+		t.Fatalf("after the first ring: members %v", set.byName)
+	}
+	r.failed(a)
+	r.failed(b)
+	r.apply(&ringView{from: "a", epoch: 2, addrs: addrs}, a)
+	set = r.members.Load()
+	if set.byName["a"] != a || set.byName["b"] != b {
+		t.Fatal("the second ring replaced members it still lists")
+	}
+	if b.healthy(fc.Now()) {
+		t.Fatal("a ring installed after b failed cleared b's failure mark")
+	}
+	if !a.healthy(fc.Now()) {
+		t.Fatal("a answered the ring but stays marked failed")
+	}
+	if m, _, _ := r.pick(nil, nil); m != a {
+		t.Fatalf("routing picked %s; want a, the one member not marked failed", m.name)
+	}
+	_ = fc.Sleep(t.Context(), downFor)
+	if !b.healthy(fc.Now()) {
+		t.Fatalf("b still marked failed %v after its failure", downFor)
+	}
+}
