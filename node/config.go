@@ -239,6 +239,23 @@ func LocalConfig() Config {
 	return c
 }
 
+// leaveBound bounds Shutdown's part after the public drain: the handoff,
+// the leave and the rest. 3×LeaveTimeout (the handoff, the leave's
+// broadcast, the handoff of what arrived meanwhile); ShutdownTimeout when
+// the node is not clustered and has no leave.
+func (c Config) leaveBound() time.Duration {
+	if !c.Clustered {
+		return c.ShutdownTimeout
+	}
+	return 3 * c.LeaveTimeout
+}
+
+// ShutdownBound is the longest a graceful Node.Shutdown takes within its
+// own bounds: ShutdownTimeout for the in-flight requests, then the
+// handoff's and the leave's bound. A caller's context past it cuts
+// nothing short.
+func (c Config) ShutdownBound() time.Duration { return c.ShutdownTimeout + c.leaveBound() }
+
 // maxKeyBytes is the key bound in force: HTTP.MaxKeyBytes, or its
 // default when zero.
 func (c Config) maxKeyBytes() int {

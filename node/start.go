@@ -231,11 +231,7 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	// ShutdownTimeout: a caller that held its request to the drain's end
 	// must not cost the buckets their handoff (without it their new
 	// owners start them full) nor the cluster a clean leave.
-	after := 3 * n.cfg.LeaveTimeout
-	if !n.cfg.Clustered {
-		after = n.cfg.ShutdownTimeout
-	}
-	ctx, cancel := context.WithTimeout(ctx, after)
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.leaveBound())
 	defer cancel()
 	// No caller is served any more: the allotments this node holds go back
 	// to their owners while the peers are still there to take them.

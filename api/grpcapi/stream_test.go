@@ -36,7 +36,7 @@ func allowAll(_ context.Context, checks []api.Check) (api.TakeResponse, error) {
 	return api.TakeResponse{Allowed: true, Results: []api.Result{r}}, nil
 }
 
-func take(id uint64, key string) *weirv1.TakeRequest {
+func takeReq(id uint64, key string) *weirv1.TakeRequest {
 	return &weirv1.TakeRequest{Id: id, Checks: []*weirv1.Check{{Limit: "export", Key: key}}}
 }
 
@@ -50,7 +50,7 @@ func TestTakeStreamEndsOnDrain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := stream.Send(take(1, "k")); err != nil {
+	if err := stream.Send(takeReq(1, "k")); err != nil {
 		t.Fatal(err)
 	}
 	if resp, err := stream.Recv(); err != nil || resp.GetId() != 1 || !resp.GetAllowed() {
@@ -62,7 +62,7 @@ func TestTakeStreamEndsOnDrain(t *testing.T) {
 	}
 	late, err := c.TakeStream(ctx)
 	if err == nil {
-		_ = late.Send(take(2, "k"))
+		_ = late.Send(takeReq(2, "k"))
 		_, err = late.Recv()
 	}
 	if status.Code(err) != codes.Unavailable {
@@ -95,13 +95,13 @@ func TestTakeStreamDrainAnswersTheTakeUnderWay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := idle.Send(take(1, "k")); err != nil {
+	if err := idle.Send(takeReq(1, "k")); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := idle.Recv(); err != nil {
 		t.Fatal(err)
 	}
-	if err := stream.Send(take(7, "slow")); err != nil {
+	if err := stream.Send(takeReq(7, "slow")); err != nil {
 		t.Fatal(err)
 	}
 	<-entered

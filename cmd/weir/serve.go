@@ -233,7 +233,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 			_ = n.ReloadTokens() // logged inside
 		case <-ctx.Done():
 			log.Info("shutting down: no new requests, finishing in-flight ones")
-			sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout+3*cfg.LeaveTimeout+time.Second)
+			sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownBound()+time.Second)
 			defer cancel()
 			if err := n.Shutdown(sctx); err != nil {
 				log.Error("shutdown", "err", err)
