@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -554,5 +555,36 @@ func TestChangesLatestWins(t *testing.T) {
 		default:
 		}
 		return last != nil && last.Epoch == r.View().Epoch
+	})
+}
+
+// TestAnnounceLeaveAllAtOnce: every member announces its leave at the same
+// moment, as when a whole cluster is stopped together. Each member's
+// metadata update reaches the others while they send their own leaving
+// notes, so under -race this holds that the notes are addressed from this
+// package's own copy of the members, not from memberlist's live node
+// records (which memberlist rewrites on every update); and every member
+// ends up marked Leaving in every other's view.
+func TestAnnounceLeaveAllAtOnce(t *testing.T) {
+	c := newCluster(t, 4, nil)
+	waitFor(t, "convergence", func() bool { return converged(c.rings...) })
+	var wg sync.WaitGroup
+	for _, r := range c.rings {
+		wg.Go(func() {
+			if err := r.AnnounceLeave(time.Second); err != nil {
+				t.Errorf("%s: AnnounceLeave: %v", r.cfg.Name, err)
+			}
+		})
+	}
+	wg.Wait()
+	waitFor(t, "every member seen leaving by every other", func() bool {
+		for _, r := range c.rings {
+			for _, m := range r.View().Members {
+				if m.Name != r.cfg.Name && !m.Leaving {
+					return false
+				}
+			}
+		}
+		return true
 	})
 }

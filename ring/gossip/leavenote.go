@@ -1,8 +1,13 @@
 package gossip
 
 import (
+	"fmt"
+	"net"
+	"strconv"
 	"sync"
 	"time"
+
+	"github.com/hashicorp/memberlist"
 )
 
 // msgLeaving tags the leaving note: a memberlist user message that names
@@ -37,23 +42,28 @@ func parseLeavingNote(b []byte) (name string, ok bool) {
 }
 
 // sendLeavingNotes starts sending the leaving note to every other member
-// memberlist knows alive or suspect, and returns a function that waits
+// the table holds alive or suspect, and returns a function that waits
 // until every send has ended or until deadline. A send that outlasts the
 // deadline ends by memberlist's TCP timeout; Close waits for it. r.life is
 // held.
+//
+// The notes are addressed from the table, not from memberlist's Members:
+// those are pointers to memberlist's own node records, which it rewrites
+// (address, metadata) on every alive message, without a lock the caller can
+// take. When a whole cluster stops at once, every member's leaving flag
+// arrives while the others send their notes. A member memberlist has heard
+// of and the table has not yet applied gets no note; the flag still
+// reaches it by gossip.
 func (r *Membership) sendLeavingNotes() (wait func(deadline time.Time)) {
 	note := leavingNote(r.cfg.Name)
 	ml := r.ml // Close clears r.ml; the sends keep this one
 	var sends sync.WaitGroup
-	for _, n := range ml.Members() {
-		if n.Name == r.cfg.Name {
-			continue
-		}
+	for _, to := range r.noteTargets() {
 		sends.Add(1)
 		r.wg.Go(func() {
 			defer sends.Done()
-			if err := ml.SendReliable(n, note); err != nil {
-				r.log.Warn("gossip: leaving note not sent", "to", n.Name, "err", err)
+			if err := ml.SendReliable(to, note); err != nil {
+				r.log.Warn("gossip: leaving note not sent", "to", to.Name, "err", err)
 			}
 		})
 	}
@@ -71,4 +81,44 @@ func (r *Membership) sendLeavingNotes() (wait func(deadline time.Time)) {
 			r.log.Warn("gossip: leaving notes still in flight at the announcement's deadline")
 		}
 	}
+}
+
+// noteTargets returns every other live member in the table, as memberlist
+// nodes of their own (name and address only). A member whose address does
+// not parse is left out and logged.
+func (r *Membership) noteTargets() []*memberlist.Node {
+	r.mu.Lock()
+	members := r.tbl.list()
+	r.mu.Unlock()
+	var out []*memberlist.Node
+	for _, m := range members {
+		if m.Name == r.cfg.Name || !m.State.Live() {
+			continue
+		}
+		n, err := nodeAt(m.Name, m.Addr)
+		if err != nil {
+			r.log.Warn("gossip: leaving note not sent", "to", m.Name, "err", err)
+			continue
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// nodeAt returns a memberlist node named name at addr ("ip:port"), enough
+// for memberlist to address a message to it.
+func nodeAt(name, addr string) (*memberlist.Node, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	ip := net.ParseIP(host)
+	if ip == nil {
+		return nil, fmt.Errorf("gossip: address %q is not an IP address", addr)
+	}
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		return nil, fmt.Errorf("gossip: address %q: bad port: %w", addr, err)
+	}
+	return &memberlist.Node{Name: name, Addr: ip, Port: uint16(p)}, nil
 }
