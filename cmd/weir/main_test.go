@@ -303,3 +303,28 @@ func TestAddrWithoutScheme(t *testing.T) {
 		}
 	}
 }
+
+// TestLeaveTimeoutFlag: --leave-timeout (or WEIR_LEAVE_TIMEOUT) sets the
+// bound of each step of the graceful leave, and with it the shutdown's
+// whole bound; a leave timeout that is not positive is refused.
+func TestLeaveTimeoutFlag(t *testing.T) {
+	p := parseServe(t, []string{"--node-name=n1", "--leave-timeout=7s", "--shutdown-timeout=20s"}, nil)
+	if p.cfg.LeaveTimeout != 7*time.Second || p.cfg.ShutdownBound() != 41*time.Second {
+		t.Errorf("--leave-timeout=7s: leave timeout %v, shutdown bound %v; want 7s and 20s + 3×7s", p.cfg.LeaveTimeout, p.cfg.ShutdownBound())
+	}
+	if p := parseServe(t, []string{"--node-name=n1"}, map[string]string{"WEIR_LEAVE_TIMEOUT": "2s"}); p.cfg.LeaveTimeout != 2*time.Second {
+		t.Errorf("WEIR_LEAVE_TIMEOUT=2s: leave timeout %v", p.cfg.LeaveTimeout)
+	}
+	cfg, cf, pf := node.DefaultConfig(), clusterFlags{}, processFlags{logFormat: "text"}
+	fs := newFlagSet("serve")
+	serveFlags(fs, &cfg, &cf, &pf)
+	if err := parseWithEnv(fs, []string{"--node-name=n1", "--leave-timeout=0s"}, env(nil)); err != nil {
+		t.Fatal(err)
+	}
+	if err := cf.apply(&cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err == nil || err.Error() != "node: leave timeout must be positive" {
+		t.Errorf("--leave-timeout=0s: Validate = %v, want the leave timeout refused, alone", err)
+	}
+}

@@ -115,6 +115,7 @@ func serveFlags(fs *flag.FlagSet, cfg *node.Config, cf *clusterFlags, pf *proces
 	fs.StringVar(&cfg.EnvoyConfigDir, "envoy-config-dir", cfg.EnvoyConfigDir, "a directory of envoyproxy/ratelimit configuration files that Envoy's rate limit service decides by (watched; empty: the generic_key mapping)")
 	fs.BoolVar(&cfg.HTTP.LegacyHeaders, "legacy-headers", cfg.HTTP.LegacyHeaders, "also send the legacy X-RateLimit-Limit/Remaining/Reset headers")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "how long in-flight requests get on SIGTERM")
+	fs.DurationVar(&cfg.LeaveTimeout, "leave-timeout", cfg.LeaveTimeout, "after the in-flight requests on SIGTERM, how long each step of the graceful leave gets (the handoff of buckets and leases, the gossip leave, the handoff of what arrived meanwhile): up to 3× this in all")
 	fs.StringVar(&cfg.StateDir, "state-dir", cfg.StateDir, "directory the buckets in debt and the leases are saved to on SIGTERM and restored from on start, so a restart of every node keeps its debits (empty: nothing kept)")
 	fs.StringVar(&pf.logFormat, "log-format", pf.logFormat, "log format: text or json")
 	fs.StringVar(&pf.debugAddr, "debug-addr", "", "loopback address serving Go's profiler (net/http/pprof) for diagnosis, like 127.0.0.1:6060 (empty: off)")
