@@ -55,6 +55,12 @@ func (noReplication) sync(context.Context, *Cluster, string, string) error { ret
 // changeLog is the owner's record of the keys changed since the last
 // batch. Safe for concurrent use; Bucket and Lease are on the decision
 // path.
+//
+// One mutex guards the keys. Sharding them 16 ways by a hash of the key,
+// each shard with its own lock, was measured slower, not faster, at two
+// Ps: BenchmarkChangeLogBucketParallel 72.6 ns against 66.0 (the serial
+// call 59 ns against 52, the hash). What the parallel call pays over the
+// serial one is the shared map's memory, not the lock.
 type changeLog struct {
 	cfg ReplicationConfig
 	m   *replMetrics

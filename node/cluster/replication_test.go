@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -173,4 +174,32 @@ func BenchmarkChangeLogBucket(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkChangeLogBucketParallel is BenchmarkChangeLogBucket's deep case
+// from every P at once, as the decision path calls it under load: what the
+// change log costs when takes of different keys meet there. Each goroutine
+// takes the batch every 1,024 of its calls, as the stream loop would.
+func BenchmarkChangeLogBucketParallel(b *testing.B) {
+	keys := make([]string, 100_000)
+	for i := range keys {
+		keys[i] = "tenant:" + strconv.Itoa(i)
+	}
+	cfg := DefaultReplicationConfig()
+	cfg.MaxBatch = 1 << 30 // no kicks: the loop below flushes
+	r := newChangeLog(cfg, nil)
+	r.resync(false)
+	now := time.Unix(1_800_000_000, 0)
+	after := fullAt(b, now.Add(time.Second))
+	var seq atomic.Uint64
+	b.RunParallel(func(pb *testing.PB) {
+		i := int(seq.Add(1_000_003))
+		for ; pb.Next(); i++ {
+			r.Bucket("bench", keys[i%len(keys)], now, after, false)
+			if i%1024 == 1023 {
+				d, l, _ := r.take()
+				r.recycle(d, l)
+			}
+		}
+	})
 }
