@@ -150,21 +150,12 @@ func TestChangeLogKeepsTheLatestFull(t *testing.T) {
 // leaves a nanosecond of debt (the bench limit's) and one that leaves a
 // second (bench-debt's), with a flush taking the batch every 1,024 calls.
 func BenchmarkChangeLogBucket(b *testing.B) {
-	keys := make([]string, 100_000)
-	for i := range keys {
-		keys[i] = "tenant:" + strconv.Itoa(i)
-	}
 	for _, tc := range []struct {
 		name string
 		debt time.Duration
 	}{{"shallow", time.Nanosecond}, {"deep", time.Second}} {
 		b.Run(tc.name, func(b *testing.B) {
-			cfg := DefaultReplicationConfig()
-			cfg.MaxBatch = 1 << 30 // no kicks: the loop below flushes
-			r := newChangeLog(cfg, nil)
-			r.resync(false)
-			now := time.Unix(1_800_000_000, 0)
-			after := fullAt(b, now.Add(tc.debt))
+			r, keys, now, after := benchLog(b, tc.debt)
 			for i := 0; b.Loop(); i++ {
 				r.Bucket("bench", keys[i%len(keys)], now, after, false)
 				if i%1024 == 1023 {
@@ -181,20 +172,10 @@ func BenchmarkChangeLogBucket(b *testing.B) {
 // change log costs when takes of different keys meet there. Each goroutine
 // takes the batch every 1,024 of its calls, as the stream loop would.
 func BenchmarkChangeLogBucketParallel(b *testing.B) {
-	keys := make([]string, 100_000)
-	for i := range keys {
-		keys[i] = "tenant:" + strconv.Itoa(i)
-	}
-	cfg := DefaultReplicationConfig()
-	cfg.MaxBatch = 1 << 30 // no kicks: the loop below flushes
-	r := newChangeLog(cfg, nil)
-	r.resync(false)
-	now := time.Unix(1_800_000_000, 0)
-	after := fullAt(b, now.Add(time.Second))
+	r, keys, now, after := benchLog(b, time.Second)
 	var seq atomic.Uint64
 	b.RunParallel(func(pb *testing.PB) {
-		i := int(seq.Add(1_000_003))
-		for ; pb.Next(); i++ {
+		for i := int(seq.Add(1_000_003)); pb.Next(); i++ {
 			r.Bucket("bench", keys[i%len(keys)], now, after, false)
 			if i%1024 == 1023 {
 				d, l, _ := r.take()
@@ -202,4 +183,20 @@ func BenchmarkChangeLogBucketParallel(b *testing.B) {
 			}
 		}
 	})
+}
+
+// benchLog returns the change log benchmarks' log (a peer present, no
+// kicks: the benchmarks take the batch themselves), their 100,000 keys,
+// their instant and a take's state that leaves debt of debt then.
+func benchLog(b *testing.B, debt time.Duration) (r *changeLog, keys []string, now time.Time, after bucket.State) {
+	keys = make([]string, 100_000)
+	for i := range keys {
+		keys[i] = "tenant:" + strconv.Itoa(i)
+	}
+	cfg := DefaultReplicationConfig()
+	cfg.MaxBatch = 1 << 30
+	r = newChangeLog(cfg, nil)
+	r.resync(false)
+	now = time.Unix(1_800_000_000, 0)
+	return r, keys, now, fullAt(b, now.Add(debt))
 }
