@@ -107,7 +107,9 @@
 // whose checks all have one owner is deduplicated, so a take over several
 // owners is not retried. Decisions from local ceilings (the owner
 // unreachable) are not remembered, and a retry after ownership moved is
-// decided afresh by the new owner.
+// decided afresh by the new owner. A retry goes to a member other than
+// those that failed the take's earlier attempts while one is left, healthy
+// or not.
 //
 // Retries back off exponentially with full jitter (uniform in [0, cap],
 // the cap doubling from RetryPolicy.BaseBackoff to MaxBackoff) and are

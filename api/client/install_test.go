@@ -46,3 +46,31 @@ func TestRingInstallKeepsFailureMarks(t *testing.T) {
 		t.Fatalf("b still marked failed %v after its failure", downFor)
 	}
 }
+
+// TestRetryAvoidsEveryMemberThatFailedTheTake: a retry goes to a member
+// that has not failed the take's earlier attempts, even when every member
+// is marked failed (by this take or by others), wherever the round robin
+// starts; when every member failed the take, it still gets one.
+func TestRetryAvoidsEveryMemberThatFailedTheTake(t *testing.T) {
+	fc := newFakeClock()
+	opts := DefaultOptions()
+	opts.Clock, opts.Transport = fc, TransportGRPC
+	r := newRouter(opts.withDefaults())
+	r.dial = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	t.Cleanup(r.close)
+	addrs := map[string]string{"a": "127.0.0.1:1", "b": "127.0.0.1:2", "c": "127.0.0.1:3"} // never dialled
+	r.apply(&ringView{from: "a", epoch: 1, addrs: addrs}, nil)
+	set := r.members.Load()
+	a, b, c := set.byName["a"], set.byName["b"], set.byName["c"]
+	for _, m := range []*member{a, b, c} {
+		r.failed(m)
+	}
+	for i := range 2 * len(set.list) { // every start of the round robin
+		if m, _, _ := r.pick(nil, a, b); m != c {
+			t.Fatalf("pick %d after a and b failed the take: %s; want c", i, m.name)
+		}
+	}
+	if m, _, _ := r.pick(nil, a, b, c); m == nil {
+		t.Fatal("no member picked when every member failed the take")
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -149,29 +150,31 @@ func oneOwner(v *ringView, checks []api.Check) (string, bool) {
 }
 
 // pick chooses where to send checks: their owner when they have one and it
-// is healthy (toOwner), else any healthy member other than avoid. single
-// reports whether all checks surely share one owner (see oneOwner).
-func (r *router) pick(checks []api.Check, avoid *member) (m *member, single, toOwner bool) {
+// is healthy (toOwner), else any healthy member not in avoid (the members
+// that failed this call's earlier attempts). single reports whether all
+// checks surely share one owner (see oneOwner).
+func (r *router) pick(checks []api.Check, avoid ...*member) (m *member, single, toOwner bool) {
 	set := r.members.Load()
 	owner, single := oneOwner(r.view.Load(), checks)
 	now := r.opts.Clock.Now()
 	if owner != "" && single {
-		if m := set.byName[owner]; m != nil && m != avoid && m.healthy(now) {
+		if m := set.byName[owner]; m != nil && !slices.Contains(avoid, m) && m.healthy(now) {
 			return m, single, true
 		}
 	}
 	return r.any(set, avoid, now), single, false
 }
 
-// any returns a healthy member other than avoid, round robin; failing that
-// any member other than avoid; failing that avoid.
-func (r *router) any(set *memberSet, avoid *member, now time.Time) *member {
+// any returns a healthy member not in avoid, round robin; failing that any
+// member not in avoid (one that failed another call, not this one);
+// failing that any member.
+func (r *router) any(set *memberSet, avoid []*member, now time.Time) *member {
 	n := len(set.list)
 	start := int(r.rr.Add(1) % uint64(n))
 	var fallback *member
 	for i := range n {
 		m := set.list[(start+i)%n]
-		if m == avoid {
+		if slices.Contains(avoid, m) {
 			continue
 		}
 		if m.healthy(now) {
@@ -195,9 +198,12 @@ func (r *router) take(ctx context.Context, checks []api.Check) (api.TakeResponse
 	r.mu.Lock()
 	r.budget.requestAt(r.opts.Clock.Now())
 	r.mu.Unlock()
-	var avoid *member
+	// The members whose transport failed an attempt of this take: the
+	// retries skip them all while any other is left.
+	var avoidBuf [4]*member
+	avoid := avoidBuf[:0]
 	for attempt := 0; ; attempt++ {
-		m, single, toOwner := r.pick(checks, avoid)
+		m, single, toOwner := r.pick(checks, avoid...)
 		resp, transportErr, err := m.take(ctx, r, checks, &pc, rid)
 		if err == nil {
 			r.observe(m, resp.RingEpoch, toOwner && resp.Forwarded)
@@ -225,7 +231,7 @@ func (r *router) take(ctx context.Context, checks []api.Check) (api.TakeResponse
 			return api.TakeResponse{}, fromStatus(ctx, "take", err)
 		}
 		if transportErr {
-			avoid = m
+			avoid = append(avoid, m)
 		}
 	}
 }
