@@ -146,8 +146,11 @@ func (r *Membership) Start(ctx context.Context) error {
 	r.wg.Add(2)
 	go r.eventLoop(loopCtx)
 	go r.rejoinLoop(loopCtx, ml)
+	// Read while r.life is held: memberlist rewrites its own node's record
+	// only in UpdateNode (AnnounceLeave, SetMeta), which take r.life too.
+	addr := ml.LocalNode().Address()
 	r.life.Unlock()
-	r.log.Info("gossip: started", "addr", ml.LocalNode().Address(), "seeds", r.cfg.Join)
+	r.log.Info("gossip: started", "addr", addr, "seeds", r.cfg.Join)
 	select {
 	case <-r.firstCh:
 	case <-ctx.Done():
