@@ -1,6 +1,7 @@
 package client
 
 import (
+	"fmt"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -12,14 +13,7 @@ import (
 // skipping it. The member the ring came from is reachable, and loses its
 // mark.
 func TestRingInstallKeepsFailureMarks(t *testing.T) {
-	fc := newFakeClock()
-	opts := DefaultOptions()
-	opts.Clock, opts.Transport = fc, TransportGRPC
-	r := newRouter(opts.withDefaults())
-	r.dial = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
-	t.Cleanup(r.close)
-	addrs := map[string]string{"a": "127.0.0.1:1", "b": "127.0.0.1:2"} // never dialled: nothing is sent
-	r.apply(&ringView{from: "a", epoch: 1, addrs: addrs}, nil)
+	r, fc, addrs := ringRouter(t, "a", "b")
 	set := r.members.Load()
 	a, b := set.byName["a"], set.byName["b"]
 	if a == nil || b == nil || !a.healthy(fc.Now()) || !b.healthy(fc.Now()) {
@@ -38,7 +32,7 @@ func TestRingInstallKeepsFailureMarks(t *testing.T) {
 	if !a.healthy(fc.Now()) {
 		t.Fatal("a answered the ring but stays marked failed")
 	}
-	if m, _, _ := r.pick(nil, nil); m != a {
+	if m, _, _ := r.pick(nil); m != a {
 		t.Fatalf("routing picked %s; want a, the one member not marked failed", m.name)
 	}
 	_ = fc.Sleep(t.Context(), downFor)
@@ -52,14 +46,7 @@ func TestRingInstallKeepsFailureMarks(t *testing.T) {
 // is marked failed (by this take or by others), wherever the round robin
 // starts; when every member failed the take, it still gets one.
 func TestRetryAvoidsEveryMemberThatFailedTheTake(t *testing.T) {
-	fc := newFakeClock()
-	opts := DefaultOptions()
-	opts.Clock, opts.Transport = fc, TransportGRPC
-	r := newRouter(opts.withDefaults())
-	r.dial = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
-	t.Cleanup(r.close)
-	addrs := map[string]string{"a": "127.0.0.1:1", "b": "127.0.0.1:2", "c": "127.0.0.1:3"} // never dialled
-	r.apply(&ringView{from: "a", epoch: 1, addrs: addrs}, nil)
+	r, _, _ := ringRouter(t, "a", "b", "c")
 	set := r.members.Load()
 	a, b, c := set.byName["a"], set.byName["b"], set.byName["c"]
 	for _, m := range []*member{a, b, c} {
@@ -73,4 +60,23 @@ func TestRetryAvoidsEveryMemberThatFailedTheTake(t *testing.T) {
 	if m, _, _ := r.pick(nil, a, b, c); m == nil {
 		t.Fatal("no member picked when every member failed the take")
 	}
+}
+
+// ringRouter returns a router on a fake clock with a first ring of the
+// named members, at addresses that are never dialled (nothing is sent),
+// and those addresses by name.
+func ringRouter(t *testing.T, names ...string) (*router, *fakeClock, map[string]string) {
+	t.Helper()
+	fc := newFakeClock()
+	opts := DefaultOptions()
+	opts.Clock, opts.Transport = fc, TransportGRPC
+	r := newRouter(opts.withDefaults())
+	r.dial = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	t.Cleanup(r.close)
+	addrs := map[string]string{}
+	for i, name := range names {
+		addrs[name] = fmt.Sprintf("127.0.0.1:%d", i+1)
+	}
+	r.apply(&ringView{from: names[0], epoch: 1, addrs: addrs}, nil)
+	return r, fc, addrs
 }

@@ -353,7 +353,7 @@ func (r *router) askRefresh(from *member) {
 // pickFor returns the member for a lease operation on (limit, key), and
 // whether it is the key's owner.
 func (r *router) pickFor(limit, key string) (*member, bool) {
-	m, _, toOwner := r.pick([]api.Check{{Limit: limit, Key: key}}, nil)
+	m, _, toOwner := r.pick([]api.Check{{Limit: limit, Key: key}})
 	return m, toOwner
 }
 

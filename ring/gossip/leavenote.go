@@ -2,8 +2,7 @@ package gossip
 
 import (
 	"fmt"
-	"net"
-	"strconv"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -108,17 +107,9 @@ func (r *Membership) noteTargets() []*memberlist.Node {
 // nodeAt returns a memberlist node named name at addr ("ip:port"), enough
 // for memberlist to address a message to it.
 func nodeAt(name, addr string) (*memberlist.Node, error) {
-	host, port, err := net.SplitHostPort(addr)
+	ap, err := netip.ParseAddrPort(addr)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("gossip: member %s: %w", name, err)
 	}
-	ip := net.ParseIP(host)
-	if ip == nil {
-		return nil, fmt.Errorf("gossip: address %q is not an IP address", addr)
-	}
-	p, err := strconv.ParseUint(port, 10, 16)
-	if err != nil {
-		return nil, fmt.Errorf("gossip: address %q: bad port: %w", addr, err)
-	}
-	return &memberlist.Node{Name: name, Addr: ip, Port: uint16(p)}, nil
+	return &memberlist.Node{Name: name, Addr: ap.Addr().AsSlice(), Port: ap.Port()}, nil
 }
