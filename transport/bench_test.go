@@ -123,7 +123,7 @@ func BenchmarkReplicate(b *testing.B) {
 // 230 µs for 1024, that is about 68 µs per call and 0.16 µs per entry; a
 // flush sends one call to each successor every ReplicationConfig.Interval.
 // BenchmarkCallShape measures how much of the call's cost a stream would
-// save, and why that did not show in the whole system.
+// save; its comment says why that did not show in the whole system.
 func BenchmarkReplicateBatch(b *testing.B) {
 	for _, n := range []int{16, 256, 1024} {
 		b.Run(fmt.Sprintf("entries=%d", n), func(b *testing.B) { benchmarkReplicate(b, V2, n) })
