@@ -17,6 +17,7 @@ import (
 
 	"github.com/weir-rl/weir/api"
 	"github.com/weir-rl/weir/internal/simnet"
+	"github.com/weir-rl/weir/internal/testwait"
 	"github.com/weir-rl/weir/internal/tracing"
 	"github.com/weir-rl/weir/node/cluster"
 	"github.com/weir-rl/weir/node/placement"
@@ -187,15 +188,11 @@ func (c *simCluster) settled() {
 	})
 }
 
+// waitFor polls cond every 10 ms until it is true or d passes
+// (testwait.Until).
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond) // polling a condition, not waiting for an effect
-	}
+	testwait.Until(t, d, 10*time.Millisecond, what, cond)
 }
 
 // waitNotForwardedTo waits until n no longer forwards (limit, key) to

@@ -20,6 +20,7 @@ import (
 
 	"github.com/weir-rl/weir/api/weirv1"
 	"github.com/weir-rl/weir/internal/leakcheck"
+	"github.com/weir-rl/weir/internal/testwait"
 	"github.com/weir-rl/weir/node"
 )
 
@@ -284,16 +285,11 @@ func (tn *testNode) metric(series string) float64 {
 	return v
 }
 
-// waitFor polls cond until it is true or the deadline passes.
+// waitFor polls cond every 5 ms until it is true or d passes
+// (testwait.Until).
 func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(5 * time.Millisecond) // polling interval, not a wait for an event
-	}
+	testwait.Until(t, d, 5*time.Millisecond, what, cond)
 }
 
 func jsonEqual(t *testing.T, got, want string) {

@@ -16,6 +16,7 @@ import (
 	"github.com/weir-rl/weir/api"
 	"github.com/weir-rl/weir/api/client"
 	"github.com/weir-rl/weir/internal/simnet"
+	"github.com/weir-rl/weir/internal/testwait"
 	"github.com/weir-rl/weir/node" //nolint:depguard // integration tests against real nodes, in the external test package only
 )
 
@@ -247,15 +248,11 @@ func scrape(t testing.TB, httpAddr, name string) float64 {
 	return total
 }
 
+// waitUntil polls cond every 10 ms until it holds, failing t after d
+// (testwait.Until).
 func waitUntil(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.Until(t, d, 10*time.Millisecond, what, cond)
 }
 
 // dial returns a cluster-aware client seeded with n's public gRPC address.

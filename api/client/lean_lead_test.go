@@ -16,6 +16,7 @@ import (
 
 	"github.com/weir-rl/weir/api"
 	"github.com/weir-rl/weir/internal/testpki"
+	"github.com/weir-rl/weir/internal/testwait"
 	"github.com/weir-rl/weir/internal/tlsreload"
 )
 
@@ -78,17 +79,10 @@ func goTake(t *testing.T, c *leanConn, ctx context.Context, queued int) chan lea
 }
 
 // waitUntil polls cond every millisecond until it holds, failing t after
-// d: the same helper as the external test package's, for this package's
-// tests.
+// d (testwait.Until).
 func waitUntil(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testwait.Until(t, d, time.Millisecond, what, cond)
 }
 
 func recv(t *testing.T, ch chan leanResult) leanResult {

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/weir-rl/weir/internal/testwait"
 )
 
 // buildWeir builds the weir binary into a temporary directory.
@@ -95,16 +97,11 @@ func freePortPair(t *testing.T) int {
 	})
 }
 
-// waitFor polls cond every 50 ms until it is true or d has passed.
+// waitFor polls cond every 50 ms until it is true or d has passed
+// (testwait.Until).
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, d)
-		}
-		time.Sleep(50 * time.Millisecond) // polling interval, not a wait for an event
-	}
+	testwait.Until(t, d, 50*time.Millisecond, what, cond)
 }
 
 // aliveMembers asks the node at base for /v1/cluster and returns the names

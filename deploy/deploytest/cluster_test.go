@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/weir-rl/weir/internal/leakcheck"
+	"github.com/weir-rl/weir/internal/testwait"
 	"github.com/weir-rl/weir/node"
 )
 
@@ -175,16 +176,11 @@ func startCluster(t *testing.T) *testCluster {
 	return c
 }
 
-// waitFor polls cond every 100 ms until it holds or d passes.
+// waitFor polls cond every 100 ms until it holds or d passes
+// (testwait.Until).
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testwait.Until(t, d, 100*time.Millisecond, what, cond)
 }
 
 // post sends a JSON body to node i and returns the status code.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/weir-rl/weir/internal/leakcheck"
 	"github.com/weir-rl/weir/internal/simnet"
+	"github.com/weir-rl/weir/internal/testwait"
 	"github.com/weir-rl/weir/ring"
 )
 
@@ -77,21 +78,11 @@ func (c *cluster) add(i int, mutate func(i int, c *Config)) *Membership {
 	return r
 }
 
-// waitFor polls cond until it holds or bound passes; it returns the time
-// it took.
+// waitFor polls cond every 5 ms until it holds or bound passes, and
+// returns the time it took (testwait.Until).
 func waitFor(t *testing.T, what string, cond func() bool) time.Duration {
 	t.Helper()
-	start := time.Now()
-	deadline := start.Add(bound)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, bound)
-		}
-		<-tick.C
-	}
-	return time.Since(start)
+	return testwait.Until(t, bound, 5*time.Millisecond, what, cond)
 }
 
 var sampleKeys = func() []string {
