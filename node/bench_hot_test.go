@@ -96,3 +96,27 @@ func BenchmarkNodeTakeZipfParallel(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkNodeTakeUniformParallel is BenchmarkNodeTakeParallel with keys
+// drawn uniformly from 100,000 tenants: every bucket and nearly every
+// hot-key sketch cell is a cache miss, as on a node serving many tenants
+// evenly, and about one take in eight replaces a key in the sketch.
+func BenchmarkNodeTakeUniformParallel(b *testing.B) {
+	n := hotBenchNode(b)
+	r := rand.New(rand.NewPCG(3, 4))
+	keys := make([]string, 1<<16)
+	for i := range keys {
+		keys[i] = "tenant:" + strconv.Itoa(r.IntN(100_000))
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			if _, err := n.Take(ctx, []api.Check{{Limit: "monthly", Key: keys[i&(1<<16-1)], Cost: 1}}); err != nil {
+				b.Fatal(err)
+			}
+			i += 7
+		}
+	})
+}

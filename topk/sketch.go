@@ -12,6 +12,16 @@ import (
 // once in filterCells adds, instead of on every add.
 const filterCells = 8
 
+// cell is one filter cell: the weight counted there for keys not
+// monitored, and how many monitored keys hash to it. An add whose cell
+// holds no monitored key skips the lookup of the monitored keys, so on a
+// long tail of light keys most adds read one cell and the sketch's own
+// fields, and nothing else.
+type cell struct {
+	w   int64
+	mon int
+}
+
 // Entry is one monitored key and its estimated weight.
 type Entry struct {
 	// Key is the monitored key.
@@ -36,9 +46,12 @@ type Sketch struct {
 	total    int64
 	index    map[string]*item // key → its item
 	heap     []*item          // min-heap on Count
+	// floor is Floor, kept up to date by every change to the heap.
+	floor int64
 	// filter bounds the weight of the keys not monitored: a key's weight
-	// while not monitored is at most its cell, and no cell exceeds Floor.
-	filter []int64
+	// while not monitored is at most its cell's w, and no cell's w exceeds
+	// Floor.
+	filter []cell
 	seed   maphash.Seed
 }
 
@@ -47,7 +60,8 @@ type Sketch struct {
 // or leaves.
 type item struct {
 	Entry
-	pos int
+	pos  int
+	cell int // the key's filter cell
 }
 
 // New returns an empty sketch that monitors at most capacity keys
@@ -64,14 +78,14 @@ func newFiltered(capacity, cells int) *Sketch {
 		capacity: capacity,
 		index:    make(map[string]*item, capacity),
 		heap:     make([]*item, 0, capacity),
-		filter:   make([]int64, max(cells, 1)),
+		filter:   make([]cell, max(cells, 1)),
 		seed:     maphash.MakeSeed(),
 	}
 }
 
-// cell returns key's filter cell.
-func (s *Sketch) cell(key string) *int64 {
-	return &s.filter[maphash.String(s.seed, key)%uint64(len(s.filter))]
+// cellOf returns the index of key's filter cell.
+func (s *Sketch) cellOf(key string) int {
+	return int(maphash.String(s.seed, key) % uint64(len(s.filter)))
 }
 
 // Cap returns the most keys the sketch monitors.
@@ -85,11 +99,13 @@ func (s *Sketch) Total() int64 { return s.total }
 
 // Floor bounds the weight of every key the sketch does not monitor: the
 // smallest monitored count once the sketch is full, 0 before.
-func (s *Sketch) Floor() int64 {
-	if len(s.heap) < s.capacity {
-		return 0
+func (s *Sketch) Floor() int64 { return s.floor }
+
+// setFloor updates floor after a change to the heap.
+func (s *Sketch) setFloor() {
+	if len(s.heap) == s.capacity {
+		s.floor = s.heap[0].Count
 	}
-	return s.heap[0].Count
 }
 
 // Add adds weight to key; denied says the weight was refused (it counts
@@ -114,34 +130,46 @@ func (s *Sketch) Add(key string, weight int64, denied bool) {
 	if denied {
 		d = weight
 	}
-	if it, ok := s.index[key]; ok {
-		it.Count += weight
-		it.Denied += d
-		s.down(it.pos)
-		return
+	ci := s.cellOf(key)
+	c := &s.filter[ci]
+	if c.mon > 0 {
+		if it, ok := s.index[key]; ok {
+			it.Count += weight
+			it.Denied += d
+			s.down(it.pos)
+			s.setFloor()
+			return
+		}
 	}
 	if len(s.heap) < s.capacity {
-		it := &item{Entry: Entry{Key: strings.Clone(key), Count: weight, Denied: d}, pos: len(s.heap)}
+		it := &item{Entry: Entry{Key: strings.Clone(key), Count: weight, Denied: d}, pos: len(s.heap), cell: ci}
+		c.mon++
 		s.heap = append(s.heap, it)
 		s.index[it.Key] = it
 		s.up(it.pos)
+		s.setFloor()
 		return
 	}
-	floor := s.heap[0].Count
-	if c := s.cell(key); *c+weight <= floor {
-		*c += weight
+	floor := s.floor
+	if c.w+weight <= floor {
+		c.w += weight
 		return
 	}
 	// Replace the minimum: the newcomer inherits its count as error. The
 	// item is reused, so a full sketch allocates only the key's copy.
 	it := s.heap[0]
 	delete(s.index, it.Key)
-	if c := s.cell(it.Key); *c < floor {
-		*c = floor
+	out := &s.filter[it.cell]
+	out.mon--
+	if out.w < floor {
+		out.w = floor
 	}
 	it.Entry = Entry{Key: strings.Clone(key), Count: floor + weight, Err: floor, Denied: d}
+	it.cell = ci
+	c.mon++
 	s.index[it.Key] = it
 	s.down(0)
+	s.setFloor()
 }
 
 // Top returns the n heaviest monitored keys (all of them for n < 1 or
