@@ -58,43 +58,20 @@ func BenchmarkNodeTake(b *testing.B) {
 
 // BenchmarkNodeTakeParallel is BenchmarkNodeTake from GOMAXPROCS goroutines.
 func BenchmarkNodeTakeParallel(b *testing.B) {
-	n := hotBenchNode(b)
-	keys := hotBenchKeys()
-	ctx := context.Background()
-	b.ReportAllocs()
-	b.RunParallel(func(pb *testing.PB) {
-		i := 0
-		for pb.Next() {
-			if _, err := n.Take(ctx, []api.Check{{Limit: "monthly", Key: keys[i&4095], Cost: 1}}); err != nil {
-				b.Fatal(err)
-			}
-			i += 7
-		}
-	})
+	benchParallelTakes(b, hotBenchKeys())
 }
 
 // BenchmarkNodeTakeZipfParallel is BenchmarkNodeTakeParallel with keys
 // drawn from a Zipf law over 100,000 tenants (s = 1.1): a few heavy
 // tenants and a long tail, as hot-key counting sees in practice.
 func BenchmarkNodeTakeZipfParallel(b *testing.B) {
-	n := hotBenchNode(b)
 	r := rand.New(rand.NewPCG(1, 2))
 	z := rand.NewZipf(r, 1.1, 1, 99_999)
 	keys := make([]string, 1<<16)
 	for i := range keys {
 		keys[i] = "tenant:" + strconv.FormatUint(z.Uint64(), 10)
 	}
-	ctx := context.Background()
-	b.ReportAllocs()
-	b.RunParallel(func(pb *testing.PB) {
-		i := 0
-		for pb.Next() {
-			if _, err := n.Take(ctx, []api.Check{{Limit: "monthly", Key: keys[i&(1<<16-1)], Cost: 1}}); err != nil {
-				b.Fatal(err)
-			}
-			i += 7
-		}
-	})
+	benchParallelTakes(b, keys)
 }
 
 // BenchmarkNodeTakeUniformParallel is BenchmarkNodeTakeParallel with keys
@@ -102,18 +79,25 @@ func BenchmarkNodeTakeZipfParallel(b *testing.B) {
 // hot-key sketch cell is a cache miss, as on a node serving many tenants
 // evenly, and about one take in eight replaces a key in the sketch.
 func BenchmarkNodeTakeUniformParallel(b *testing.B) {
-	n := hotBenchNode(b)
 	r := rand.New(rand.NewPCG(3, 4))
 	keys := make([]string, 1<<16)
 	for i := range keys {
 		keys[i] = "tenant:" + strconv.Itoa(r.IntN(100_000))
 	}
+	benchParallelTakes(b, keys)
+}
+
+// benchParallelTakes takes one check on the monthly limit per iteration
+// from GOMAXPROCS goroutines, each cycling through keys (a power of two of
+// them) at its own stride.
+func benchParallelTakes(b *testing.B, keys []string) {
+	n := hotBenchNode(b)
 	ctx := context.Background()
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		i := 0
 		for pb.Next() {
-			if _, err := n.Take(ctx, []api.Check{{Limit: "monthly", Key: keys[i&(1<<16-1)], Cost: 1}}); err != nil {
+			if _, err := n.Take(ctx, []api.Check{{Limit: "monthly", Key: keys[i&(len(keys)-1)], Cost: 1}}); err != nil {
 				b.Fatal(err)
 			}
 			i += 7
