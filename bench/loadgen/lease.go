@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/weir-rl/weir/api/weirv1"
 )
@@ -30,14 +29,9 @@ func newLeaseTarget(addrs []string, conns int, limit string, nkeys int, rotate b
 	for i := range t.keys {
 		t.keys[i] = benchKey(i)
 	}
-	for i := range conns * len(addrs) {
-		cc, err := grpc.NewClient(addrs[i%len(addrs)], grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			_ = t.close()
-			return nil, fmt.Errorf("loadgen: grpc %s: %w", addrs[i%len(addrs)], err)
-		}
-		t.conns = append(t.conns, cc)
-		t.clients = append(t.clients, weirv1.NewLimiterClient(cc))
+	var err error
+	if t.conns, t.clients, err = dialLimiters(addrs, conns); err != nil {
+		return nil, err
 	}
 	return t, nil
 }

@@ -45,14 +45,9 @@ func newGRPCTarget(addrs []string, conns int, limit string, nkeys int, cost int6
 	for i := range t.keys {
 		t.keys[i] = benchKey(i)
 	}
-	for i := range conns * len(addrs) {
-		cc, err := grpc.NewClient(addrs[i%len(addrs)], grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			_ = t.close()
-			return nil, fmt.Errorf("loadgen: grpc %s: %w", addrs[i%len(addrs)], err)
-		}
-		t.conns = append(t.conns, cc)
-		t.clients = append(t.clients, weirv1.NewLimiterClient(cc))
+	var err error
+	if t.conns, t.clients, err = dialLimiters(addrs, conns); err != nil {
+		return nil, err
 	}
 	return t, nil
 }
@@ -66,6 +61,24 @@ func (t *grpcTarget) newCaller(_ context.Context, i int) (caller, error) {
 }
 
 func (t *grpcTarget) close() error { return closeAll(t.conns) }
+
+// dialLimiters opens conns gRPC connections per address, connection i to
+// addrs[i mod len(addrs)], and a Limiter client on each. On an error it
+// closes those it opened.
+func dialLimiters(addrs []string, conns int) ([]*grpc.ClientConn, []weirv1.LimiterClient, error) {
+	var ccs []*grpc.ClientConn
+	var clients []weirv1.LimiterClient
+	for i := range conns * len(addrs) {
+		cc, err := grpc.NewClient(addrs[i%len(addrs)], grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			_ = closeAll(ccs)
+			return nil, nil, fmt.Errorf("loadgen: grpc %s: %w", addrs[i%len(addrs)], err)
+		}
+		ccs = append(ccs, cc)
+		clients = append(clients, weirv1.NewLimiterClient(cc))
+	}
+	return ccs, clients, nil
+}
 
 // closeAll closes every one of cs and returns the first error.
 func closeAll[C interface{ Close() error }](cs []C) error {
