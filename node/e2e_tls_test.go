@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/weir-rl/weir/api/weirv1"
+	"github.com/weir-rl/weir/internal/nodetest"
 	"github.com/weir-rl/weir/internal/testpki"
 	"github.com/weir-rl/weir/internal/tlsreload"
 	"github.com/weir-rl/weir/node"
@@ -24,20 +25,7 @@ func startTLSNode(t *testing.T, pair testpki.Pair, clientCA string) *node.Node {
 	cfg := node.LocalConfig()
 	cfg.NodeName = "tls"
 	cfg.Security.TLS = tlsreload.Config{CertFile: pair.CertFile, KeyFile: pair.KeyFile, ClientCAFile: clientCA}
-	n, err := node.New(cfg, node.Deps{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := n.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := n.Shutdown(ctx); err != nil {
-			t.Errorf("Shutdown: %v", err)
-		}
-	})
+	n := nodetest.Start(t, cfg, node.Deps{})
 	return n
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/weir-rl/weir/api"
 	"github.com/weir-rl/weir/api/client"
+	"github.com/weir-rl/weir/internal/nodetest"
 	"github.com/weir-rl/weir/node" //nolint:depguard // benchmarks against a real node, in the external test package only
 )
 
@@ -26,7 +27,7 @@ func startBenchNode(b *testing.B) *node.Node {
 	cfg := node.LocalConfig()
 	cfg.SweepInterval = 0
 	cfg.RESPAddr = "127.0.0.1:0" // Dial's takes go over it
-	return runNode(b, cfg, node.Deps{})
+	return nodetest.Start(b, cfg, node.Deps{})
 }
 
 // benchClients returns the three clients of one node: Dial's over the

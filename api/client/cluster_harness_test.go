@@ -15,6 +15,7 @@ import (
 
 	"github.com/weir-rl/weir/api"
 	"github.com/weir-rl/weir/api/client"
+	"github.com/weir-rl/weir/internal/nodetest"
 	"github.com/weir-rl/weir/internal/simnet"
 	"github.com/weir-rl/weir/internal/testwait"
 	"github.com/weir-rl/weir/node" //nolint:depguard // integration tests against real nodes, in the external test package only
@@ -93,7 +94,7 @@ func (c *testCluster) add(name, host, seed string) *node.Node {
 	if seed != "" {
 		cfg.Ring.Join = []string{seed + ":7946"}
 	}
-	n := runNode(c.t, cfg, node.Deps{ListenPeer: func(string, string) (net.Listener, error) { return c.net.Listen(host, 7947) }})
+	n := nodetest.Start(c.t, cfg, node.Deps{ListenPeer: func(string, string) (net.Listener, error) { return c.net.Listen(host, 7947) }})
 	c.mu.Lock()
 	c.nodes[name], c.hosts[name] = n, host
 	c.mu.Unlock()

@@ -14,6 +14,7 @@ import (
 	"github.com/weir-rl/weir/api"
 	"github.com/weir-rl/weir/api/client"
 	"github.com/weir-rl/weir/api/weirv1"
+	"github.com/weir-rl/weir/internal/nodetest"
 	"github.com/weir-rl/weir/node" //nolint:depguard // integration tests against a real node, in the external test package only
 )
 
@@ -31,20 +32,6 @@ const (
 func startNode(t *testing.T) (*client.Client, weirv1.LimiterClient) {
 	t.Helper()
 	return startNodeAt(t, nil)
-}
-
-// runNode starts a node of cfg with deps and shuts it down when tb ends.
-func runNode(tb testing.TB, cfg node.Config, deps node.Deps) *node.Node {
-	tb.Helper()
-	n, err := node.New(cfg, deps)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := n.Start(context.Background()); err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { _ = n.Shutdown(context.Background()) })
-	return n
 }
 
 // startNodeAt is startNode with the node deciding on clock (nil: the real
@@ -311,7 +298,7 @@ func TestNodeTakeAndErrors(t *testing.T) {
 
 // Dial works against a node that is not clustered: its ring is itself.
 func TestDialSingleNodeTakesAndLeases(t *testing.T) {
-	n := runNode(t, node.LocalConfig(), node.Deps{})
+	n := nodetest.Start(t, node.LocalConfig(), node.Deps{})
 	c := dial(t, n, client.Options{})
 	if o, ok := c.Owner("search", "k"); !ok || o != "weir" {
 		t.Fatalf("Owner = %q, %v; want the node", o, ok)

@@ -13,6 +13,7 @@ import (
 	"github.com/weir-rl/weir/api"
 	"github.com/weir-rl/weir/api/client"
 	"github.com/weir-rl/weir/auth"
+	"github.com/weir-rl/weir/internal/nodetest"
 	"github.com/weir-rl/weir/node" //nolint:depguard // integration tests against a real node, in the external test package only
 )
 
@@ -40,7 +41,7 @@ func startTokenNode(t *testing.T) *node.Node {
 	cfg := node.LocalConfig()
 	cfg.LimitsPath = limits
 	cfg.Security.TokensFile = tokens
-	return runNode(t, cfg, node.Deps{})
+	return nodetest.Start(t, cfg, node.Deps{})
 }
 
 func dialErr(n *node.Node, opts client.Options) (*client.Client, error) {

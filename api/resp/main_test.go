@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/weir-rl/weir/internal/leakcheck"
+	"github.com/weir-rl/weir/internal/nodetest"
 	"github.com/weir-rl/weir/node"
 )
 
@@ -83,20 +84,7 @@ func startNode(t testing.TB, limits string, edit func(*node.Config)) *respNode {
 		edit(&cfg)
 	}
 	clock := &fakeClock{t: epoch}
-	n, err := node.New(cfg, node.Deps{Clock: clock.Now})
-	if err != nil {
-		t.Fatalf("node.New: %v", err)
-	}
-	if err := n.Start(context.Background()); err != nil {
-		t.Fatalf("Start: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := n.Shutdown(ctx); err != nil {
-			t.Errorf("Shutdown: %v", err)
-		}
-	})
+	n := nodetest.Start(t, cfg, node.Deps{Clock: clock.Now})
 	return &respNode{n: n, clock: clock, addr: n.RESPAddr()}
 }
 

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weir-rl/weir/internal/nodetest"
 	"github.com/weir-rl/weir/node"
 )
 
@@ -48,21 +49,7 @@ func runNodeWith(t testing.TB, path string, clock func() time.Time, edit func(*n
 	cfg := node.LocalConfig()
 	cfg.LimitsPath = path
 	edit(&cfg)
-	n, err := node.New(cfg, node.Deps{Clock: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := n.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := n.Shutdown(ctx); err != nil {
-			t.Error(err)
-		}
-	})
-	return n
+	return nodetest.Start(t, cfg, node.Deps{Clock: clock})
 }
 
 // TestWeirTargets drives a real node over both protocols: the bench limit

@@ -1,13 +1,12 @@
 package main
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/weir-rl/weir/internal/nodetest"
 	"github.com/weir-rl/weir/internal/testpki"
 	"github.com/weir-rl/weir/internal/tlsreload"
 	"github.com/weir-rl/weir/node"
@@ -23,18 +22,7 @@ func startTLSNode(t *testing.T) (base, caFile string) {
 	cfg := node.LocalConfig()
 	cfg.NodeName = "t"
 	cfg.Security.TLS = tlsreload.Config{CertFile: pair.CertFile, KeyFile: pair.KeyFile}
-	n, err := node.New(cfg, node.Deps{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := n.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = n.Shutdown(ctx)
-	})
+	n := nodetest.Start(t, cfg, node.Deps{})
 	return "https://" + n.HTTPAddr(), ca.CertFile
 }
 
@@ -96,18 +84,7 @@ func TestCLISendsToken(t *testing.T) {
 	cfg := node.LocalConfig()
 	cfg.NodeName = "t"
 	cfg.Security.TokensFile = path
-	n, err := node.New(cfg, node.Deps{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := n.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = n.Shutdown(ctx)
-	})
+	n := nodetest.Start(t, cfg, node.Deps{})
 	base := "http://" + n.HTTPAddr()
 	if code, out, _ := runCmd("take", "--addr", base, "export", "k"); code != 2 || !strings.Contains(out, "unauthenticated") {
 		t.Fatalf("take without a token: exit %d, %s", code, out)

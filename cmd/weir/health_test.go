@@ -1,13 +1,12 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/weir-rl/weir/internal/nodetest"
 	"github.com/weir-rl/weir/node"
 )
 
@@ -25,20 +24,7 @@ func TestHealthcheckNamesTheReason(t *testing.T) {
 	cfg.NodeName = "lonely"
 	cfg.Clustered = true
 	cfg.Ring.Join = []string{"127.0.0.1:" + strconv.Itoa(freePort(t))} // nobody gossips there
-	n, err := node.New(cfg, node.Deps{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := n.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := n.Shutdown(ctx); err != nil {
-			t.Errorf("Shutdown: %v", err)
-		}
-	})
+	n := nodetest.Start(t, cfg, node.Deps{})
 	code, stdout, stderr := runCmd("healthcheck", "--addr", "http://"+n.HTTPAddr())
 	want := "weir healthcheck: not ready: not joined: no member has accepted this node's gossip yet"
 	if code != 1 || stdout != "" || !strings.HasPrefix(stderr, want) || !strings.Contains(stderr, "--cluster-secret-file") ||

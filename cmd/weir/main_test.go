@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"flag"
 	"os"
@@ -13,6 +12,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/weir-rl/weir/internal/nodetest"
 	"github.com/weir-rl/weir/node"
 )
 
@@ -180,20 +180,7 @@ func startNode(t *testing.T) string {
 	cfg := node.LocalConfig()
 	cfg.NodeName = "t"
 	frozen := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	n, err := node.New(cfg, node.Deps{Clock: func() time.Time { return frozen }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := n.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := n.Shutdown(ctx); err != nil {
-			t.Errorf("Shutdown: %v", err)
-		}
-	})
+	n := nodetest.Start(t, cfg, node.Deps{Clock: func() time.Time { return frozen }})
 	return "http://" + n.HTTPAddr()
 }
 

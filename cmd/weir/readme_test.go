@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -12,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weir-rl/weir/internal/nodetest"
 	"github.com/weir-rl/weir/node"
 )
 
@@ -63,18 +63,7 @@ func TestReadmeExamplesAnswerAsShown(t *testing.T) {
 	cfg.NodeName = "vm"
 	cfg.Clustered = true
 	frozen := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	n, err := node.New(cfg, node.Deps{Clock: func() time.Time { return frozen }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := n.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = n.Shutdown(ctx)
-	})
+	n := nodetest.Start(t, cfg, node.Deps{Clock: func() time.Time { return frozen }})
 	hc := &http.Client{Timeout: 10 * time.Second}
 	defer hc.CloseIdleConnections()
 	for _, tc := range []struct {

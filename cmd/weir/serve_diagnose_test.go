@@ -1,15 +1,14 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
+	"github.com/weir-rl/weir/internal/nodetest"
 	"github.com/weir-rl/weir/node"
 )
 
@@ -24,18 +23,7 @@ func TestGossipPortClashNamesTheGossipPort(t *testing.T) {
 	cfg.Clustered = true
 	cfg.PeerAddr = ""
 	cfg.Ring.BindAddr, cfg.Ring.BindPort = "127.0.0.1", p
-	n, err := node.New(cfg, node.Deps{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := n.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = n.Shutdown(ctx)
-	})
+	nodetest.Start(t, cfg, node.Deps{})
 	gossip := "127.0.0.1:" + strconv.Itoa(p)
 	code, _, stderr := runCmd("serve", "--gossip-addr", gossip, "--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--timing", "local", "--node-name", "second")
 	want := fmt.Sprintf("the gossip port %s is in use (another weir on this host with the same --gossip-addr?)", gossip)
