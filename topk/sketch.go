@@ -46,8 +46,6 @@ type Sketch struct {
 	total    int64
 	index    map[string]*item // key → its item
 	heap     []*item          // min-heap on Count
-	// floor is Floor, kept up to date by every change to the heap.
-	floor int64
 	// filter bounds the weight of the keys not monitored: a key's weight
 	// while not monitored is at most its cell's w, and no cell's w exceeds
 	// Floor.
@@ -60,8 +58,7 @@ type Sketch struct {
 // or leaves.
 type item struct {
 	Entry
-	pos  int
-	cell int // the key's filter cell
+	pos int
 }
 
 // New returns an empty sketch that monitors at most capacity keys
@@ -99,13 +96,11 @@ func (s *Sketch) Total() int64 { return s.total }
 
 // Floor bounds the weight of every key the sketch does not monitor: the
 // smallest monitored count once the sketch is full, 0 before.
-func (s *Sketch) Floor() int64 { return s.floor }
-
-// setFloor updates floor after a change to the heap.
-func (s *Sketch) setFloor() {
-	if len(s.heap) == s.capacity {
-		s.floor = s.heap[0].Count
+func (s *Sketch) Floor() int64 {
+	if len(s.heap) < s.capacity {
+		return 0
 	}
+	return s.heap[0].Count
 }
 
 // Add adds weight to key; denied says the weight was refused (it counts
@@ -130,27 +125,24 @@ func (s *Sketch) Add(key string, weight int64, denied bool) {
 	if denied {
 		d = weight
 	}
-	ci := s.cellOf(key)
-	c := &s.filter[ci]
+	c := &s.filter[s.cellOf(key)]
 	if c.mon > 0 {
 		if it, ok := s.index[key]; ok {
 			it.Count += weight
 			it.Denied += d
 			s.down(it.pos)
-			s.setFloor()
 			return
 		}
 	}
 	if len(s.heap) < s.capacity {
-		it := &item{Entry: Entry{Key: strings.Clone(key), Count: weight, Denied: d}, pos: len(s.heap), cell: ci}
+		it := &item{Entry: Entry{Key: strings.Clone(key), Count: weight, Denied: d}, pos: len(s.heap)}
 		c.mon++
 		s.heap = append(s.heap, it)
 		s.index[it.Key] = it
 		s.up(it.pos)
-		s.setFloor()
 		return
 	}
-	floor := s.floor
+	floor := s.heap[0].Count
 	if c.w+weight <= floor {
 		c.w += weight
 		return
@@ -159,17 +151,15 @@ func (s *Sketch) Add(key string, weight int64, denied bool) {
 	// item is reused, so a full sketch allocates only the key's copy.
 	it := s.heap[0]
 	delete(s.index, it.Key)
-	out := &s.filter[it.cell]
+	out := &s.filter[s.cellOf(it.Key)]
 	out.mon--
 	if out.w < floor {
 		out.w = floor
 	}
 	it.Entry = Entry{Key: strings.Clone(key), Count: floor + weight, Err: floor, Denied: d}
-	it.cell = ci
 	c.mon++
 	s.index[it.Key] = it
 	s.down(0)
-	s.setFloor()
 }
 
 // Top returns the n heaviest monitored keys (all of them for n < 1 or
