@@ -25,8 +25,7 @@ func startTLSNode(t *testing.T, pair testpki.Pair, clientCA string) *node.Node {
 	cfg := node.LocalConfig()
 	cfg.NodeName = "tls"
 	cfg.Security.TLS = tlsreload.Config{CertFile: pair.CertFile, KeyFile: pair.KeyFile, ClientCAFile: clientCA}
-	n := nodetest.Start(t, cfg, node.Deps{})
-	return n
+	return nodetest.Start(t, cfg, node.Deps{})
 }
 
 func tlsClient(t *testing.T, opts tlsreload.ClientOptions) *tls.Config {

@@ -7,7 +7,14 @@
 # root after make build:
 #   bench/results/repl-lazy/profile.sh OUT [TARGET] [LIMIT] [WORKLOAD] [WEIR]
 # then: go tool pprof -top -cum bin/weir OUT/cpu-*.pprof
+# PPROF=trace takes a 3 s execution trace of each node at the same moment
+# instead (OUT/trace-PORT.out; read with go tool trace -pprof=sync|sched|net|syscall).
 set -u
+case ${PPROF:-profile} in
+profile) endpoint='profile?seconds=8' file=cpu ext=pprof ;;
+trace) endpoint='trace?seconds=3' file=trace ext=out ;;
+*) echo "PPROF=$PPROF: want profile or trace" >&2; exit 2 ;;
+esac
 out=$1 target=${2:-weir3-client} limit=${3:-bench-debt} wl=${4:-uniform} weir=${5:-bin/weir}
 pat='weir-n[123]-*.log' nodes=3
 case $target in
@@ -26,7 +33,7 @@ for _ in $(seq 1 240); do
 done
 sleep 14
 for a in $(grep -h 'debug listener' /tmp/weir-bench-*/$pat | grep -o 'addr=[0-9.:]*' | cut -d= -f2); do
-	curl -s -o "$out/cpu-${a##*:}.pprof" "http://$a/debug/pprof/profile?seconds=8" &
+	curl -s -o "$out/$file-${a##*:}.$ext" "http://$a/debug/pprof/$endpoint" &
 done
 wait "$suite"
 wait
