@@ -7,6 +7,8 @@
 # root after make build:
 #   bench/results/repl-lazy/profile.sh OUT [TARGET] [LIMIT] [WORKLOAD] [WEIR]
 # then: go tool pprof -top -cum bin/weir OUT/cpu-*.pprof
+# WARMUP=12s warms the cell up that long first (default 1s), as make bench-repl's
+# warm row does; the profile starts as many seconds later.
 # PPROF=trace takes a 3 s execution trace of each node at the same moment
 # instead (OUT/trace-PORT.out; read with go tool trace -pprof=sync|sched|net|syscall).
 set -u
@@ -15,6 +17,7 @@ profile) endpoint='profile?seconds=8' file=cpu ext=pprof ;;
 trace) endpoint='trace?seconds=3' file=trace ext=out ;;
 *) echo "PPROF=$PPROF: want profile or trace" >&2; exit 2 ;;
 esac
+warm=${WARMUP:-1s}
 out=$1 target=${2:-weir3-client} limit=${3:-bench-debt} wl=${4:-uniform} weir=${5:-bin/weir}
 pat='weir-n[123]-*.log' nodes=3
 case $target in
@@ -25,13 +28,13 @@ esac
 rm -rf /tmp/weir-bench-* "$out"
 mkdir -p "$out"
 WEIR_DEBUG_ADDR=127.0.0.1:0 bin/loadgen suite -weir "$weir" -limit "$limit" -targets "$target" \
-	-workloads "$wl" -callers "${CALLERS:-64}" -seconds 20 -out "$out/cell" >"$out/suite.log" 2>&1 &
+	-workloads "$wl" -callers "${CALLERS:-64}" -seconds 20 -warmup "$warm" -out "$out/cell" >"$out/suite.log" 2>&1 &
 suite=$!
 for _ in $(seq 1 240); do
 	[ "$(grep -l 'debug listener' /tmp/weir-bench-*/$pat 2>/dev/null | wc -l)" -ge "$nodes" ] && break
 	sleep 0.5
 done
-sleep 14
+sleep $((14 + ${warm%s} - 1))
 for a in $(grep -h 'debug listener' /tmp/weir-bench-*/$pat | grep -o 'addr=[0-9.:]*' | cut -d= -f2); do
 	curl -s -o "$out/$file-${a##*:}.$ext" "http://$a/debug/pprof/$endpoint" &
 done
