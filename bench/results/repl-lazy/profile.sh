@@ -7,8 +7,8 @@
 # root after make build:
 #   bench/results/repl-lazy/profile.sh OUT [TARGET] [LIMIT] [WORKLOAD] [WEIR]
 # then: go tool pprof -top -cum bin/weir OUT/cpu-*.pprof
-# WARMUP=12s warms the cell up that long first (default 1s), as make bench-repl's
-# warm row does; the profile starts as many seconds later.
+# WARMUP=12s warms the cell up that long first (whole seconds; default 1s), as
+# make bench-repl's warm row does; the profile starts as many seconds later.
 # PPROF=trace takes a 3 s execution trace of each node at the same moment
 # instead (OUT/trace-PORT.out; read with go tool trace -pprof=sync|sched|net|syscall).
 set -u
@@ -18,6 +18,7 @@ trace) endpoint='trace?seconds=3' file=trace ext=out ;;
 *) echo "PPROF=$PPROF: want profile or trace" >&2; exit 2 ;;
 esac
 warm=${WARMUP:-1s}
+[[ $warm =~ ^[0-9]+s$ ]] || { echo "WARMUP=$warm: want whole seconds, such as 12s" >&2; exit 2; }
 out=$1 target=${2:-weir3-client} limit=${3:-bench-debt} wl=${4:-uniform} weir=${5:-bin/weir}
 pat='weir-n[123]-*.log' nodes=3
 case $target in
