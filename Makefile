@@ -76,8 +76,17 @@ fmt-check:
 fmt:
 	gofmt -w $$(git ls-files '*.go')
 
+# vet and lint type-check every package against its compiled dependencies.
+# Given the race tests' -race, they compile what the tests then only link,
+# so a CI on an empty cache compiles each package once rather than twice
+# (no file here depends on the race build tag, so what they check is the
+# same). Two cores, every cache empty: vet, lint and building the race
+# tests took 141, 44 and 373 s without it, 149, 48 and 133 s with it.
+# CHECKFLAGS= checks a plain build, e.g. with no C toolchain for -race.
+CHECKFLAGS ?= -race
+
 vet:
-	$(GO) vet $(PKGS)
+	$(GO) vet $(CHECKFLAGS) $(PKGS)
 
 tidy-check:
 	@cp go.mod /tmp/weir-go.mod.bak; cp go.sum /tmp/weir-go.sum.bak; \
@@ -90,7 +99,7 @@ $(LINT):
 	GOBIN=$(BIN) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(LINT_VER)
 
 lint: $(LINT)
-	$(LINT) run $(PKGS)
+	GOFLAGS="$$GOFLAGS $(CHECKFLAGS)" $(LINT) run $(PKGS)
 
 # Generated protobuf code is committed beside its .proto files (api/weirv1,
 # transport and transport/peerpb); proto regenerates it and proto-check
