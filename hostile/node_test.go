@@ -25,6 +25,7 @@ import (
 
 	"github.com/weir-rl/weir/api/weirv1"
 	"github.com/weir-rl/weir/auth"
+	"github.com/weir-rl/weir/internal/weirbuild"
 )
 
 // scale is how hard each case pushes.
@@ -79,16 +80,8 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binPath = filepath.Join(dir, "weir")
-	goBin := "go"
-	if p, err := exec.LookPath("go"); err == nil {
-		goBin = p
-	} else if _, err := os.Stat("/usr/local/go/bin/go"); err == nil {
-		goBin = "/usr/local/go/bin/go"
-	}
-	build := exec.Command(goBin, "build", "-o", binPath, "../cmd/weir")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
+	if err := weirbuild.Build(binPath, "../cmd/weir", ""); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	code := m.Run()

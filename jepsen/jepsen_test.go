@@ -3,10 +3,11 @@ package jepsen
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/weir-rl/weir/internal/weirbuild"
 )
 
 // realCluster skips unless WEIR_JEPSEN=1 (and root): the real-cluster tests
@@ -28,10 +29,8 @@ func realCluster(t *testing.T) string {
 		return abs
 	}
 	bin := filepath.Join(t.TempDir(), "weir")
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/weir-rl/weir/cmd/weir")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build weir: %v\n%s", err, out)
+	if err := weirbuild.Build(bin, "github.com/weir-rl/weir/cmd/weir", ""); err != nil {
+		t.Fatal(err)
 	}
 	return bin
 }

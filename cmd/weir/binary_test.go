@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/weir-rl/weir/internal/weirbuild"
 )
 
 // Ports for the weir processes these tests start are drawn from below
@@ -88,19 +90,6 @@ func bindable(network string, p int) bool {
 	return true
 }
 
-// goTool finds the go command that runs this test.
-func goTool(t *testing.T) string {
-	t.Helper()
-	if p, err := exec.LookPath("go"); err == nil {
-		return p
-	}
-	p := "/usr/local/go/bin/go"
-	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("no go command to build the binary with: %v", err)
-	}
-	return p
-}
-
 // binVersion is the version the binary tests stamp into weir.
 const binVersion = "v0.0.0-bintest"
 
@@ -110,9 +99,8 @@ const binVersion = "v0.0.0-bintest"
 // it with SIGTERM.
 func TestBinaryServeAndSIGTERM(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "weir")
-	build := exec.Command(goTool(t), "build", "-ldflags", "-X main.version="+binVersion, "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	if err := weirbuild.Build(bin, ".", "-X main.version="+binVersion); err != nil {
+		t.Fatal(err)
 	}
 
 	httpAddr := "127.0.0.1:" + strconv.Itoa(freePort(t))

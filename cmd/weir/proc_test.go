@@ -15,15 +15,15 @@ import (
 	"time"
 
 	"github.com/weir-rl/weir/internal/testwait"
+	"github.com/weir-rl/weir/internal/weirbuild"
 )
 
 // buildWeir builds the weir binary into a temporary directory.
 func buildWeir(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "weir")
-	build := exec.Command(goTool(t), "build", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	if err := weirbuild.Build(bin, ".", ""); err != nil {
+		t.Fatal(err)
 	}
 	return bin
 }
