@@ -80,9 +80,9 @@ fmt:
 # Given the race tests' -race, they compile what the tests then only link,
 # so a CI on an empty cache compiles each package once rather than twice
 # (no file here depends on the race build tag, so what they check is the
-# same). Two cores, every cache empty: vet, lint and building the race
-# tests took 141, 44 and 373 s without it, 149, 48 and 133 s with it.
-# CHECKFLAGS= checks a plain build, e.g. with no C toolchain for -race.
+# same); README, "Quick start", has what that saves, measured with
+# scripts/cold-ci.sh. CHECKFLAGS= checks a plain build, e.g. with no C
+# toolchain for -race.
 CHECKFLAGS ?= -race
 
 vet:

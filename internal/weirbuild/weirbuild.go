@@ -17,7 +17,7 @@ import (
 // out, with the extra linker flags ldflags (none when empty). A failed
 // build's error carries the go command's output.
 func Build(out, pkg, ldflags string) error {
-	goBin, err := GoTool()
+	goBin, err := goTool()
 	if err != nil {
 		return err
 	}
@@ -33,9 +33,9 @@ func Build(out, pkg, ldflags string) error {
 	return nil
 }
 
-// GoTool is the go command: the one on PATH, else Go's default install,
+// goTool is the go command: the one on PATH, else Go's default install,
 // /usr/local/go/bin/go (a test may run with a PATH that lacks it).
-func GoTool() (string, error) {
+func goTool() (string, error) {
 	if p, err := exec.LookPath("go"); err == nil {
 		return p, nil
 	}
