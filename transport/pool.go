@@ -25,13 +25,20 @@ import (
 // Connection tuning shared by Pool and Server. The client pings an idle
 // connection every 10s and drops it after 3s without an answer; the server
 // permits pings every 5s, so it never sends the client "too many pings".
-// Reconnect backoff is capped at 2s (gRPC's default is 120s), so a peer
-// that restarts is reachable again within seconds. memberlist, not these
-// pings, decides that a peer is dead.
+// The server pings a connection it has read nothing from for 1s (gRPC's
+// least) and drops it after 3s without an answer: a peer whose host is
+// gone never closes its connections, and the server's graceful stop waits
+// for every open one (Server.GracefulStop). gRPC also makes each side's
+// timeout its socket's TCP_USER_TIMEOUT (unacknowledged data drops the
+// connection after 3s; gRPC's default on the server was 20s). Reconnect backoff is capped at
+// 2s (gRPC's default is 120s), so a peer that restarts is reachable again
+// within seconds. memberlist, not these pings, decides that a peer is dead.
 const (
 	clientPingEvery   = 10 * time.Second
 	clientPingTimeout = 3 * time.Second
 	serverPingMin     = 5 * time.Second
+	serverPingEvery   = time.Second
+	serverPingTimeout = 3 * time.Second
 	minConnectTimeout = 2 * time.Second
 	maxReconnectDelay = 2 * time.Second
 )

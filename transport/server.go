@@ -42,6 +42,7 @@ func NewServer(h Handler, creds *Credentials) *Server {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
 			MinTime: serverPingMin, PermitWithoutStream: true,
 		}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: serverPingEvery, Timeout: serverPingTimeout}),
 	}
 	if creds != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(creds.ServerConfig())))
@@ -64,7 +65,13 @@ func (s *Server) Serve(lis net.Listener) error {
 // Stop closes the listeners and connections at once; RPCs in flight fail.
 func (s *Server) Stop() { s.gs.Stop() }
 
-// GracefulStop stops accepting and waits for RPCs in flight to finish.
+// GracefulStop stops accepting and waits for RPCs in flight to finish and
+// for every connection to close. gRPC closes a connection once its peer
+// has answered the stop (a GOAWAY frame and a ping), or 5s after asking;
+// a peer that is gone (its host down, or cut off) never answers. The
+// server's keepalive closes such a connection sooner, within 4s
+// (serverPingEvery + serverPingTimeout) of the last frame the peer sent,
+// so a node stopping seconds after losing a peer does not wait for it.
 func (s *Server) GracefulStop() { s.gs.GracefulStop() }
 
 // service adapts Handler to the generated PeerServer interface.
