@@ -217,14 +217,8 @@ func TestCloseFailsQueuedAndLaterCalls(t *testing.T) {
 // hold Stop for gRPC's default 120 s connection timeout; it holds it for
 // handshakeTimeout at most.
 func TestStopDoesNotWaitForAStalledHandshake(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := NewServer(nil, nil)
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(lis) }()
-	conn, err := net.Dial("tcp", lis.Addr().String())
+	srv, addr := startServerWith(t, nil, nil) // Cleanup checks what Serve returned
+	conn, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,8 +234,5 @@ func TestStopDoesNotWaitForAStalledHandshake(t *testing.T) {
 	case <-stopped:
 	case <-time.After(handshakeTimeout + 20*time.Second): // far below gRPC's 120 s
 		t.Fatalf("Stop still waiting for a stalled handshake after %v", handshakeTimeout+20*time.Second)
-	}
-	if err := <-served; err != nil {
-		t.Fatalf("Serve: %v", err)
 	}
 }

@@ -138,6 +138,14 @@ func (r *recorder) batchOps() [][]Op {
 // server is stopped, and its Serve has returned, when the test ends.
 func startServer(tb testing.TB, h Handler, creds *Credentials) string {
 	tb.Helper()
+	_, addr := startServerWith(tb, h, creds)
+	return addr
+}
+
+// startServerWith is startServer returning the Server too, for a test that
+// stops it itself; Cleanup stops it again, a no-op once stopped.
+func startServerWith(tb testing.TB, h Handler, creds *Credentials) (*Server, string) {
+	tb.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatal(err)
@@ -151,7 +159,7 @@ func startServer(tb testing.TB, h Handler, creds *Credentials) string {
 			tb.Errorf("Serve: %v", err)
 		}
 	})
-	return lis.Addr().String()
+	return srv, lis.Addr().String()
 }
 
 func newTestPool(tb testing.TB, cfg Config) *Pool {

@@ -9,27 +9,7 @@ import (
 	"time"
 )
 
-// GracefulStop: a peer that is gone does not hold the stop.
-
-// startStoppable is startServer returning the Server, so that a test can
-// stop it itself; Cleanup stops it again (a no-op once stopped).
-func startStoppable(t *testing.T, h Handler) (*Server, string) {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := NewServer(h, nil)
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(lis) }()
-	t.Cleanup(func() {
-		srv.Stop()
-		if err := <-served; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
-	return srv, lis.Addr().String()
-}
+// The server's keepalive: a peer that is gone does not hold a stop.
 
 // goneConn is a pool's connection whose far side can be made to vanish as
 // a host that lost power does: once gone, nothing it writes reaches the
@@ -93,7 +73,7 @@ func (c *goneConn) Close() error {
 // would keep it two hours, and GracefulStop would wait 5 s for it to
 // answer the stop's ping.
 func TestServerDropsAGonePeer(t *testing.T) {
-	srv, addr := startStoppable(t, &recorder{})
+	srv, addr := startServerWith(t, &recorder{}, nil)
 	var gone atomic.Bool
 	var mu sync.Mutex
 	var conns []*goneConn
