@@ -71,7 +71,7 @@ func (s *Server) Stop() { s.gs.Stop() }
 // a peer that is gone (its host down, or cut off) never answers. The
 // server's keepalive closes such a connection sooner, within 4s
 // (serverPingEvery + serverPingTimeout) of the last frame the peer sent,
-// so a node stopping seconds after losing a peer does not wait for it.
+// so a node stopping 4s or more after losing a peer does not wait for it.
 func (s *Server) GracefulStop() { s.gs.GracefulStop() }
 
 // service adapts Handler to the generated PeerServer interface.
