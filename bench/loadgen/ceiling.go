@@ -44,7 +44,8 @@ const ceilingAnswer = `{"allowed":true,"retry_after_ms":0,"rules_version":1,"res
 // ceilingCmd is `loadgen ceiling -kind http|grpc -addr ADDR`: it serves
 // one ceiling on ADDR until ctx ends (SIGTERM or SIGINT), then stops and
 // returns 0. It prints one line, "loadgen ceiling: KIND listening on
-// ADDR", once it accepts connections.
+// ADDR", once it accepts connections; before it, with WEIR_DEBUG_ADDR
+// set, the profiler's line (startCeilingDebug).
 func ceilingCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("loadgen ceiling", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -68,6 +69,14 @@ func ceilingCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	if floor > 0 {
 		defer gcfloor.Start(uint64(floor)<<20, 100).Stop()
+	}
+	if a := os.Getenv(ceilingDebugEnv); a != "" {
+		stop, err := startCeilingDebug(a, stdout)
+		if err != nil {
+			fmt.Fprintln(stderr, "loadgen ceiling:", err)
+			return 2
+		}
+		defer stop()
 	}
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -218,5 +219,50 @@ func TestCeilingHeapFloor(t *testing.T) {
 		if got != c.want || (err != nil) != c.wantErr {
 			t.Errorf("env %v: %d, %v; want %d, error %v", c.env, got, err, c.want, c.wantErr)
 		}
+	}
+}
+
+// TestCeilingServesTheProfilerWhenAsked: with WEIR_DEBUG_ADDR set, a
+// ceiling the suite starts serves net/http/pprof on its own port and logs
+// the line profile scripts look for; the ceiling's own port stays the
+// empty handler. A non-loopback address is refused before serving.
+func TestCeilingServesTheProfilerWhenAsked(t *testing.T) {
+	self := testSelf(t)
+	t.Setenv(ceilingDebugEnv, "127.0.0.1:0")
+	c, err := startCeiling(context.Background(), self, t.TempDir(), ceilingHTTPKind)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.stop(time.Second)
+	log, err := os.ReadFile(c.log.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, addr, ok := strings.Cut(string(log), "debug listener (net/http/pprof) addr=")
+	if !ok {
+		t.Fatalf("no debug listener line in the ceiling's log:\n%s", log)
+	}
+	addr, _, _ = strings.Cut(addr, "\n")
+	for url, want := range map[string]int{
+		"http://" + addr + "/debug/pprof/":   http.StatusOK,
+		"http://" + c.addr + "/debug/pprof/": http.StatusOK, // the ceiling answers every path alike
+	} {
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		profiler := strings.Contains(string(body), "goroutine")
+		if resp.StatusCode != want || profiler != (url == "http://"+addr+"/debug/pprof/") {
+			t.Errorf("GET %s: %d, profiler index %v: %.80s", url, resp.StatusCode, profiler, body)
+		}
+	}
+
+	t.Setenv(ceilingDebugEnv, "0.0.0.0:0")
+	var stderr strings.Builder
+	if code := run(context.Background(), []string{"ceiling", "-kind", "http"}, io.Discard, &stderr); code != 2 ||
+		!strings.Contains(stderr.String(), "loopback only") {
+		t.Errorf("ceiling with %s=0.0.0.0:0: exit %d, %q", ceilingDebugEnv, code, stderr.String())
 	}
 }

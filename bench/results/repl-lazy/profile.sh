@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # CPU profiles of the nodes of TARGET (default weir3-client; a one-node
-# target such as weir-client profiles the single node) in one
+# target such as weir-client profiles the single node, a ceiling such as
+# ceiling-http the ceiling's process) in one
 # 20 s cell at $CALLERS callers (default 64): 8 s of each node from about the cell's 7th
 # second (the cluster settles 6 s and warms up 1 s after its debug
 # listeners come up; this waits 14 s from then). Run from the repository
@@ -25,6 +26,7 @@ case $target in
 *norepl*) pat='weir-r[123]-*.log' ;;
 weir3-*) ;;
 weir-*) pat='weir-solo-*.log' nodes=1 ;;
+ceiling-*) pat="$target-*.log" nodes=1 ;;
 esac
 rm -rf /tmp/weir-bench-* "$out"
 mkdir -p "$out"
