@@ -45,6 +45,20 @@ type wireTakeRequest struct {
 	Checks []wireCheck `json:"checks"`
 	// Evidence asks for each result's evidence (Evidence).
 	Evidence bool `json:"evidence"`
+	// Headers asks for the rate-limit header fields (takeOptions).
+	Headers bool `json:"headers"`
+}
+
+// takeOptions are what a take asks for beside its decision, each off
+// unless the body sets it to true.
+type takeOptions struct {
+	// evidence: each result carries its evidence ("evidence":true).
+	evidence bool
+	// headers: the answer carries the rate-limit header fields of the
+	// result api.HeaderResult picks ("headers":true), for a caller that
+	// passes them on to its own client. Off by default: the body holds
+	// every figure, and each field costs the caller a parse on every take.
+	headers bool
 }
 
 type wireAcquireRequest struct {
@@ -66,9 +80,9 @@ type wireRenewRequest struct {
 // that are not integers (1.5, "1", 1e3) are invalid. The common shape is
 // read by decodeTakeFast, without reflection; anything else by
 // decodeTakeRequestJSON, with the same result.
-func decodeTakeRequest(body []byte, lim inputLimits) ([]api.Check, bool, error) {
-	if checks, evidence, ok := decodeTakeFast(body, lim); ok {
-		return checks, evidence, nil
+func decodeTakeRequest(body []byte, lim inputLimits) ([]api.Check, takeOptions, error) {
+	if checks, opts, ok := decodeTakeFast(body, lim); ok {
+		return checks, opts, nil
 	}
 	return decodeTakeRequestJSON(body, lim)
 }
@@ -76,14 +90,14 @@ func decodeTakeRequest(body []byte, lim inputLimits) ([]api.Check, bool, error) 
 // decodeTakeRequestJSON is decodeTakeRequest through encoding/json: the
 // reference that decodeTakeFast must agree with, and the source of every
 // error message.
-func decodeTakeRequestJSON(body []byte, lim inputLimits) ([]api.Check, bool, error) {
+func decodeTakeRequestJSON(body []byte, lim inputLimits) ([]api.Check, takeOptions, error) {
 	var w wireTakeRequest
 	if e := decodeJSON(body, &w); e != nil {
-		return nil, false, e
+		return nil, takeOptions{}, e
 	}
 	// Bound the count before allocating for it.
 	if len(w.Checks) > lim.maxChecks {
-		return nil, false, invalidf("checks has %d entries, over the %d maximum", len(w.Checks), lim.maxChecks)
+		return nil, takeOptions{}, invalidf("checks has %d entries, over the %d maximum", len(w.Checks), lim.maxChecks)
 	}
 	checks := make([]api.Check, len(w.Checks))
 	for i, c := range w.Checks {
@@ -93,9 +107,9 @@ func decodeTakeRequestJSON(body []byte, lim inputLimits) ([]api.Check, bool, err
 		}
 	}
 	if err := api.ValidateChecks(checks, lim.maxKeyBytes, lim.maxChecks); err != nil {
-		return nil, false, err
+		return nil, takeOptions{}, err
 	}
-	return checks, w.Evidence, nil
+	return checks, takeOptions{evidence: w.Evidence, headers: w.Headers}, nil
 }
 
 // checkQuery is a decoded GET /v1/check: the check, and how a denial is

@@ -4,8 +4,9 @@ import "github.com/weir-rl/weir/api"
 
 // decodeTakeFast decodes the common shape of a POST /v1/take body without
 // reflection: one object with "checks" (a non-empty array of objects with
-// "limit", "key" and an optional "cost") and an optional "evidence"
-// boolean, in any order, with JSON whitespace anywhere between tokens.
+// "limit", "key" and an optional "cost") and the optional "evidence" and
+// "headers" booleans, in any order, with JSON whitespace anywhere between
+// tokens.
 //
 // It accepts a body only when encoding/json, with the checks of
 // decodeTakeRequestJSON, would decode it to the same checks without an
@@ -16,49 +17,49 @@ import "github.com/weir-rl/weir/api"
 // or key, too many checks, an over-long field, trailing data. A declined
 // body goes to decodeTakeRequestJSON, which gives the error or the
 // answer, so every error message comes from one place.
-func decodeTakeFast(body []byte, lim inputLimits) (checks []api.Check, evidence, ok bool) {
+func decodeTakeFast(body []byte, lim inputLimits) (checks []api.Check, opts takeOptions, ok bool) {
 	p := fastParser{b: body}
 	if !p.byte('{') {
-		return nil, false, false
+		return nil, takeOptions{}, false
 	}
-	var seenChecks, seenEvidence bool
+	var seenChecks, seenEvidence, seenHeaders bool
 	for first := true; ; first = false {
 		if p.byte('}') {
 			break
 		}
 		if !first && !p.byte(',') {
-			return nil, false, false
+			return nil, takeOptions{}, false
 		}
 		name, ok := p.raw()
 		if !ok || !p.byte(':') {
-			return nil, false, false
+			return nil, takeOptions{}, false
 		}
 		switch string(name) { // compared without a copy
 		case "checks":
 			if seenChecks {
-				return nil, false, false
+				return nil, takeOptions{}, false
 			}
 			seenChecks = true
 			if checks, ok = p.checks(lim); !ok {
-				return nil, false, false
+				return nil, takeOptions{}, false
 			}
 		case "evidence":
-			if seenEvidence {
-				return nil, false, false
+			if !p.flag(&seenEvidence, &opts.evidence) {
+				return nil, takeOptions{}, false
 			}
-			seenEvidence = true
-			if evidence, ok = p.boolean(); !ok {
-				return nil, false, false
+		case "headers":
+			if !p.flag(&seenHeaders, &opts.headers) {
+				return nil, takeOptions{}, false
 			}
 		default:
-			return nil, false, false
+			return nil, takeOptions{}, false
 		}
 	}
 	p.ws()
 	if !seenChecks || p.i != len(p.b) {
-		return nil, false, false
+		return nil, takeOptions{}, false
 	}
-	return checks, evidence, true
+	return checks, opts, true
 }
 
 // fastParser reads a JSON body from b[i:]. Every method skips leading
@@ -137,6 +138,19 @@ func (p *fastParser) posInt() (int64, bool) {
 		}
 	}
 	return n, true
+}
+
+// flag reads an option's boolean into v, once: false when the option was
+// seen before (encoding/json would keep the last, the fast path declines)
+// or its value is not true or false.
+func (p *fastParser) flag(seen, v *bool) bool {
+	if *seen {
+		return false
+	}
+	*seen = true
+	var ok bool
+	*v, ok = p.boolean()
+	return ok
 }
 
 // boolean reads true or false.

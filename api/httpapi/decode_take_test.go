@@ -18,6 +18,8 @@ var takeBodies = []struct {
 	{`{"checks":[{"limit":"export","key":"tenant:acme","cost":1}]}`, true},
 	{`{"checks":[{"limit":"export","key":"tenant:acme"}]}`, true},
 	{`{"checks":[{"key":"k","cost":3,"limit":"export"}],"evidence":true}`, true},
+	{`{"headers":true,"checks":[{"key":"k","limit":"export"}],"evidence":false}`, true},
+	{`{"checks":[{"key":"k","limit":"export"}],"headers":false,"evidence":true}`, true},
 	{`{"evidence":false,"checks":[{"limit":"a","key":"b"},{"limit":"c","key":"d","cost":999999999999999999}]}`, true},
 	{" \t\r\n{ \"checks\" : [ { \"limit\" : \"a\" , \"key\" : \"b\" , \"cost\" : 7 } ] } \n", true},
 	{`{"checks":[{"limit":"export","key":"tenant:{acme}:route/x?y=z&w"}]}`, true},
@@ -44,6 +46,9 @@ var takeBodies = []struct {
 	{`{"checks":[{"limit":"export","key":"k"}],"evidence":true,"evidence":false}`, false},
 	{`{"checks":[{"limit":"export","key":"k"}],"evidence":null}`, false},
 	{`{"checks":[{"limit":"export","key":"k"}],"evidence":1}`, false},
+	{`{"checks":[{"limit":"export","key":"k"}],"headers":true,"headers":false}`, false},
+	{`{"checks":[{"limit":"export","key":"k"}],"headers":"true"}`, false},
+	{`{"checks":[{"limit":"export","key":"k"}],"Headers":true}`, false},
 	{`{"checks":[{"limit":"export","key":"k"}]} {}`, false},
 	{`{"checks":[{"limit":"export","key":"k"}]}x`, false},
 	{`{"checks":[{"limit":"export","key":"k"},]}`, false},
@@ -73,19 +78,19 @@ var takeBodies = []struct {
 // on body, and decodeTakeFast to agree whenever it accepts.
 func sameTake(t *testing.T, body []byte) (fast bool) {
 	t.Helper()
-	wantChecks, wantEv, wantErr := decodeTakeRequestJSON(body, fuzzLimits)
-	fc, fe, ok := decodeTakeFast(body, fuzzLimits)
+	wantChecks, wantOpts, wantErr := decodeTakeRequestJSON(body, fuzzLimits)
+	fc, fo, ok := decodeTakeFast(body, fuzzLimits)
 	if ok {
 		if wantErr != nil {
 			t.Fatalf("fast path accepted %q, which the JSON decoder rejects: %v", body, wantErr)
 		}
-		if !reflect.DeepEqual(fc, wantChecks) || fe != wantEv {
-			t.Fatalf("fast path on %q: %+v evidence %v; JSON decoder: %+v evidence %v", body, fc, fe, wantChecks, wantEv)
+		if !reflect.DeepEqual(fc, wantChecks) || fo != wantOpts {
+			t.Fatalf("fast path on %q: %+v %+v; JSON decoder: %+v %+v", body, fc, fo, wantChecks, wantOpts)
 		}
 	}
-	gotChecks, gotEv, gotErr := decodeTakeRequest(body, fuzzLimits)
-	if !reflect.DeepEqual(gotChecks, wantChecks) || gotEv != wantEv || !reflect.DeepEqual(gotErr, wantErr) {
-		t.Fatalf("decodeTakeRequest(%q) = %+v, %v, %v; JSON decoder: %+v, %v, %v", body, gotChecks, gotEv, gotErr, wantChecks, wantEv, wantErr)
+	gotChecks, gotOpts, gotErr := decodeTakeRequest(body, fuzzLimits)
+	if !reflect.DeepEqual(gotChecks, wantChecks) || gotOpts != wantOpts || !reflect.DeepEqual(gotErr, wantErr) {
+		t.Fatalf("decodeTakeRequest(%q) = %+v, %+v, %v; JSON decoder: %+v, %+v, %v", body, gotChecks, gotOpts, gotErr, wantChecks, wantOpts, wantErr)
 	}
 	return ok
 }

@@ -59,11 +59,15 @@
 // never echo the key. Millisecond figures round up (retry_after_ms,
 // reset_after_ms) or, for lease TTLs, down.
 //
-// /v1/check (200 and 429) and /v1/take (200) carry the rate-limit headers
-// of package api (SetHeaders; for a take, of the result HeaderResult
-// picks), and the legacy X-RateLimit trio too when Config.LegacyHeaders is
-// set; only a 429 carries Retry-After: a /v1/take denial is a 200 whose
-// body holds retry_after_ms. Leases carry api.SetLeaseHeaders' headers.
+// /v1/check (200 and 429) carries the rate-limit headers of package api
+// (SetHeaders), and the legacy X-RateLimit trio too when
+// Config.LegacyHeaders is set. A /v1/take answers in its body, which holds
+// every check's figures; it carries the same fields, for the result
+// HeaderResult picks, only when the body asks ("headers": true), for a
+// caller that passes them on to its own client (a forward-auth proxy uses
+// /v1/check). Only a 429 carries Retry-After: a /v1/take denial is a 200
+// whose body holds retry_after_ms. Leases carry api.SetLeaseHeaders'
+// headers.
 //
 // # Forward auth
 //

@@ -57,13 +57,14 @@ func toResultJSON(r api.Result) resultJSON {
 }
 
 // take serves POST /v1/take: 200 whenever a decision was made, allowed or
-// not, with the rate-limit headers of the most constraining check.
+// not; with the rate-limit headers of the most constraining check when the
+// body asks for them ("headers":true).
 func (h *handler) take(w http.ResponseWriter, r *http.Request) {
 	body, ok := h.readBody(w, r)
 	if !ok {
 		return
 	}
-	checks, evidence, err := decodeTakeRequest(body, h.lim)
+	checks, opts, err := decodeTakeRequest(body, h.lim)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -73,8 +74,10 @@ func (h *handler) take(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
-	if res, ok := api.HeaderResult(resp.Results); ok {
-		api.SetResultHeaders(w.Header(), res, h.cfg.LegacyHeaders)
+	if opts.headers {
+		if res, ok := api.HeaderResult(resp.Results); ok {
+			api.SetResultHeaders(w.Header(), res, h.cfg.LegacyHeaders)
+		}
 	}
 	var one [1]resultJSON // the common single check, kept off the heap
 	results := one[:]
@@ -90,7 +93,7 @@ func (h *handler) take(w http.ResponseWriter, r *http.Request) {
 	}
 	for i, res := range resp.Results {
 		out.Results[i] = toResultJSON(res)
-		if evidence {
+		if opts.evidence {
 			out.Results[i].Evidence = evidenceOf(res.Evidence)
 		}
 	}

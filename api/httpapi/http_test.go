@@ -20,7 +20,7 @@ import (
 
 func TestTakeAllowed(t *testing.T) {
 	s := newTestServer(t, &apitest.Decider{}, legacyConfig())
-	r := s.post(t, "/v1/take", `{"checks":[{"limit":"export","key":"tenant:acme"},{"limit":"search","key":"tenant:acme","cost":4}]}`)
+	r := s.post(t, "/v1/take", `{"checks":[{"limit":"export","key":"tenant:acme"},{"limit":"search","key":"tenant:acme","cost":4}],"headers":true}`)
 	wantStatus(t, r, 200, `{"allowed":true,"retry_after_ms":0,"rules_version":3,"results":[`+
 		`{"limit":"export","allowed":true,"remaining":5,"capacity":6,"retry_after_ms":0,"reset_after_ms":500,"source":"owner"},`+
 		`{"limit":"search","allowed":true,"remaining":5,"capacity":6,"retry_after_ms":0,"reset_after_ms":500,"source":"owner"}]}`)
@@ -50,7 +50,7 @@ func TestTakeDenied(t *testing.T) {
 		}, nil
 	}}
 	s := newTestServer(t, f, legacyConfig())
-	r := s.post(t, "/v1/take", `{"checks":[{"limit":"search","key":"k"},{"limit":"export","key":"tenant:acme","cost":1}]}`)
+	r := s.post(t, "/v1/take", `{"checks":[{"limit":"search","key":"k"},{"limit":"export","key":"tenant:acme","cost":1}],"headers":true}`)
 	wantStatus(t, r, 200, `{"allowed":false,"retry_after_ms":500,"rules_version":3,"results":[`+
 		`{"limit":"search","allowed":true,"remaining":0,"capacity":6,"retry_after_ms":0,"reset_after_ms":500,"source":"fallback"},`+
 		`{"limit":"export","allowed":false,"remaining":0,"capacity":6,"retry_after_ms":500,"reset_after_ms":3000,"source":"owner"}]}`)
@@ -59,6 +59,26 @@ func TestTakeDenied(t *testing.T) {
 		"X-RateLimit-Limit": "6", "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "1",
 		"Retry-After": "",
 	})
+}
+
+// A take that does not ask for the rate-limit fields gets its answer in
+// the body alone, allowed or denied, even with the legacy trio on; every
+// JSON answer still says it must not be stored.
+func TestTakeHeadersOnlyWhenAsked(t *testing.T) {
+	for _, fn := range []func(context.Context, []api.Check) (api.TakeResponse, error){nil, apitest.DenyExport} {
+		s := newTestServer(t, &apitest.Decider{TakeFn: fn}, legacyConfig())
+		for _, body := range []string{`{"checks":[{"limit":"export","key":"k"}]}`, `{"checks":[{"limit":"export","key":"k"}],"headers":false}`} {
+			r := s.post(t, "/v1/take", body)
+			if r.status != 200 {
+				t.Fatalf("status %d %s", r.status, r.body)
+			}
+			wantHeaders(t, r, map[string]string{
+				"RateLimit": "", "RateLimit-Policy": "", "Retry-After": "",
+				"X-RateLimit-Limit": "", "X-RateLimit-Remaining": "", "X-RateLimit-Reset": "",
+				"Cache-Control": "no-store", "Content-Type": "application/json",
+			})
+		}
+	}
 }
 
 // With every check allowed, the headers describe the one with least left.
@@ -70,7 +90,7 @@ func TestTakeHeadersMostConstraining(t *testing.T) {
 		return api.TakeResponse{Allowed: true, Results: []api.Result{a, b, c}}, nil
 	}}
 	s := newTestServer(t, f, legacyConfig())
-	r := s.post(t, "/v1/take", `{"checks":[{"limit":"a","key":"k"},{"limit":"b","key":"k"},{"limit":"c","key":"k"}]}`)
+	r := s.post(t, "/v1/take", `{"checks":[{"limit":"a","key":"k"},{"limit":"b","key":"k"},{"limit":"c","key":"k"}],"headers":true}`)
 	if r.status != 200 {
 		t.Fatalf("status %d %s", r.status, r.body)
 	}
@@ -154,7 +174,7 @@ func TestLegacyHeadersOffByDefault(t *testing.T) {
 	r := s.get(t, "/v1/check?limit=export&key=k")
 	wantHeaders(t, r, map[string]string{"Retry-After": "1", "RateLimit": `"export";r=0;t=1`})
 	wantHeaders(t, r, none)
-	r = s.post(t, "/v1/take", `{"checks":[{"limit":"export","key":"k"}]}`)
+	r = s.post(t, "/v1/take", `{"checks":[{"limit":"export","key":"k"}],"headers":true}`)
 	wantHeaders(t, r, map[string]string{"RateLimit": `"export";r=0;t=1`})
 	wantHeaders(t, r, none)
 }
@@ -177,7 +197,7 @@ func TestDeciderErrors(t *testing.T) {
 			f := &apitest.Decider{TakeFn: func(context.Context, []api.Check) (api.TakeResponse, error) { return api.TakeResponse{}, tc.err }}
 			s := newTestServer(t, f, DefaultConfig())
 			wantStatus(t, s.get(t, "/v1/check?limit=export&key=k"), tc.status, tc.body)
-			r := s.post(t, "/v1/take", `{"checks":[{"limit":"export","key":"k"}]}`)
+			r := s.post(t, "/v1/take", `{"checks":[{"limit":"export","key":"k"}],"headers":true}`)
 			wantStatus(t, r, tc.status, tc.body)
 			wantHeaders(t, r, map[string]string{"RateLimit": "", "Retry-After": ""})
 		})
@@ -439,7 +459,7 @@ func TestCheckNoResult(t *testing.T) {
 	}}
 	s := newTestServer(t, f, DefaultConfig())
 	wantStatus(t, s.get(t, "/v1/check?limit=export&key=k"), 500, `{"error":"internal_error"}`)
-	r := s.post(t, "/v1/take", `{"checks":[{"limit":"export","key":"k"}]}`)
+	r := s.post(t, "/v1/take", `{"checks":[{"limit":"export","key":"k"}],"headers":true}`)
 	wantStatus(t, r, 200, `{"allowed":true,"retry_after_ms":0,"rules_version":0,"results":[]}`)
 	wantHeaders(t, r, map[string]string{"RateLimit": "", "RateLimit-Policy": ""})
 }

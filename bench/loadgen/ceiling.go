@@ -36,9 +36,8 @@ const (
 // ceilingAnswer is what the HTTP ceiling answers every request with: the
 // shape of a Weir take answer, so the load generator decodes the same
 // body it decodes from Weir. Only the body: Weir's answer also carries
-// Cache-Control, RateLimit-Policy and RateLimit, and the X-RateLimit-*
-// fields with --legacy-headers (off by default), which the ceiling, an empty
-// handler, does not write.
+// Cache-Control, which the ceiling, an empty handler, does not write (the
+// load generator's takes do not ask for the RateLimit fields).
 const ceilingAnswer = `{"allowed":true,"retry_after_ms":0,"rules_version":1,"results":[{"limit":"bench","allowed":true,"remaining":999999999999,"capacity":1000000000000,"retry_after_ms":0,"reset_after_ms":0,"source":"owner"}]}`
 
 // ceilingCmd is `loadgen ceiling -kind http|grpc -addr ADDR`: it serves
