@@ -16,6 +16,7 @@ import (
 
 	"github.com/weir-rl/weir/api/weirv1"
 	"github.com/weir-rl/weir/internal/gcfloor"
+	"github.com/weir-rl/weir/internal/pprofserve"
 )
 
 // A ceiling is a server that does no work: an HTTP handler that reads the
@@ -33,6 +34,14 @@ const (
 	ceilingGRPCKind = "grpc"
 )
 
+// ceilingDebugEnv names the address a ceiling serves Go's profiler on
+// (package pprofserve): the variable `weir serve` reads for --debug-addr,
+// so that one setting, such as WEIR_DEBUG_ADDR=127.0.0.1:0 for a whole
+// suite run, lets every server of the run, Weir's nodes and their ceilings
+// alike, be profiled the same way (bench/results/repl-lazy/profile.sh).
+// Unset: no profiler.
+const ceilingDebugEnv = "WEIR_DEBUG_ADDR"
+
 // ceilingAnswer is what the HTTP ceiling answers every request with: the
 // shape of a Weir take answer, so the load generator decodes the same
 // body it decodes from Weir. Only the body: Weir's answer also carries
@@ -44,7 +53,7 @@ const ceilingAnswer = `{"allowed":true,"retry_after_ms":0,"rules_version":1,"res
 // one ceiling on ADDR until ctx ends (SIGTERM or SIGINT), then stops and
 // returns 0. It prints one line, "loadgen ceiling: KIND listening on
 // ADDR", once it accepts connections; before it, with WEIR_DEBUG_ADDR
-// set, the profiler's line (startCeilingDebug).
+// set, the profiler's line.
 func ceilingCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("loadgen ceiling", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -70,12 +79,18 @@ func ceilingCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		defer gcfloor.Start(uint64(floor)<<20, 100).Stop()
 	}
 	if a := os.Getenv(ceilingDebugEnv); a != "" {
-		stop, err := startCeilingDebug(a, stdout)
-		if err != nil {
-			fmt.Fprintln(stderr, "loadgen ceiling:", err)
+		if err := pprofserve.CheckAddr(a); err != nil {
+			fmt.Fprintf(stderr, "loadgen ceiling: %s=%q: %v\n", ceilingDebugEnv, a, err)
 			return 2
 		}
+		at, stop, err := pprofserve.Start(a, func(err error) { fmt.Fprintln(stderr, "loadgen ceiling: debug listener:", err) })
+		if err != nil {
+			fmt.Fprintf(stderr, "loadgen ceiling: %s: %v\n", ceilingDebugEnv, err)
+			return 1
+		}
 		defer stop()
+		// The line a node logs, which profile.sh looks for.
+		fmt.Fprintf(stdout, "loadgen ceiling: debug listener (net/http/pprof) addr=%s\n", at)
 	}
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
