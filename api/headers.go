@@ -42,8 +42,8 @@ func resetSeconds(r Result) int64 {
 // SetResultHeaders sets on h the RateLimit-Policy and RateLimit fields
 // (and the legacy trio when legacy is true) for one result of a rate limit,
 // in the formats above; it sets no Retry-After. It is what POST /v1/take
-// sends for the result HeaderResult picks, and Envoy's service the same
-// fields without the trio.
+// sends, when its body asks ("headers": true), for the result HeaderResult
+// picks, and Envoy's service the same fields without the trio.
 func SetResultHeaders(h http.Header, r Result, legacy bool) {
 	t := resetSeconds(r)
 	remaining := max(0, r.Remaining)
@@ -183,9 +183,10 @@ type deniedBody struct {
 	RetryAfterMs int64  `json:"retry_after_ms"`
 }
 
-// HeaderResult picks the result whose rate-limit headers a take carries: the
-// first denied one, else the allowed one with the least remaining (the first
-// of equals). ok is false when there are no results. Every front end that
+// HeaderResult picks the result whose rate-limit headers a take carries
+// (when it asks for them, or through Envoy's service): the first denied
+// one, else the allowed one with the least remaining (the first of
+// equals). ok is false when there are no results. Every front end that
 // answers with headers picks this way.
 func HeaderResult(results []Result) (r Result, ok bool) {
 	best := -1

@@ -141,8 +141,8 @@ func (p *fastParser) posInt() (int64, bool) {
 }
 
 // flag reads an option's boolean into v, once: false when the option was
-// seen before (encoding/json would keep the last, the fast path declines)
-// or its value is not true or false.
+// seen before (a duplicate, which decodeTakeRequestJSON refuses with the
+// error) or its value is not true or false.
 func (p *fastParser) flag(seen, v *bool) bool {
 	if *seen {
 		return false
