@@ -15,7 +15,7 @@ import (
 
 func TestHTTPTakeAllowExactBody(t *testing.T) {
 	tn := startNode(t, nil)
-	r := tn.post("/v1/take", `{"checks":[{"limit":"export","key":"tenant:acme","cost":1}]}`)
+	r := tn.post("/v1/take", `{"checks":[{"limit":"export","key":"tenant:acme","cost":1}],"headers":true}`)
 	if r.status != http.StatusOK {
 		t.Fatalf("status = %d %s, want 200", r.status, r.body)
 	}
@@ -56,8 +56,12 @@ func TestHTTPTakeDeniedAfterCapacity(t *testing.T) {
 	if got := r.header.Get("Retry-After"); got != "" {
 		t.Errorf("a /v1/take denial carries Retry-After %q; only a 429 does", got)
 	}
-	if got := r.header.Get("RateLimit"); got != `"export";r=0;t=1` {
-		t.Errorf("RateLimit = %q", got)
+	// The answer is in the body; the fields only when the take asks, and a
+	// denied take spends nothing, so asking again reads the same state.
+	wantHeaders(t, r.header, map[string]string{"RateLimit": "", "RateLimit-Policy": "", "Cache-Control": "no-store"})
+	r = tn.post("/v1/take", `{"checks":[{"limit":"export","key":"tenant:acme","cost":1}],"headers":true}`)
+	if got := r.header.Get("RateLimit"); r.status != http.StatusOK || got != `"export";r=0;t=1` {
+		t.Errorf("asked for the fields: %d, RateLimit = %q", r.status, got)
 	}
 
 	// The clock, not the wall, refills: 500 ms later exactly one token is back.
