@@ -30,9 +30,10 @@ import (
 // gone never closes its connections, and the server's graceful stop waits
 // for every open one (Server.GracefulStop). gRPC also makes each side's
 // timeout its socket's TCP_USER_TIMEOUT (unacknowledged data drops the
-// connection after 3s; gRPC's default on the server was 20s). Reconnect backoff is capped at
-// 2s (gRPC's default is 120s), so a peer that restarts is reachable again
-// within seconds. memberlist, not these pings, decides that a peer is dead.
+// connection after 3s; gRPC's default on the server was 20s). Reconnect
+// backoff is capped at 2s (gRPC's default is 120s), so a peer that
+// restarts is reachable again within seconds. memberlist, not these pings,
+// decides that a peer is dead.
 const (
 	clientPingEvery   = 10 * time.Second
 	clientPingTimeout = 3 * time.Second
