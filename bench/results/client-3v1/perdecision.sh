@@ -6,13 +6,19 @@
 #   bench/results/client-3v1/perdecision.sh BIN BASE_DIR NEW_DIR [ROWS]
 # where each DIR is a profile.sh OUT (cpu-*.pprof and cell/bench.csv).
 # BASE_BIN=bin/loadgen names the base's binary when it is another, such as
-# a ceiling's profiles against a node's.
+# a ceiling's profiles against a node's. OPS=N divides by N operations
+# instead (each DIR's profiles then cover N operations of a benchmark, and
+# need no cell/bench.csv): microseconds per operation.
 set -eu
 export LC_ALL=C
 bin=$1 base=$2 new=$3 rows=${4:-40}
 per() { # BIN DIR -> "function<TAB>cum µs<TAB>flat µs" per decision
 	local rate
-	rate=$(tail -n +2 "$2/cell/bench.csv" | cut -d, -f8 | head -1)
+	if [ -n "${OPS:-}" ]; then
+		rate=$(awk -v n="$OPS" 'BEGIN { print n / 8 }') # so that rate × 8 s = OPS
+	else
+		rate=$(tail -n +2 "$2/cell/bench.csv" | cut -d, -f8 | head -1)
+	fi
 	go tool pprof -top -cum -nodecount=3000 "$1" "$2"/cpu-*.pprof 2>/dev/null | awk -v d="$rate" '
 	function sec(x) { if (x ~ /ms$/) { sub(/ms$/, "", x); return x / 1000 } sub(/s$/, "", x); return x + 0 }
 	/Total samples/ { for (i = 1; i <= NF; i++) if ($i == "=") printf "TOTAL\t%f\t0\n", sec($(i + 1)) * 1e6 / (d * 8) }

@@ -1,0 +1,89 @@
+package node_test
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// BenchmarkHTTPServeVsCeiling is make bench's HTTP cell on uniform keys in
+// one process: a started node's public HTTP server, and beside it the
+// ceiling make bench measures it against (an empty handler that drains the
+// body and writes a take's answer, behind a server with only a header
+// timeout), each answering takes over loopback from 16 concurrent callers
+// through the same client, on 100,000 keys in turn. The process's CPU per
+// take (cpu-ns/op) is what a take costs the two ends together, so the two
+// rows' ratio is make bench's "÷ ceiling" for this cell with the client's
+// cost held equal and without a second process's noise (run them
+// interleaved, a process per run, as
+// bench/results/ceiling-vs-http-74f9f67/inproc.sh does; the machine drifts):
+//
+//	go test -run '^$' -bench HTTPServeVsCeiling -benchtime 100000x ./node
+func BenchmarkHTTPServeVsCeiling(b *testing.B) {
+	// The ceiling's answer, as bench/loadgen's ceilingAnswer (a main
+	// package, so not importable).
+	const answer = `{"allowed":true,"retry_after_ms":0,"rules_version":1,"results":[{"limit":"bench","allowed":true,"remaining":999999999999,"capacity":1000000000000,"retry_after_ms":0,"reset_after_ms":0,"source":"owner"}]}`
+	b.Run("target=ceiling", func(b *testing.B) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, answer)
+		})}
+		go func() { _ = srv.Serve(ln) }()
+		b.Cleanup(func() { _ = srv.Close() })
+		benchHTTPTakes(b, "http://"+ln.Addr().String()+"/v1/take")
+	})
+	b.Run("target=weir", func(b *testing.B) {
+		n := benchNode(b)
+		if err := n.Start(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = n.Shutdown(ctx)
+		})
+		benchHTTPTakes(b, "http://"+n.HTTPAddr()+"/v1/take")
+	})
+}
+
+// benchHTTPTakes posts one take per iteration to url from 16 callers, each
+// with its own kept-alive connection, on 100,000 keys in turn, and reports
+// the process's CPU per take.
+func benchHTTPTakes(b *testing.B, url string) {
+	const callers = 16
+	c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: callers}}
+	b.Cleanup(c.CloseIdleConnections)
+	var next atomic.Uint64
+	b.ReportAllocs()
+	cpu0 := processCPU(b)
+	b.SetParallelism(max(1, callers/runtime.GOMAXPROCS(0)))
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			key := strconv.FormatUint(next.Add(1)%100_000, 10)
+			resp, err := c.Post(url, "application/json", strings.NewReader(`{"checks":[{"limit":"bench","key":"k`+key+`","cost":1}]}`))
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			_, err = io.Copy(io.Discard, resp.Body)
+			_ = resp.Body.Close()
+			if err != nil || resp.StatusCode != http.StatusOK {
+				b.Error(resp.StatusCode, err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(processCPU(b)-cpu0)/float64(b.N), "cpu-ns/op")
+}
