@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/weir-rl/weir/api/weirv1"
+	"github.com/weir-rl/weir/node"
 )
 
 // BenchmarkGRPCServeTake is a started node's public gRPC server answering
@@ -22,15 +23,7 @@ import (
 // runs on, its stack growth, the transport). Client and server share the
 // process.
 func BenchmarkGRPCServeTake(b *testing.B) {
-	n := benchNode(b)
-	if err := n.Start(context.Background()); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = n.Shutdown(ctx)
-	})
+	n := startedBenchNode(b)
 	conn, err := grpc.NewClient(n.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		b.Fatal(err)
@@ -56,6 +49,22 @@ func BenchmarkGRPCServeTake(b *testing.B) {
 	// machine a steadier measure than the wall clock, which waits on the
 	// one connection's reader and writer as much as on the CPU.
 	b.ReportMetric(float64(processCPU(b)-cpu0)/float64(b.N), "cpu-ns/op")
+}
+
+// startedBenchNode is benchNode started, its public servers on loopback
+// ports, and shut down when b ends.
+func startedBenchNode(b *testing.B) *node.Node {
+	b.Helper()
+	n := benchNode(b)
+	if err := n.Start(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = n.Shutdown(ctx)
+	})
+	return n
 }
 
 // processCPU is the CPU time, user and system, this process used so far.

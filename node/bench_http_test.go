@@ -1,7 +1,6 @@
 package node_test
 
 import (
-	"context"
 	"io"
 	"net"
 	"net/http"
@@ -45,15 +44,7 @@ func BenchmarkHTTPServeVsCeiling(b *testing.B) {
 		benchHTTPTakes(b, "http://"+ln.Addr().String()+"/v1/take")
 	})
 	b.Run("target=weir", func(b *testing.B) {
-		n := benchNode(b)
-		if err := n.Start(context.Background()); err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			_ = n.Shutdown(ctx)
-		})
+		n := startedBenchNode(b)
 		benchHTTPTakes(b, "http://"+n.HTTPAddr()+"/v1/take")
 	})
 }
