@@ -1,23 +1,22 @@
 package node_test
 
 import (
-	"io"
 	"net"
 	"net/http"
 	"runtime"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
+
+	"github.com/weir-rl/weir/internal/apitest"
+	"github.com/weir-rl/weir/internal/ceiling"
 )
 
 // BenchmarkHTTPServeVsCeiling is make bench's HTTP cell on uniform keys in
 // one process: a started node's public HTTP server, and beside it the
-// ceiling make bench measures it against (an empty handler that drains the
-// body and writes a take's answer, behind a server with only a header
-// timeout), each answering takes over loopback from 16 concurrent callers
-// through the same client, on 100,000 keys in turn. The process's CPU per
+// ceiling make bench measures it against (package ceiling), each answering
+// takes over loopback from 16 concurrent callers through the same client,
+// on 100,000 keys in turn. The process's CPU per
 // take (cpu-ns/op) is what a take costs the two ends together, so the two
 // rows' ratio is make bench's "÷ ceiling" for this cell with the client's
 // cost held equal and without a second process's noise (run them
@@ -26,19 +25,12 @@ import (
 //
 //	go test -run '^$' -bench HTTPServeVsCeiling -benchtime 100000x ./node
 func BenchmarkHTTPServeVsCeiling(b *testing.B) {
-	// The ceiling's answer, as bench/loadgen's ceilingAnswer (a main
-	// package, so not importable).
-	const answer = `{"allowed":true,"retry_after_ms":0,"rules_version":1,"results":[{"limit":"bench","allowed":true,"remaining":999999999999,"capacity":1000000000000,"retry_after_ms":0,"reset_after_ms":0,"source":"owner"}]}`
 	b.Run("target=ceiling", func(b *testing.B) {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			b.Fatal(err)
 		}
-		srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			_, _ = io.Copy(io.Discard, r.Body)
-			w.Header().Set("Content-Type", "application/json")
-			_, _ = io.WriteString(w, answer)
-		})}
+		srv := ceiling.NewHTTPServer()
 		go func() { _ = srv.Serve(ln) }()
 		b.Cleanup(func() { _ = srv.Close() })
 		benchHTTPTakes(b, "http://"+ln.Addr().String()+"/v1/take")
@@ -63,15 +55,7 @@ func benchHTTPTakes(b *testing.B, url string) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			key := strconv.FormatUint(next.Add(1)%100_000, 10)
-			resp, err := c.Post(url, "application/json", strings.NewReader(`{"checks":[{"limit":"bench","key":"k`+key+`","cost":1}]}`))
-			if err != nil {
-				b.Error(err)
-				return
-			}
-			_, err = io.Copy(io.Discard, resp.Body)
-			_ = resp.Body.Close()
-			if err != nil || resp.StatusCode != http.StatusOK {
-				b.Error(resp.StatusCode, err)
+			if !apitest.PostOK(b, c, url, `{"checks":[{"limit":"bench","key":"k`+key+`","cost":1}]}`) {
 				return
 			}
 		}

@@ -1,9 +1,7 @@
 package node_test
 
 import (
-	"bytes"
 	"context"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -13,6 +11,7 @@ import (
 	"github.com/weir-rl/weir/api/grpcapi"
 	"github.com/weir-rl/weir/api/httpapi"
 	"github.com/weir-rl/weir/api/weirv1"
+	"github.com/weir-rl/weir/internal/apitest"
 	"github.com/weir-rl/weir/internal/tracing"
 	"github.com/weir-rl/weir/node"
 )
@@ -50,27 +49,6 @@ func BenchmarkTake(b *testing.B) {
 	}
 }
 
-// discardWriter is a reusable http.ResponseWriter, so the benchmark
-// counts the handler's allocations and not a recorder's.
-type discardWriter struct {
-	h    http.Header
-	code int
-	n    int
-}
-
-func (w *discardWriter) Header() http.Header  { return w.h }
-func (w *discardWriter) WriteHeader(code int) { w.code = code }
-func (w *discardWriter) Write(p []byte) (int, error) {
-	w.n += len(p)
-	return len(p), nil
-}
-
-// reset readies w for the next request.
-func (w *discardWriter) reset() {
-	clear(w.h)
-	w.code, w.n = 0, 0
-}
-
 // BenchmarkHTTPTake is POST /v1/take through the node's HTTP handler:
 // read, decode, decide, headers, encode. The request and writer are
 // reused, so the figures are the handler's own; what the server's
@@ -78,20 +56,7 @@ func (w *discardWriter) reset() {
 func BenchmarkHTTPTake(b *testing.B) {
 	n := benchNode(b)
 	h := httpapi.NewHandler(n, n, httpapi.DefaultConfig(), nil, nil)
-	body := []byte(`{"checks":[{"limit":"bench","key":"k0","cost":1}]}`)
-	req := httptest.NewRequest(http.MethodPost, "/v1/take", nil)
-	rd := bytes.NewReader(body)
-	req.Body, req.ContentLength = io.NopCloser(rd), int64(len(body))
-	w := &discardWriter{h: http.Header{}}
-	b.ReportAllocs()
-	for b.Loop() {
-		rd.Reset(body)
-		w.reset()
-		h.ServeHTTP(w, req)
-		if w.code != http.StatusOK {
-			b.Fatal(w.code)
-		}
-	}
+	apitest.BenchServe(b, h, "/v1/take", `{"checks":[{"limit":"bench","key":"k0","cost":1}]}`)
 }
 
 // BenchmarkGRPCTake is weir.v1.Limiter/Take's handler on the node,

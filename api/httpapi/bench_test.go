@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -70,14 +69,8 @@ func BenchmarkHTTPTakeLoopback(b *testing.B) {
 			b.SetParallelism(32)
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					resp, err := client.Post(srv.URL+"/v1/take", "application/json", strings.NewReader(tc.body))
-					if err != nil {
-						b.Fatal(err)
-					}
-					_, err = io.Copy(io.Discard, resp.Body)
-					_ = resp.Body.Close()
-					if err != nil || resp.StatusCode != http.StatusOK {
-						b.Fatal(resp.StatusCode, err)
+					if !apitest.PostOK(b, client, srv.URL+"/v1/take", tc.body) {
+						return
 					}
 				}
 			})
@@ -91,37 +84,5 @@ func BenchmarkHTTPTakeLoopback(b *testing.B) {
 // its header map, cleared per take as net/http's own is new per request.
 func BenchmarkHTTPTake(b *testing.B) {
 	h := NewHandler(&apitest.BenchDecider{}, nil, DefaultConfig(), nil, nil)
-	const body = `{"checks":[{"limit":"export","key":"tenant:acme","cost":1}]}`
-	rd := strings.NewReader(body)
-	req := httptest.NewRequest(http.MethodPost, "/v1/take", io.NopCloser(rd))
-	req.ContentLength = int64(len(body))
-	w := &discardWriter{header: http.Header{}}
-	b.ReportAllocs()
-	for b.Loop() {
-		rd.Reset(body)
-		clear(w.header)
-		w.status = 0
-		h.ServeHTTP(w, req)
-		if w.status != http.StatusOK {
-			b.Fatal(w.status)
-		}
-	}
-}
-
-// discardWriter is an http.ResponseWriter that keeps only its header map
-// and the status.
-type discardWriter struct {
-	header http.Header
-	status int
-}
-
-func (w *discardWriter) Header() http.Header { return w.header }
-
-func (w *discardWriter) WriteHeader(status int) { w.status = status }
-
-func (w *discardWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return len(b), nil
+	apitest.BenchServe(b, h, "/v1/take", `{"checks":[{"limit":"export","key":"tenant:acme","cost":1}]}`)
 }

@@ -15,13 +15,14 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/weir-rl/weir/api/weirv1"
+	"github.com/weir-rl/weir/internal/ceiling"
 	"github.com/weir-rl/weir/internal/gcfloor"
 	"github.com/weir-rl/weir/internal/pprofserve"
 )
 
 // A ceiling is a server that does no work: an HTTP handler that reads the
-// body and writes a constant answer, or a weir.v1.Limiter whose Take allows
-// at once. It measures what the client, the protocol stack, the kernel's
+// body and writes a constant answer (package ceiling), or a
+// weir.v1.Limiter whose Take allows at once. It measures what the client, the protocol stack, the kernel's
 // loopback and the scheduler cost before any decision is made: a target's
 // ceiling. Like every target, it is served from its own process (`loadgen
 // ceiling`, which the suite starts by re-executing the load generator), so
@@ -41,13 +42,6 @@ const (
 // alike, be profiled the same way (bench/results/repl-lazy/profile.sh).
 // Unset: no profiler.
 const ceilingDebugEnv = "WEIR_DEBUG_ADDR"
-
-// ceilingAnswer is what the HTTP ceiling answers every request with: the
-// shape of a Weir take answer, so the load generator decodes the same
-// body it decodes from Weir. Only the body: Weir's answer also carries
-// Cache-Control, which the ceiling, an empty handler, does not write (the
-// load generator's takes do not ask for the RateLimit fields).
-const ceilingAnswer = `{"allowed":true,"retry_after_ms":0,"rules_version":1,"results":[{"limit":"bench","allowed":true,"remaining":999999999999,"capacity":1000000000000,"retry_after_ms":0,"reset_after_ms":0,"source":"owner"}]}`
 
 // ceilingCmd is `loadgen ceiling -kind http|grpc -addr ADDR`: it serves
 // one ceiling on ADDR until ctx ends (SIGTERM or SIGINT), then stops and
@@ -132,7 +126,7 @@ func serveCeiling(ctx context.Context, kind string, ln net.Listener) error {
 		stop  func()
 	)
 	if kind == ceilingHTTPKind {
-		srv := &http.Server{Handler: http.HandlerFunc(ceilingHTTP), ReadHeaderTimeout: 5 * time.Second}
+		srv := ceiling.NewHTTPServer()
 		serve = func() error { return srv.Serve(ln) }
 		stop = func() {
 			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -157,13 +151,6 @@ func serveCeiling(ctx context.Context, kind string, ln net.Listener) error {
 		return err
 	}
 	return nil
-}
-
-// ceilingHTTP drains the request and writes the constant answer.
-func ceilingHTTP(w http.ResponseWriter, r *http.Request) {
-	_, _ = io.Copy(io.Discard, r.Body)
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = io.WriteString(w, ceilingAnswer)
 }
 
 // ceilingGRPC is the empty gRPC method: Take allows without looking at

@@ -9,10 +9,11 @@ import (
 	"time"
 
 	"github.com/weir-rl/weir/api"
+	"github.com/weir-rl/weir/internal/ceiling"
 )
 
 // BenchmarkHTTPHeaderSets is a net/http round trip on loopback (client and
-// server in this process) answering ceilingAnswer with three header sets:
+// server in this process) answering ceiling.Answer with three header sets:
 // the HTTP ceiling's (Content-Type only), Weir's as it ships
 // (api.SetResultHeaders, no legacy trio) and Weir's with --legacy-headers: what the
 // header fields alone cost a take, which "÷ ceiling" in make bench also
@@ -33,7 +34,7 @@ func BenchmarkHTTPHeaderSets(b *testing.B) {
 					w.Header().Set("Cache-Control", "no-store")
 					api.SetResultHeaders(w.Header(), res, set.legacy)
 				}
-				_, _ = io.WriteString(w, ceilingAnswer)
+				_, _ = io.WriteString(w, ceiling.Answer)
 			}))
 			defer srv.Close()
 			c := srv.Client()
