@@ -30,24 +30,35 @@ func BenchmarkGRPCServeTake(b *testing.B) {
 	}
 	b.Cleanup(func() { _ = conn.Close() })
 	c := weirv1.NewLimiterClient(conn)
+	ctx := context.Background()
+	parallelTakes(b, 64, func(key string) bool {
+		resp, err := c.Take(ctx, &weirv1.TakeRequest{Checks: []*weirv1.Check{{Limit: "bench", Key: key, Cost: 1}}})
+		if err != nil || !resp.GetAllowed() {
+			b.Error(err)
+			return false
+		}
+		return true
+	})
+}
+
+// parallelTakes calls take from callers concurrent goroutines, once per
+// iteration of b, each time with the next of 100,000 keys ("k0" …) in
+// turn, until b is done or a take reports false; then it reports the
+// process's CPU time per take, client and server: on a shared machine a
+// steadier measure than the wall clock, which waits on the connections'
+// readers and writers as much as on the CPU.
+func parallelTakes(b *testing.B, callers int, take func(key string) bool) {
 	var next atomic.Uint64
 	b.ReportAllocs()
 	cpu0 := processCPU(b)
-	b.SetParallelism(max(1, 64/runtime.GOMAXPROCS(0))) // 64 callers
+	b.SetParallelism(max(1, callers/runtime.GOMAXPROCS(0)))
 	b.RunParallel(func(pb *testing.PB) {
-		ctx := context.Background()
 		for pb.Next() {
-			key := "k" + strconv.FormatUint(next.Add(1)%100_000, 10)
-			resp, err := c.Take(ctx, &weirv1.TakeRequest{Checks: []*weirv1.Check{{Limit: "bench", Key: key, Cost: 1}}})
-			if err != nil || !resp.GetAllowed() {
-				b.Error(err)
+			if !take("k" + strconv.FormatUint(next.Add(1)%100_000, 10)) {
 				return
 			}
 		}
 	})
-	// The process's CPU time per take, client and server: on a shared
-	// machine a steadier measure than the wall clock, which waits on the
-	// one connection's reader and writer as much as on the CPU.
 	b.ReportMetric(float64(processCPU(b)-cpu0)/float64(b.N), "cpu-ns/op")
 }
 

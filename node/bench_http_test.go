@@ -3,9 +3,6 @@ package node_test
 import (
 	"net"
 	"net/http"
-	"runtime"
-	"strconv"
-	"sync/atomic"
 	"testing"
 
 	"github.com/weir-rl/weir/internal/apitest"
@@ -48,17 +45,7 @@ func benchHTTPTakes(b *testing.B, url string) {
 	const callers = 16
 	c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: callers}}
 	b.Cleanup(c.CloseIdleConnections)
-	var next atomic.Uint64
-	b.ReportAllocs()
-	cpu0 := processCPU(b)
-	b.SetParallelism(max(1, callers/runtime.GOMAXPROCS(0)))
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			key := strconv.FormatUint(next.Add(1)%100_000, 10)
-			if !apitest.PostOK(b, c, url, `{"checks":[{"limit":"bench","key":"k`+key+`","cost":1}]}`) {
-				return
-			}
-		}
+	parallelTakes(b, callers, func(key string) bool {
+		return apitest.PostOK(b, c, url, `{"checks":[{"limit":"bench","key":"`+key+`","cost":1}]}`)
 	})
-	b.ReportMetric(float64(processCPU(b)-cpu0)/float64(b.N), "cpu-ns/op")
 }

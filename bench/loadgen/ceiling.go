@@ -22,12 +22,13 @@ import (
 
 // A ceiling is a server that does no work: an HTTP handler that reads the
 // body and writes a constant answer (package ceiling), or a
-// weir.v1.Limiter whose Take allows at once. It measures what the client, the protocol stack, the kernel's
-// loopback and the scheduler cost before any decision is made: a target's
-// ceiling. Like every target, it is served from its own process (`loadgen
-// ceiling`, which the suite starts by re-executing the load generator), so
-// "÷ ceiling" compares two servers in two processes, not a server in the
-// load generator's process with one outside it.
+// weir.v1.Limiter whose Take allows at once. It measures what the client,
+// the protocol stack, the kernel's loopback and the scheduler cost before
+// any decision is made: a target's ceiling. Like every target, it is
+// served from its own process (`loadgen ceiling`, which the suite starts
+// by re-executing the load generator), so "÷ ceiling" compares two
+// servers in two processes, not a server in the load generator's process
+// with one outside it.
 
 // Ceiling kinds, the values of `loadgen ceiling -kind`.
 const (

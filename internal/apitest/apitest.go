@@ -2,9 +2,9 @@
 // api/grpcapi, api/envoyrls, api/authz) share: a deterministic Decider that
 // records every call, the answers of the embedded default limits file's
 // "export" limit that they assert on, the checks their fuzz targets make of
-// every accepted request, a small caller policy, and a reusable
-// ResponseWriter for the benchmarks of an HTTP handler (node's too). It is
-// for tests only.
+// every accepted request, a small caller policy, and what the benchmarks
+// of an HTTP handler or server share, node's too (bench.go: a reusable
+// ResponseWriter, a serve loop, a checked POST). It is for tests only.
 package apitest
 
 import (

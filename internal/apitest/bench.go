@@ -9,14 +9,13 @@ import (
 )
 
 // DiscardWriter is a reusable http.ResponseWriter for benchmarks of an
-// HTTP handler: it keeps the header map, the status and the count of
-// bytes written, so that a benchmark counts the handler's allocations and
-// not a recorder's. Make one with a non-nil H, and Reset it before each
-// request, as net/http's writer is new per request.
+// HTTP handler: it keeps the header map and the status, so that a
+// benchmark counts the handler's allocations and not a recorder's. Make
+// one with a non-nil H, and Reset it before each request, as net/http's
+// writer is new per request.
 type DiscardWriter struct {
 	H    http.Header
 	Code int // the status written; 200 once a body is written without one
-	N    int // bytes of body written
 }
 
 // Header implements http.ResponseWriter.
@@ -30,14 +29,13 @@ func (w *DiscardWriter) Write(p []byte) (int, error) {
 	if w.Code == 0 {
 		w.Code = http.StatusOK
 	}
-	w.N += len(p)
 	return len(p), nil
 }
 
 // Reset readies w for the next request.
 func (w *DiscardWriter) Reset() {
 	clear(w.H)
-	w.Code, w.N = 0, 0
+	w.Code = 0
 }
 
 // BenchServe serves one POST of body to path through h per iteration of
@@ -66,6 +64,7 @@ func BenchServe(b *testing.B, h http.Handler, path, body string) {
 // wrong (b.Error, so a benchmark's RunParallel goroutines may call it, and
 // return).
 func PostOK(b *testing.B, c *http.Client, url, body string) bool {
+	b.Helper()
 	resp, err := c.Post(url, "application/json", strings.NewReader(body))
 	if err != nil {
 		b.Error(err)
