@@ -84,6 +84,14 @@ var golden = map[Version]map[string]proto.Message{
 		},
 		"handoff": &peerpb.HandoffRequest{From: "n2", Protocol: 2, Buckets: goldenPacked},
 	},
+	// V3 adds no field: its replica batch is v2's, framed on the replica
+	// link (TestLinkFrameLayout).
+	V3: {
+		"replica-batch": &peerpb.HandoffRequest{
+			From: "n3", Protocol: 3, Replica: true, Entries: []*peerpb.HandoffEntry{goldenBucketEntry()},
+			Buckets: goldenPacked, Dropped: []*peerpb.Check{{Limit: "api", Key: "gone"}},
+		},
+	},
 }
 
 // goldenPacked is goldenPackedEntries packed (packed.go): the names table

@@ -2,8 +2,10 @@ package transport
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,8 +56,9 @@ const handoffChunk = 1024
 // only while forwards are in flight or a batch window is open, and Close
 // waits for them.
 type Pool struct {
-	cfg   Config
-	creds credentials.TransportCredentials
+	cfg     Config
+	creds   credentials.TransportCredentials
+	linkTLS *tls.Config // the replica link's; nil in plaintext
 
 	// protocol is the version every message is sent in (SetProtocol).
 	protocol *atomic.Uint32
@@ -83,10 +86,12 @@ func NewPool(cfg Config) *Pool {
 		panic(err)
 	}
 	creds := insecure.NewCredentials()
+	var linkTLS *tls.Config
 	if cfg.Credentials != nil {
 		creds = credentials.NewTLS(cfg.Credentials.ClientConfig())
+		linkTLS = cfg.Credentials.ClientConfig()
 	}
-	p := &Pool{cfg: cfg, creds: creds, protocol: new(atomic.Uint32), peers: make(map[string]*peer)}
+	p := &Pool{cfg: cfg, creds: creds, linkTLS: linkTLS, protocol: new(atomic.Uint32), peers: make(map[string]*peer)}
 	p.protocol.Store(MinVersion)
 	return p
 }
@@ -166,10 +171,12 @@ func (p *Pool) Handoff(ctx context.Context, peerAddr string, st State) error {
 }
 
 // Replicate sends the latest state of keys this node owns, and the keys it
-// dropped, to the member at peerAddr that keeps their replica: one call
-// (chunked like Handoff) within HandoffDeadline per chunk. An empty call is
-// a heartbeat: it tells the receiver the stream is alive. It returns the
-// bytes of the messages sent.
+// dropped, to the member at peerAddr that keeps their replica: one batch
+// (chunked like Handoff) within HandoffDeadline per chunk, on the replica
+// link (link.go) when the cluster speaks V3 and as Handoff calls before.
+// An empty batch is a heartbeat: it tells the receiver the stream is
+// alive. It returns the bytes of the messages sent. An error means a
+// chunk was not stored (the chunks before it were).
 func (p *Pool) Replicate(ctx context.Context, peerAddr string, st State, dropped []Key) (int, error) {
 	return p.handoff(ctx, peerAddr, true, st, dropped)
 }
@@ -214,7 +221,17 @@ func (p *Pool) handoff(ctx context.Context, peerAddr string, replica bool, st St
 			}
 		}
 		cctx, cancel := context.WithTimeout(ctx, p.cfg.HandoffDeadline)
-		_, err := pr.client.Handoff(cctx, req)
+		n, err := 0, error(nil)
+		if replica && Speaks(version, V3) {
+			n, err = pr.link.send(cctx, req)
+		} else {
+			_, err = pr.client.Handoff(cctx, req)
+			if err == nil && replica {
+				// gRPC's codec sized req to marshal it: read its cached
+				// sizes instead of walking every entry again.
+				n = proto.MarshalOptions{UseCachedSize: true}.Size(req)
+			}
+		}
 		if err != nil && !replica {
 			// Perhaps a peer back from a failure, its connection still
 			// waiting out a backoff. A replica stream sends again at its
@@ -225,11 +242,7 @@ func (p *Pool) handoff(ctx context.Context, peerAddr string, replica bool, st St
 		if err != nil {
 			return sent, fmt.Errorf("transport: %s to %s: %w", what, peerAddr, err)
 		}
-		if replica {
-			// gRPC's codec sized req to marshal it: read its cached
-			// sizes instead of walking every entry again.
-			sent += proto.MarshalOptions{UseCachedSize: true}.Size(req)
-		}
+		sent += n
 	}
 	return sent, nil
 }
@@ -262,6 +275,15 @@ func (p *Pool) Close() error {
 		errs = append(errs, pr.close(ErrClosed))
 	}
 	return errors.Join(errs...)
+}
+
+// dial opens a connection to addr with Config.Dialer, or over TCP.
+func (p *Pool) dial(ctx context.Context, addr string) (net.Conn, error) {
+	if p.cfg.Dialer != nil {
+		return p.cfg.Dialer(ctx, addr)
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, "tcp", addr)
 }
 
 // peer returns the peer for addr, creating it (without dialing) on first use.
@@ -300,6 +322,7 @@ func (p *Pool) peer(addr string) (*peer, error) {
 		obs:    p.cfg.Observer,
 		conn:   conn,
 		client: peerpb.NewPeerClient(conn),
+		link:   newLink(addr, p.dial, p.linkTLS),
 		batch:  NewBatcher[*call](p.cfg.Window, p.cfg.MaxBatch),
 	}
 	pr.timer = time.AfterFunc(time.Hour, pr.fire)
@@ -333,6 +356,7 @@ type peer struct {
 	obs    Observer
 	conn   *grpc.ClientConn
 	client peerpb.PeerClient
+	link   *link // the replica link (V3), opened on its first batch
 
 	mu       sync.Mutex // guards batch, armed, closeErr and timer resets
 	batch    *Batcher[*call]
@@ -500,6 +524,7 @@ func (pr *peer) close(err error) error {
 		c.done <- outcome{err: err}
 	}
 	cerr := pr.conn.Close()
+	pr.link.close()
 	pr.wg.Wait()
 	return cerr
 }

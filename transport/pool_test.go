@@ -38,9 +38,10 @@ type recorder struct {
 	dropped  []Key
 	calls    atomic.Int64
 
-	handoffErr error
-	short      bool          // answer one reply too few
-	hold       time.Duration // a slow owner: Serve takes this long
+	handoffErr   error
+	replicateErr error         // Replicate's answer, after it records the batch
+	short        bool          // answer one reply too few
+	hold         time.Duration // a slow owner: Serve takes this long
 	// deadlines are the Deadline of every request served, less the time
 	// Serve was called: the budget left at arrival.
 	deadlines []time.Duration
@@ -116,7 +117,7 @@ func (r *recorder) Replicate(_ context.Context, from string, rep Replica) error 
 	r.from = append(r.from, from)
 	r.replicas = append(r.replicas, st)
 	r.dropped = append(r.dropped, rep.Dropped...)
-	return nil
+	return r.replicateErr
 }
 
 // Report answers with an empty report.

@@ -22,7 +22,8 @@ import (
 // certificate is closed before any Handler method runs. Methods are safe
 // for concurrent use.
 type Server struct {
-	gs *grpc.Server
+	gs    *grpc.Server
+	links *links // the replica links (link.go) it accepted
 }
 
 // handshakeTimeout bounds a new connection's HTTP/2 handshake. gRPC's
@@ -44,18 +45,22 @@ func NewServer(h Handler, creds *Credentials) *Server {
 		}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: serverPingEvery, Timeout: serverPingTimeout}),
 	}
+	svc := &service{h: h}
+	ls := &links{svc: svc}
 	if creds != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(creds.ServerConfig())))
+		ls.tls = creds.ServerConfig()
 	}
 	gs := grpc.NewServer(opts...)
-	peerpb.RegisterPeerServer(gs, &service{h: h})
-	return &Server{gs: gs}
+	peerpb.RegisterPeerServer(gs, svc)
+	return &Server{gs: gs, links: ls}
 }
 
 // Serve accepts connections on lis until Stop or GracefulStop, and returns
-// nil after either (gRPC's ErrServerStopped is not an error here).
+// nil after either (gRPC's ErrServerStopped is not an error here). It
+// serves gRPC and the replica link (link.go) on the one listener.
 func (s *Server) Serve(lis net.Listener) error {
-	err := s.gs.Serve(lis)
+	err := s.gs.Serve(newMux(lis, s.links))
 	if errors.Is(err, grpc.ErrServerStopped) {
 		return nil
 	}
@@ -63,7 +68,10 @@ func (s *Server) Serve(lis net.Listener) error {
 }
 
 // Stop closes the listeners and connections at once; RPCs in flight fail.
-func (s *Server) Stop() { s.gs.Stop() }
+func (s *Server) Stop() {
+	s.gs.Stop()
+	s.links.stop()
+}
 
 // GracefulStop stops accepting and waits for RPCs in flight to finish and
 // for every connection to close. gRPC closes a connection once its peer
@@ -72,7 +80,13 @@ func (s *Server) Stop() { s.gs.Stop() }
 // server's keepalive closes such a connection sooner, within 4s
 // (serverPingEvery + serverPingTimeout) of the last frame the peer sent,
 // so a node stopping 4s or more after losing a peer does not wait for it.
-func (s *Server) GracefulStop() { s.gs.GracefulStop() }
+// Replica links are closed at once, after gRPC's: an owner whose batch
+// goes unanswered sends its keys again (to whichever member is then their
+// successor).
+func (s *Server) GracefulStop() {
+	s.gs.GracefulStop()
+	s.links.stop()
+}
 
 // service adapts Handler to the generated PeerServer interface.
 type service struct {
@@ -114,19 +128,13 @@ func (s *service) Handoff(ctx context.Context, in *peerpb.HandoffRequest) (*peer
 	if err := checkVersion(in.GetProtocol()); err != nil {
 		return nil, err
 	}
-	st := decodeState(in.GetEntries())
 	if in.GetReplica() {
-		// A replica's packed buckets are checked now and decoded only if
-		// the receiver ever merges them.
-		packed, err := scanPacked(in.GetBuckets())
-		if err != nil {
-			return nil, status.Error(codes.InvalidArgument, err.Error())
-		}
-		if err := s.h.Replicate(ctx, in.GetFrom(), Replica{State: st, Packed: packed, Dropped: decodeKeys(in.GetDropped())}); err != nil {
-			return nil, status.Error(codes.Internal, err.Error())
+		if err := s.replicate(ctx, in); err != nil {
+			return nil, err
 		}
 		return &peerpb.HandoffReply{}, nil
 	}
+	st := decodeState(in.GetEntries())
 	var err error
 	if st.Buckets, err = decodePacked(st.Buckets, in.GetBuckets()); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
@@ -135,4 +143,23 @@ func (s *service) Handoff(ctx context.Context, in *peerpb.HandoffRequest) (*peer
 		return nil, status.Error(codes.Aborted, fmt.Sprintf("transport: handoff: %v", err))
 	}
 	return &peerpb.HandoffReply{}, nil
+}
+
+// replicate stores a replica batch, from a Handoff call or the replica
+// link, and returns a status error when it does not.
+func (s *service) replicate(ctx context.Context, in *peerpb.HandoffRequest) error {
+	if err := checkVersion(in.GetProtocol()); err != nil {
+		return err
+	}
+	// A replica's packed buckets are checked now and decoded only if the
+	// receiver ever merges them.
+	packed, err := scanPacked(in.GetBuckets())
+	if err != nil {
+		return status.Error(codes.InvalidArgument, err.Error())
+	}
+	r := Replica{State: decodeState(in.GetEntries()), Packed: packed, Dropped: decodeKeys(in.GetDropped())}
+	if err := s.h.Replicate(ctx, in.GetFrom(), r); err != nil {
+		return status.Error(codes.Internal, err.Error())
+	}
+	return nil
 }

@@ -26,10 +26,13 @@ const (
 	// V2 adds HandoffRequest.buckets: a handoff's or replica batch's
 	// buckets packed into one byte string (packed.go).
 	V2 Version = 2
+	// V3 adds the replica link: replica batches on a connection of their
+	// own to the peer port instead of Handoff calls (link.go).
+	V3 Version = 3
 	// MinVersion is the oldest version this build speaks.
 	MinVersion = V1
 	// MaxVersion is the newest version this build speaks.
-	MaxVersion = V2
+	MaxVersion = V3
 )
 
 // Speaks reports whether a cluster speaking version cluster may use a
