@@ -60,11 +60,10 @@ type link struct {
 	stop       context.Context
 	cancelStop context.CancelFunc
 
-	mu     sync.Mutex // guards the fields below
-	conn   net.Conn   // nil until the first send, and after a failure
-	r      *bufio.Reader
-	frame  []byte // the last frame's buffer, reused
-	closed bool
+	mu    sync.Mutex // guards the fields below
+	conn  net.Conn   // nil until the first send, and after a failure
+	r     *bufio.Reader
+	frame []byte // the last frame's buffer, reused
 	// After a failed dial, sends fail at once with dialErr until retryAt,
 	// as gRPC's reconnect backoff makes its calls fail: a successor that
 	// cannot be reached does not hold every flush for a dial timeout.
@@ -104,7 +103,7 @@ func (l *link) send(ctx context.Context, req *peerpb.HandoffRequest) (int, error
 	defer context.AfterFunc(l.stop, cancel)()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.closed || l.stop.Err() != nil {
+	if l.stop.Err() != nil { // closed
 		return 0, ErrDropped
 	}
 	frame, err := appendFrame(l.frame[:0], req)
@@ -220,7 +219,6 @@ func (l *link) close() {
 	l.cancelStop()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.closed = true
 	l.drop()
 }
 

@@ -6,11 +6,13 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
 	"reflect"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,6 +20,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/weir-rl/weir/allot"
+	"github.com/weir-rl/weir/bucket"
 	"github.com/weir-rl/weir/lease"
 	"github.com/weir-rl/weir/transport/peerpb"
 )
@@ -395,13 +398,7 @@ func TestLinkFrameLayout(t *testing.T) {
 func TestLinkBacksOffAfterAFailedDial(t *testing.T) {
 	addr := closedPort(t)
 	var dials atomic.Int64
-	cfg := LocalConfig()
-	cfg.Dialer = func(ctx context.Context, a string) (net.Conn, error) {
-		dials.Add(1)
-		var d net.Dialer
-		return d.DialContext(ctx, "tcp", a)
-	}
-	p := newTestPool(t, cfg)
+	p := newTestPool(t, countingDials(&dials))
 	p.SetProtocol(V3)
 	pr, err := p.peer(addr)
 	if err != nil {
@@ -471,5 +468,56 @@ func TestPoolCloseEndsALinkSend(t *testing.T) {
 	}
 	if err := <-sent; err == nil {
 		t.Fatal("a batch nobody answered counted as sent")
+	}
+}
+
+// keepingHandler keeps each replica batch's packed buckets undecoded, as
+// the successor's replica log does.
+type keepingHandler struct {
+	echoHandler
+	mu     sync.Mutex
+	packed []Packed
+}
+
+func (h *keepingHandler) Replicate(_ context.Context, _ string, r Replica) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.packed = append(h.packed, r.Packed)
+	return nil
+}
+
+// TestLinkBatchesOwnTheirBytes: the successor keeps a batch's packed
+// buckets as the bytes that arrived (replicaLog), and the link server
+// reads every frame into one buffer: a batch kept must not change when
+// the next frame is read.
+func TestLinkBatchesOwnTheirBytes(t *testing.T) {
+	h := &keepingHandler{}
+	addr := startServer(t, h, nil)
+	p := newTestPool(t, LocalConfig())
+	p.SetProtocol(V3)
+	batch := func(prefix string) State {
+		var st State
+		for i := range 50 {
+			st.Buckets = append(st.Buckets, bucket.Entry{Name: "l", Key: fmt.Sprintf("%s-%d", prefix, i), Snapshot: bucket.Snapshot{Count: int64(i), UntilFull: time.Second}})
+		}
+		return st
+	}
+	first, second := batch("first"), batch("other")
+	for _, st := range []State{first, second} {
+		if _, err := p.Replicate(context.Background(), addr, st, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.packed) != 2 {
+		t.Fatalf("%d batches kept", len(h.packed))
+	}
+	got, err := decodePacked(nil, h.packed[0].b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, first.Buckets) {
+		t.Fatalf("the first batch kept reads %v after the second arrived", got[:2])
 	}
 }

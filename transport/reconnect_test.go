@@ -22,13 +22,7 @@ import (
 func TestHandoffToAPeerBackFromFailure(t *testing.T) {
 	addr := closedPort(t)
 	var dials atomic.Int64
-	cfg := LocalConfig()
-	cfg.Dialer = func(ctx context.Context, a string) (net.Conn, error) {
-		dials.Add(1)
-		var d net.Dialer
-		return d.DialContext(ctx, "tcp", a)
-	}
-	p := newTestPool(t, cfg)
+	p := newTestPool(t, countingDials(&dials))
 	st := State{Buckets: []bucket.Entry{{Name: "l", Key: "k", Snapshot: bucket.Snapshot{Count: 3, Since: -1}}}}
 	if err := p.Handoff(context.Background(), addr, st); status.Code(err) != codes.Unavailable {
 		t.Fatalf("handoff to a closed port: err = %v, want Unavailable", err)
@@ -60,4 +54,16 @@ func TestHandoffToAPeerBackFromFailure(t *testing.T) {
 	if got, _ := rec.handedOver(); len(got.Buckets) != 1 || got.Buckets[0].Key != "k" {
 		t.Fatalf("peer received %+v, want the one bucket", got)
 	}
+}
+
+// countingDials is LocalConfig with a TCP dialer that counts its dials in
+// dials.
+func countingDials(dials *atomic.Int64) Config {
+	cfg := LocalConfig()
+	cfg.Dialer = func(ctx context.Context, a string) (net.Conn, error) {
+		dials.Add(1)
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", a)
+	}
+	return cfg
 }
