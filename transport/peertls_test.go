@@ -119,8 +119,8 @@ func (p *recordingProxy) bytes() []byte {
 }
 
 // TestCapturedPeerTrafficHasNoPlaintext puts a recording TCP proxy between
-// a pool and a server and sends a forward and a handoff naming a limit and
-// a key. With credentials derived from the secret the capture holds
+// a pool and a server and sends a forward, a handoff and a replica batch
+// on the replica link naming a limit and a key. With credentials derived from the secret the capture holds
 // neither name; without credentials (the control) it holds both, so the
 // check would see them.
 func TestCapturedPeerTrafficHasNoPlaintext(t *testing.T) {
@@ -138,12 +138,19 @@ func TestCapturedPeerTrafficHasNoPlaintext(t *testing.T) {
 		if err := p.Handoff(context.Background(), proxy.ln.Addr().String(), State{Buckets: []bucket.Entry{{Name: limit, Key: key}}}); err != nil {
 			t.Fatal(err)
 		}
+		// A replica batch on the replica link (protocol 3), its key in
+		// debt so that it is sent at all.
+		p.SetProtocol(V3)
+		batch := State{Buckets: []bucket.Entry{{Name: limit, Key: key + "-replica", Snapshot: bucket.Snapshot{Count: 1, UntilFull: time.Second}}}}
+		if _, err := p.Replicate(context.Background(), proxy.ln.Addr().String(), batch, nil); err != nil {
+			t.Fatal(err)
+		}
 		_ = p.Close()
 		return proxy.bytes()
 	}
 	t.Run("plaintext control", func(t *testing.T) {
 		got := send(t, nil)
-		if !bytes.Contains(got, []byte(limit)) || !bytes.Contains(got, []byte(key)) {
+		if !bytes.Contains(got, []byte(limit)) || !bytes.Contains(got, []byte(key)) || !bytes.Contains(got, []byte(key+"-replica")) {
 			t.Fatalf("control capture of %d bytes lacks the names: the check below could not see them", len(got))
 		}
 	})
