@@ -121,8 +121,8 @@ func BenchmarkReplicate(b *testing.B) {
 // sizes, as Handoff calls (v2) and on the replica link (v3, link.go): the
 // call's fixed cost against each entry's. On two cores, 2026-12-06, both in
 // one run (-count 5, medians): v2 73.5 µs for 16 entries, 107 µs for 256,
-// 223 µs for 1024, about 68 µs per call and 0.15 µs per entry, 166
-// allocations; v3 30.8, 57.4 and 150 µs, about 27 µs per call and 0.12 µs
+// 223 µs for 1024, about 71 µs per call and 0.15 µs per entry, 166
+// allocations; v3 30.8, 57.4 and 150 µs, about 29 µs per call and 0.12 µs
 // per entry, 29 allocations. A flush sends one batch to each successor
 // every ReplicationConfig.Interval.
 // BenchmarkCallShape measures how much of the call's cost a stream would

@@ -67,9 +67,9 @@ type link struct {
 	// After a failed dial, sends fail at once with dialErr until retryAt,
 	// as gRPC's reconnect backoff makes its calls fail: a successor that
 	// cannot be reached does not hold every flush for a dial timeout.
-	dialErr  error
-	retryAt  time.Time
-	failures int
+	dialErr error
+	retryAt time.Time
+	backoff time.Duration // the last wait; 0 after a good dial
 }
 
 // Reconnect backoff of the link, as the pool's gRPC connections' (pool.go).
@@ -164,15 +164,11 @@ func (l *link) open(ctx context.Context) error {
 		return fmt.Errorf("transport: replica link to %s down, next dial in %v: %w", l.addr, l.retryAt.Sub(now), l.dialErr)
 	}
 	if err := l.connect(ctx); err != nil {
-		l.failures++
-		delay := float64(linkFirstRetry)
-		for range l.failures - 1 {
-			delay = min(delay*linkRetryGrows, float64(maxReconnectDelay))
-		}
-		l.dialErr, l.retryAt = err, now.Add(time.Duration(delay))
+		l.backoff = min(max(time.Duration(float64(l.backoff)*linkRetryGrows), linkFirstRetry), maxReconnectDelay)
+		l.dialErr, l.retryAt = err, now.Add(l.backoff)
 		return err
 	}
-	l.failures, l.dialErr, l.retryAt = 0, nil, time.Time{}
+	l.backoff, l.dialErr, l.retryAt = 0, nil, time.Time{}
 	return nil
 }
 

@@ -260,7 +260,11 @@ func (ls *links) store(body []byte) error {
 	if !in.GetReplica() {
 		return errors.New("transport: the replica link carries replica batches only")
 	}
-	if err := ls.svc.replicate(context.Background(), &in); err != nil {
+	err := checkVersion(in.GetProtocol())
+	if err == nil {
+		err = ls.svc.replicate(context.Background(), &in)
+	}
+	if err != nil {
 		if s, ok := status.FromError(err); ok {
 			return errors.New(s.Message())
 		}

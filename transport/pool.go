@@ -221,7 +221,8 @@ func (p *Pool) handoff(ctx context.Context, peerAddr string, replica bool, st St
 			}
 		}
 		cctx, cancel := context.WithTimeout(ctx, p.cfg.HandoffDeadline)
-		n, err := 0, error(nil)
+		var n int
+		var err error
 		if replica && Speaks(version, V3) {
 			n, err = pr.link.send(cctx, req)
 		} else {

@@ -146,11 +146,9 @@ func (s *service) Handoff(ctx context.Context, in *peerpb.HandoffRequest) (*peer
 }
 
 // replicate stores a replica batch, from a Handoff call or the replica
-// link, and returns a status error when it does not.
+// link, whose version the caller checked, and returns a status error when
+// it does not.
 func (s *service) replicate(ctx context.Context, in *peerpb.HandoffRequest) error {
-	if err := checkVersion(in.GetProtocol()); err != nil {
-		return err
-	}
 	// A replica's packed buckets are checked now and decoded only if the
 	// receiver ever merges them.
 	packed, err := scanPacked(in.GetBuckets())
