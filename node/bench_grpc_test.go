@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"context"
+	"net"
 	"runtime"
 	"strconv"
 	"sync/atomic"
@@ -13,6 +14,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/weir-rl/weir/api/weirv1"
+	"github.com/weir-rl/weir/internal/ceiling"
 	"github.com/weir-rl/weir/node"
 )
 
@@ -24,14 +26,47 @@ import (
 // process.
 func BenchmarkGRPCServeTake(b *testing.B) {
 	n := startedBenchNode(b)
-	conn, err := grpc.NewClient(n.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	benchGRPCTakes(b, n.GRPCAddr(), 64)
+}
+
+// BenchmarkGRPCServeVsCeiling is make bench's gRPC cell on uniform keys at
+// 16 callers in one process, as BenchmarkHTTPServeVsCeiling is its HTTP
+// cell: a started node's public gRPC server, and beside it the empty gRPC
+// method make bench measures it against (package ceiling), each answering
+// takes over loopback through the same client. The two rows' cpu-ns/op
+// ratio is make bench's "÷ ceiling" with the client's cost held equal
+// (run them interleaved, a process per run):
+//
+//	go test -run '^$' -bench GRPCServeVsCeiling -benchtime 100000x ./node
+func BenchmarkGRPCServeVsCeiling(b *testing.B) {
+	b.Run("target=ceiling", func(b *testing.B) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		srv := ceiling.NewGRPCServer()
+		go func() { _ = srv.Serve(ln) }()
+		b.Cleanup(srv.Stop)
+		benchGRPCTakes(b, ln.Addr().String(), 16)
+	})
+	b.Run("target=weir", func(b *testing.B) {
+		n := startedBenchNode(b)
+		benchGRPCTakes(b, n.GRPCAddr(), 16)
+	})
+}
+
+// benchGRPCTakes calls Take on the gRPC server at addr once per iteration
+// from callers concurrent goroutines over one connection, on 100,000 keys
+// in turn, and reports the process's CPU per take.
+func benchGRPCTakes(b *testing.B, addr string, callers int) {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = conn.Close() })
 	c := weirv1.NewLimiterClient(conn)
 	ctx := context.Background()
-	parallelTakes(b, 64, func(key string) bool {
+	parallelTakes(b, callers, func(key string) bool {
 		resp, err := c.Take(ctx, &weirv1.TakeRequest{Checks: []*weirv1.Check{{Limit: "bench", Key: key, Cost: 1}}})
 		if err != nil || !resp.GetAllowed() {
 			b.Error(err)

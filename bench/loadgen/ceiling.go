@@ -14,7 +14,6 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/weir-rl/weir/api/weirv1"
 	"github.com/weir-rl/weir/internal/ceiling"
 	"github.com/weir-rl/weir/internal/gcfloor"
 	"github.com/weir-rl/weir/internal/pprofserve"
@@ -135,8 +134,7 @@ func serveCeiling(ctx context.Context, kind string, ln net.Listener) error {
 			_ = srv.Shutdown(sctx)
 		}
 	} else {
-		srv := grpc.NewServer()
-		weirv1.RegisterLimiterServer(srv, ceilingGRPC{})
+		srv := ceiling.NewGRPCServer()
 		serve = func() error { return srv.Serve(ln) }
 		stop = srv.Stop
 	}
@@ -152,17 +150,6 @@ func serveCeiling(ctx context.Context, kind string, ln net.Listener) error {
 		return err
 	}
 	return nil
-}
-
-// ceilingGRPC is the empty gRPC method: Take allows without looking at
-// the request.
-type ceilingGRPC struct {
-	weirv1.UnimplementedLimiterServer
-}
-
-// Take implements weirv1.LimiterServer.
-func (ceilingGRPC) Take(context.Context, *weirv1.TakeRequest) (*weirv1.TakeResponse, error) {
-	return &weirv1.TakeResponse{Allowed: true}, nil
 }
 
 // ceilingProc is a ceiling the suite started: the child process and the

@@ -1,11 +1,13 @@
-// Package ceiling is the empty HTTP server that Weir's HTTP API is measured
-// against: a handler that reads the body and writes a constant take
-// answer, behind a server with only a header timeout. It is what the
-// client, net/http, the kernel's loopback and the scheduler cost before
-// any decision is made. The load generator serves it in a process of its
-// own (`loadgen ceiling -kind http`, make bench's "÷ ceiling"), and node's
-// BenchmarkHTTPServeVsCeiling beside a node in one process, so both
-// compare Weir with the same empty server.
+// Package ceiling is the empty servers that Weir's HTTP and gRPC APIs are
+// measured against: an HTTP handler that reads the body and writes a
+// constant take answer, behind a server with only a header timeout, and a
+// gRPC Take that allows without looking (GRPC). They are what the client,
+// the transport, the kernel's loopback and the scheduler cost before any
+// decision is made. The load generator serves them in a process of their
+// own (`loadgen ceiling -kind http|grpc`, make bench's "÷ ceiling"), and
+// node's BenchmarkHTTPServeVsCeiling and BenchmarkGRPCServeVsCeiling
+// beside a node in one process, so both compare Weir with the same empty
+// servers.
 package ceiling
 
 import (
