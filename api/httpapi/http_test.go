@@ -452,6 +452,32 @@ func TestDeciderPanic(t *testing.T) {
 	}
 }
 
+// The decision routes, which serve matches before its mux, reach the
+// handler the mux would give them with the pattern the mux would set (the
+// route a recovered panic is logged with), by any spelling of the path
+// that decodes to theirs; HEAD on /v1/check is left to the mux, which
+// gives it the GET route.
+func TestDecisionRoutesAsTheMuxRoutesThem(t *testing.T) {
+	f := &apitest.Decider{TakeFn: func(context.Context, []api.Check) (api.TakeResponse, error) { panic("decider bug") }}
+	for _, c := range []struct {
+		method, path, body, route string
+	}{
+		{http.MethodPost, "/v1/take", `{"checks":[{"limit":"export","key":"k"}]}`, "POST /v1/take"},
+		{http.MethodPost, "/v1/ta%6Be", `{"checks":[{"limit":"export","key":"k"}]}`, "POST /v1/take"},
+		{http.MethodGet, "/v1/check?limit=export&key=k", "", "GET /v1/check"},
+		{http.MethodHead, "/v1/check?limit=export&key=k", "", "GET /v1/check"},
+	} {
+		s := newTestServer(t, f, DefaultConfig())
+		r := s.do(t, c.method, c.path, strings.NewReader(c.body))
+		if r.status != http.StatusInternalServerError {
+			t.Errorf("%s %s: status %d, want 500", c.method, c.path, r.status)
+		}
+		if want := `route="` + c.route + `"`; !strings.Contains(s.log.String(), want) {
+			t.Errorf("%s %s: log %q does not name %s", c.method, c.path, s.log.String(), want)
+		}
+	}
+}
+
 // A Decider that returns no result for a check is a 500, not an index panic.
 func TestCheckNoResult(t *testing.T) {
 	f := &apitest.Decider{TakeFn: func(context.Context, []api.Check) (api.TakeResponse, error) {
