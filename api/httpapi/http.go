@@ -69,7 +69,7 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// The decision routes, which serve matches before its mux.
+// The decision routes, which (*handler).serve matches before the mux.
 const (
 	takePath     = "/v1/take"
 	takePattern  = http.MethodPost + " " + takePath

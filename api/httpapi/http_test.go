@@ -452,10 +452,10 @@ func TestDeciderPanic(t *testing.T) {
 	}
 }
 
-// The decision routes, which serve matches before its mux, reach the
-// handler the mux would give them with the pattern the mux would set (the
-// route a recovered panic is logged with), by any spelling of the path
-// that decodes to theirs; HEAD on /v1/check is left to the mux, which
+// The decision routes, which (*handler).serve matches before the mux,
+// reach the handler the mux would give them with the pattern the mux would
+// set (the route a recovered panic is logged with), by any spelling of the
+// path that decodes to theirs; HEAD on /v1/check is left to the mux, which
 // gives it the GET route.
 func TestDecisionRoutesAsTheMuxRoutesThem(t *testing.T) {
 	f := &apitest.Decider{TakeFn: func(context.Context, []api.Check) (api.TakeResponse, error) { panic("decider bug") }}

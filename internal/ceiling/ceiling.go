@@ -1,5 +1,5 @@
-// Package ceiling is the empty servers that Weir's HTTP and gRPC APIs are
-// measured against: an HTTP handler that reads the body and writes a
+// Package ceiling holds the empty servers that Weir's HTTP and gRPC APIs
+// are measured against: an HTTP handler that reads the body and writes a
 // constant take answer, behind a server with only a header timeout, and a
 // gRPC Take that allows without looking (GRPC). They are what the client,
 // the transport, the kernel's loopback and the scheduler cost before any
