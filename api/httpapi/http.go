@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"path"
 	"runtime/debug"
+	"strings"
 
 	"github.com/weir-rl/weir/api"
 	"github.com/weir-rl/weir/api/ui"
@@ -69,14 +70,6 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// The decision routes, which (*handler).serve matches before the mux.
-const (
-	takePath     = "/v1/take"
-	takePattern  = http.MethodPost + " " + takePath
-	checkPath    = "/v1/check"
-	checkPattern = http.MethodGet + " " + checkPath
-)
-
 // handler serves the HTTP API. It holds no mutable state and is safe for
 // concurrent use.
 type handler struct {
@@ -85,6 +78,18 @@ type handler struct {
 	lim    inputLimits
 	logger *slog.Logger
 	mux    *http.ServeMux
+	// exact holds every route without a wildcard, by the method and path
+	// a request names, which serve matches before the mux.
+	exact map[exactRoute]routed
+}
+
+// exactRoute is a method and a path without wildcards.
+type exactRoute struct{ method, path string }
+
+// routed is a route's handler and the pattern the mux knows it by.
+type routed struct {
+	pattern string
+	h       http.Handler
 }
 
 // NewHandler returns the HTTP API (see the package doc for routes,
@@ -111,9 +116,14 @@ func newHandler(d api.Decider, op api.Operator, cfg Config, metrics http.Handler
 		lim:    inputLimits{maxKeyBytes: cfg.MaxKeyBytes, maxChecks: cfg.MaxChecks},
 		logger: logger,
 		mux:    http.NewServeMux(),
+		exact:  map[exactRoute]routed{},
 	}
 	route := func(method, path string, f http.Handler) {
-		h.mux.Handle(method+" "+path, f)
+		pattern := method + " " + path
+		h.mux.Handle(pattern, f)
+		if !strings.Contains(path, "{") && !strings.HasSuffix(path, "/") {
+			h.exact[exactRoute{method, path}] = routed{pattern, f}
+		}
 		allow := method
 		if method == http.MethodGet {
 			allow = "GET, HEAD"
@@ -121,8 +131,8 @@ func newHandler(d api.Decider, op api.Operator, cfg Config, metrics http.Handler
 		// Any other method on a known path: 405 in JSON, not the mux's text.
 		h.mux.Handle(path, methodNotAllowed(allow))
 	}
-	route(http.MethodPost, takePath, http.HandlerFunc(h.take))
-	route(http.MethodGet, checkPath, http.HandlerFunc(h.check))
+	route(http.MethodPost, "/v1/take", http.HandlerFunc(h.take))
+	route(http.MethodGet, "/v1/check", http.HandlerFunc(h.check))
 	route(http.MethodPost, "/v1/leases", http.HandlerFunc(h.acquire))
 	route(http.MethodPost, "/v1/leases/{id}/renew", http.HandlerFunc(h.renew))
 	route(http.MethodDelete, "/v1/leases/{id}", http.HandlerFunc(h.release))
@@ -168,22 +178,17 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // "/v1/take/.") is 404 in JSON rather than the mux's HTML redirect: API
 // clients do not follow redirects of POSTs, and every answer is JSON.
 //
-// The two decision routes, which carry nearly every request a node
-// serves, are matched first by their exact method and path, as the mux
-// would match them (the same handler, r.Pattern set alike): the mux's
-// matching, which cleans the path, strips the host's port and walks its
-// tree, was about 2,100 of the 14,000 instructions Weir adds to a take
-// (bench/results/item6-inproc). Any other request, HEAD /v1/check among
-// them, goes through the mux.
+// A route without wildcards (POST /v1/take and GET /v1/check, which carry
+// nearly every request a node serves, among them) is matched first by the
+// request's exact method and path, as the mux would match it (the same
+// handler, r.Pattern set alike): the mux's matching, which cleans the
+// path, strips the host's port and walks its tree, was about 2,100 of the
+// 14,000 instructions Weir adds to a take (bench/results/item6-inproc).
+// Any other request, a HEAD among them, goes through the mux.
 func (h *handler) serve(w http.ResponseWriter, r *http.Request) {
-	switch {
-	case r.Method == http.MethodPost && r.URL.Path == takePath:
-		r.Pattern = takePattern
-		h.take(w, r)
-		return
-	case r.Method == http.MethodGet && r.URL.Path == checkPath:
-		r.Pattern = checkPattern
-		h.check(w, r)
+	if rt, ok := h.exact[exactRoute{r.Method, r.URL.Path}]; ok {
+		r.Pattern = rt.pattern
+		rt.h.ServeHTTP(w, r)
 		return
 	}
 	if !canonicalPath(r.URL.Path) {
