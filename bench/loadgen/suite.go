@@ -179,9 +179,12 @@ func parseSuiteFlags(args []string, stderr io.Writer) (suiteConfig, error) {
 type suiteEnv struct {
 	dir                string
 	ceilHTTP, ceilGRPC *ceilingProc
-	redis              *proc
-	nodes              []*weirNode
-	gubernator         []*guberNode
+	// ceilHTTPAA and ceilGRPCAA are second copies of the ceilings, started
+	// only when -targets names their A/A targets (aaTargets).
+	ceilHTTPAA, ceilGRPCAA *ceilingProc
+	redis                  *proc
+	nodes                  []*weirNode
+	gubernator             []*guberNode
 	// guberWhyNot says why the Gubernator targets are not run, "" when
 	// they are.
 	guberWhyNot string
@@ -198,7 +201,7 @@ func (e *suiteEnv) close() {
 	for _, n := range slices.Backward(e.gubernator) {
 		n.stop(10 * time.Second)
 	}
-	for _, p := range []*ceilingProc{e.ceilHTTP, e.ceilGRPC} {
+	for _, p := range []*ceilingProc{e.ceilHTTP, e.ceilGRPC, e.ceilHTTPAA, e.ceilGRPCAA} {
 		if p != nil {
 			p.stop(5 * time.Second)
 		}
@@ -227,6 +230,9 @@ func runSuite(ctx context.Context, cfg suiteConfig, stderr io.Writer) ([]suiteRo
 		return nil, "", err
 	}
 	if env.ceilGRPC, err = startCeiling(ctx, cfg.Self, dir, ceilingGRPCKind); err != nil {
+		return nil, "", err
+	}
+	if err := startAACeilings(ctx, cfg, dir, env); err != nil {
 		return nil, "", err
 	}
 	redisAddr := ""

@@ -25,7 +25,7 @@ type skipped struct{ name, why string }
 // callers, and the ones that cannot run in this build, with why.
 func suiteSpecs(cfg suiteConfig, b bucketSpec, env *suiteEnv, redisAddr string, solo *weirNode, trio, trioOff []*weirNode, resp bool) ([]suiteSpec, []skipped) {
 	maxC := slices.Max(cfg.Callers)
-	all := oneNodeSpecs(cfg, env, solo, maxC)
+	all := beforeTheirCeilings(oneNodeSpecs(cfg, env, solo, maxC), aaSpecs(cfg, env, maxC))
 	all = append(all, redisSpecs(cfg, b, env, redisAddr, solo, maxC)...)
 	all = append(all, trioSpecs(cfg, trio, trioOff, maxC)...)
 	if len(env.gubernator) == 3 {
