@@ -189,11 +189,12 @@ bench-repl: build ## replication on vs off (weir3-client vs weir3-client-norepl)
 # Issue 19's targets read from several runs (bench/README.md, "The targets,
 # several runs"): the cells its targets name (the ceilings, the node over
 # HTTP and gRPC, the Go client on one node and on three, Redis + Lua) at 1,
-# 16 and 64 callers on every workload, TARGET_RUNS runs one after another,
-# then every same-run ratio's median and range over the runs
+# 16 and 64 callers on every workload, with each ceiling's A/A target (a
+# second copy ÷ the first: the method's own scatter), TARGET_RUNS runs one
+# after another, then every same-run ratio's median and range over the runs
 # (bench/results/targets/spread.md).
 TARGET_RUNS    ?= 3
-TARGET_CELLS   := ceiling-http,weir-http,ceiling-grpc,weir-grpc,redis-lua,weir-client,weir3-client
+TARGET_CELLS   := ceiling-http-aa,ceiling-http,weir-http,ceiling-grpc-aa,ceiling-grpc,weir-grpc,redis-lua,weir-client,weir3-client
 bench-targets: build ## issue 19's target cells, TARGET_RUNS runs, medians and ranges of their ratios
 	$(GO) build -o $(BIN)/loadgen ./bench/loadgen
 	@rm -rf bench/results/targets; for r in $$(seq 1 $(TARGET_RUNS)); do \
