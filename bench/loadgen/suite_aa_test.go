@@ -39,15 +39,19 @@ func TestAATargetsRunOnlyWhenNamed(t *testing.T) {
 		_ = conn.Close()
 	}
 	specs := []suiteSpec{
-		{info: targetInfo{Name: "ceiling-http"}}, {info: targetInfo{Name: "weir-http", Ceiling: "ceiling-http"}},
-		{info: targetInfo{Name: "ceiling-grpc"}}, {info: targetInfo{Name: "weir-grpc", Ceiling: "ceiling-grpc"}},
+		{info: targetInfo{Name: "ceiling-http"}},
+		{info: targetInfo{Name: "weir-http", Ceiling: "ceiling-http"}},
+		{info: targetInfo{Name: "ceiling-grpc"}},
+		{info: targetInfo{Name: "weir-grpc", Ceiling: "ceiling-grpc"}},
 	}
 	var got []string
 	for _, s := range beforeTheirCeilings(specs, aaSpecs(cfg, env, 16)) {
 		got = append(got, s.info.Name+"÷"+s.info.Ceiling)
 	}
-	want := []string{"ceiling-http-aa÷ceiling-http", "ceiling-http÷", "weir-http÷ceiling-http",
-		"ceiling-grpc-aa÷ceiling-grpc", "ceiling-grpc÷", "weir-grpc÷ceiling-grpc"}
+	want := []string{
+		"ceiling-http-aa÷ceiling-http", "ceiling-http÷", "weir-http÷ceiling-http",
+		"ceiling-grpc-aa÷ceiling-grpc", "ceiling-grpc÷", "weir-grpc÷ceiling-grpc",
+	}
 	if !slices.Equal(got, want) {
 		t.Errorf("targets in order (name÷ceiling): %v, want %v", got, want)
 	}
