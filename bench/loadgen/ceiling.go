@@ -157,6 +157,7 @@ func serveCeiling(ctx context.Context, kind string, ln net.Listener) error {
 type ceilingProc struct {
 	*proc
 	addr string
+	kind string // ceilingHTTPKind or ceilingGRPCKind
 }
 
 // startCeiling starts `self ceiling -kind kind` on a free loopback port
@@ -184,7 +185,7 @@ func startCeilingOn(ctx context.Context, self, dir, kind string, pick func() (st
 		if err := waitListening(ctx, p, 10*time.Second, addr); err != nil {
 			return nil, err
 		}
-		return &ceilingProc{proc: p, addr: addr}, nil
+		return &ceilingProc{proc: p, addr: addr, kind: kind}, nil
 	})
 }
 

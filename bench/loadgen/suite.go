@@ -179,12 +179,12 @@ func parseSuiteFlags(args []string, stderr io.Writer) (suiteConfig, error) {
 type suiteEnv struct {
 	dir                string
 	ceilHTTP, ceilGRPC *ceilingProc
-	// ceilHTTPAA and ceilGRPCAA are second copies of the ceilings, started
-	// only when -targets names their A/A targets (aaTargets).
-	ceilHTTPAA, ceilGRPCAA *ceilingProc
-	redis                  *proc
-	nodes                  []*weirNode
-	gubernator             []*guberNode
+	// aa are the second copies of the ceilings that -targets names as
+	// A/A targets (aaCopies), in aaCopies' order.
+	aa         []aaCeiling
+	redis      *proc
+	nodes      []*weirNode
+	gubernator []*guberNode
 	// guberWhyNot says why the Gubernator targets are not run, "" when
 	// they are.
 	guberWhyNot string
@@ -201,7 +201,10 @@ func (e *suiteEnv) close() {
 	for _, n := range slices.Backward(e.gubernator) {
 		n.stop(10 * time.Second)
 	}
-	for _, p := range []*ceilingProc{e.ceilHTTP, e.ceilGRPC, e.ceilHTTPAA, e.ceilGRPCAA} {
+	for _, a := range e.aa {
+		a.proc.stop(5 * time.Second)
+	}
+	for _, p := range []*ceilingProc{e.ceilHTTP, e.ceilGRPC} {
 		if p != nil {
 			p.stop(5 * time.Second)
 		}

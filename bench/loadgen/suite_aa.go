@@ -17,28 +17,34 @@ import (
 // ceilings. They run only when -targets names them, so make bench's table
 // and time stay as they were.
 
-// aaTargets are the A/A targets' names, each with the ceiling it copies.
-var aaTargets = map[string]string{
-	"ceiling-http-aa": "ceiling-http",
-	"ceiling-grpc-aa": "ceiling-grpc",
+// aaCopy is an A/A target: its name, the ceiling it copies and that
+// ceiling's kind.
+type aaCopy struct{ name, of, kind string }
+
+// aaCopies are the A/A targets, one per ceiling.
+var aaCopies = []aaCopy{
+	{name: "ceiling-http-aa", of: "ceiling-http", kind: ceilingHTTPKind},
+	{name: "ceiling-grpc-aa", of: "ceiling-grpc", kind: ceilingGRPCKind},
 }
 
-// named reports whether -targets names target.
-func named(cfg suiteConfig, target string) bool { return slices.Contains(cfg.Targets, target) }
+// aaCeiling is an A/A target's second ceiling, started.
+type aaCeiling struct {
+	aaCopy
+	proc *ceilingProc
+}
 
 // startAACeilings starts the second ceiling of each A/A target that
 // -targets names, and adds it to env.
 func startAACeilings(ctx context.Context, cfg suiteConfig, dir string, env *suiteEnv) error {
-	var err error
-	if named(cfg, "ceiling-http-aa") {
-		if env.ceilHTTPAA, err = startCeiling(ctx, cfg.Self, dir, ceilingHTTPKind); err != nil {
+	for _, a := range aaCopies {
+		if !slices.Contains(cfg.Targets, a.name) {
+			continue
+		}
+		c, err := startCeiling(ctx, cfg.Self, dir, a.kind)
+		if err != nil {
 			return err
 		}
-	}
-	if named(cfg, "ceiling-grpc-aa") {
-		if env.ceilGRPCAA, err = startCeiling(ctx, cfg.Self, dir, ceilingGRPCKind); err != nil {
-			return err
-		}
+		env.aa = append(env.aa, aaCeiling{a, c})
 	}
 	return nil
 }
@@ -47,16 +53,11 @@ func startAACeilings(ctx context.Context, cfg suiteConfig, dir string, env *suit
 // the group "ceiling", its ratio taken to the ceiling it copies, which
 // must be among the specs they join (beforeTheirCeilings).
 func aaSpecs(cfg suiteConfig, env *suiteEnv, maxC int) []suiteSpec {
-	var specs []suiteSpec
-	if c := env.ceilHTTPAA; c != nil {
-		specs = append(specs, aaSpec("ceiling-http-aa", c, func(_ context.Context, wl workload) (target, error) {
-			return newHTTPTarget([]string{c.addr}, maxC, cfg.Limit, wl.Keys, 1)
-		}))
-	}
-	if c := env.ceilGRPCAA; c != nil {
-		specs = append(specs, aaSpec("ceiling-grpc-aa", c, func(_ context.Context, wl workload) (target, error) {
-			return newGRPCTarget([]string{c.addr}, 1, cfg.Limit, wl.Keys, 1, false)
-		}))
+	specs := make([]suiteSpec, 0, len(env.aa))
+	for _, a := range env.aa {
+		s := ceilingSpec(a.name, a.proc, openCeiling(cfg, a.proc, maxC))
+		s.info.Ceiling = a.of
+		specs = append(specs, s)
 	}
 	return specs
 }
@@ -75,11 +76,4 @@ func beforeTheirCeilings(specs, aa []suiteSpec) []suiteSpec {
 		out = append(out, s)
 	}
 	return out
-}
-
-// aaSpec is the A/A target name served by the second ceiling c.
-func aaSpec(name string, c *ceilingProc, open func(ctx context.Context, wl workload) (target, error)) suiteSpec {
-	s := ceilingSpec(name, c, open)
-	s.info.Ceiling = aaTargets[name]
-	return s
 }

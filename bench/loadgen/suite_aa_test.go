@@ -19,7 +19,7 @@ func TestAATargetsRunOnlyWhenNamed(t *testing.T) {
 	if err := startAACeilings(ctx, cfg, t.TempDir(), env); err != nil {
 		t.Fatal(err)
 	}
-	if env.ceilHTTPAA != nil || env.ceilGRPCAA != nil || len(aaSpecs(cfg, env, 16)) != 0 {
+	if len(env.aa) != 0 || len(aaSpecs(cfg, env, 16)) != 0 {
 		t.Fatalf("A/A ceilings started though -targets %v names none", cfg.Targets)
 	}
 
@@ -28,10 +28,11 @@ func TestAATargetsRunOnlyWhenNamed(t *testing.T) {
 	if err := startAACeilings(ctx, cfg, t.TempDir(), env); err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []*ceilingProc{env.ceilHTTPAA, env.ceilGRPCAA} {
-		if c == nil {
-			t.Fatalf("-targets %v: an A/A ceiling was not started", cfg.Targets)
-		}
+	if len(env.aa) != len(aaCopies) {
+		t.Fatalf("-targets %v: %d A/A ceilings started, want %d", cfg.Targets, len(env.aa), len(aaCopies))
+	}
+	for _, a := range env.aa {
+		c := a.proc
 		conn, err := net.Dial("tcp", c.addr)
 		if err != nil {
 			t.Fatalf("the A/A ceiling does not listen on %s: %v", c.addr, err)

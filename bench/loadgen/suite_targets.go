@@ -83,21 +83,29 @@ func ceilingSpec(name string, c *ceilingProc, open func(ctx context.Context, wl 
 	}
 }
 
+// openCeiling connects to the ceiling c as the node's target of its kind
+// is connected: HTTP with a connection per caller (up to maxC), gRPC over
+// one connection.
+func openCeiling(cfg suiteConfig, c *ceilingProc, maxC int) func(ctx context.Context, wl workload) (target, error) {
+	return func(_ context.Context, wl workload) (target, error) {
+		if c.kind == ceilingHTTPKind {
+			return newHTTPTarget([]string{c.addr}, maxC, cfg.Limit, wl.Keys, 1)
+		}
+		return newGRPCTarget([]string{c.addr}, 1, cfg.Limit, wl.Keys, 1, false)
+	}
+}
+
 // oneNodeSpecs lists the ceilings and the single node's HTTP and gRPC
 // targets, each protocol's ceiling just before the node's targets over
 // it. maxC is the most callers of any cell.
 func oneNodeSpecs(cfg suiteConfig, env *suiteEnv, solo *weirNode, maxC int) []suiteSpec {
 	one := []string{solo.grpcAddr}
 	return []suiteSpec{
-		ceilingSpec("ceiling-http", env.ceilHTTP, func(_ context.Context, wl workload) (target, error) {
-			return newHTTPTarget([]string{env.ceilHTTP.addr}, maxC, cfg.Limit, wl.Keys, 1)
-		}),
+		ceilingSpec("ceiling-http", env.ceilHTTP, openCeiling(cfg, env.ceilHTTP, maxC)),
 		soloSpec(solo, "weir-http", "ceiling-http", func(_ context.Context, wl workload) (target, error) {
 			return newHTTPTarget([]string{solo.httpAddr}, maxC, cfg.Limit, wl.Keys, 1)
 		}),
-		ceilingSpec("ceiling-grpc", env.ceilGRPC, func(_ context.Context, wl workload) (target, error) {
-			return newGRPCTarget([]string{env.ceilGRPC.addr}, 1, cfg.Limit, wl.Keys, 1, false)
-		}),
+		ceilingSpec("ceiling-grpc", env.ceilGRPC, openCeiling(cfg, env.ceilGRPC, maxC)),
 		soloSpec(solo, "weir-grpc", "ceiling-grpc", func(_ context.Context, wl workload) (target, error) {
 			return newGRPCTarget(one, 1, cfg.Limit, wl.Keys, 1, false)
 		}),
