@@ -2,7 +2,6 @@ package node_test
 
 import (
 	"context"
-	"net"
 	"runtime"
 	"strconv"
 	"sync/atomic"
@@ -40,14 +39,8 @@ func BenchmarkGRPCServeTake(b *testing.B) {
 //	go test -run '^$' -bench GRPCServeVsCeiling -benchtime 100000x ./node
 func BenchmarkGRPCServeVsCeiling(b *testing.B) {
 	b.Run("target=ceiling", func(b *testing.B) {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			b.Fatal(err)
-		}
 		srv := ceiling.NewGRPCServer()
-		go func() { _ = srv.Serve(ln) }()
-		b.Cleanup(srv.Stop)
-		benchGRPCTakes(b, ln.Addr().String(), 16)
+		benchGRPCTakes(b, serveOnLoopback(b, srv.Serve, srv.Stop), 16)
 	})
 	b.Run("target=weir", func(b *testing.B) {
 		n := startedBenchNode(b)

@@ -23,14 +23,9 @@ import (
 //	go test -run '^$' -bench HTTPServeVsCeiling -benchtime 100000x ./node
 func BenchmarkHTTPServeVsCeiling(b *testing.B) {
 	b.Run("target=ceiling", func(b *testing.B) {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			b.Fatal(err)
-		}
 		srv := ceiling.NewHTTPServer()
-		go func() { _ = srv.Serve(ln) }()
-		b.Cleanup(func() { _ = srv.Close() })
-		benchHTTPTakes(b, "http://"+ln.Addr().String()+"/v1/take")
+		addr := serveOnLoopback(b, srv.Serve, func() { _ = srv.Close() })
+		benchHTTPTakes(b, "http://"+addr+"/v1/take")
 	})
 	b.Run("target=weir", func(b *testing.B) {
 		n := startedBenchNode(b)
@@ -48,4 +43,16 @@ func benchHTTPTakes(b *testing.B, url string) {
 	parallelTakes(b, callers, func(key string) bool {
 		return apitest.PostOK(b, c, url, `{"checks":[{"limit":"bench","key":"`+key+`","cost":1}]}`)
 	})
+}
+
+// serveOnLoopback runs serve on a new loopback listener until the
+// benchmark ends, then calls stop, and returns the listener's address.
+func serveOnLoopback(b *testing.B, serve func(net.Listener) error, stop func()) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	go func() { _ = serve(ln) }()
+	b.Cleanup(stop)
+	return ln.Addr().String()
 }
