@@ -15,7 +15,10 @@ for r in 1 2; do
 		-workloads hot,uniform,zipf -callers 16,64 -seconds 5 -rounds 5 -warmup 1s \
 		-out "$out/run-$r" 2>"$out/run-$r.log" &
 	lg=$!
-	until grep -q 'cells of' "$out/run-$r.log" 2>/dev/null; do sleep 0.2; done
+	until grep -q 'cells of' "$out/run-$r.log" 2>/dev/null; do
+		kill -0 "$lg" 2>/dev/null || { cat "$out/run-$r.log" >&2; exit 1; } # the suite ended before starting its cells
+		sleep 0.2
+	done
 	for c in $(pgrep -P "$lg"); do taskset -a -p -c 0 "$c" >/dev/null; done
 	pgrep -P "$lg" | while read -r c; do echo "$c $(taskset -p "$c" | awk '{ print $NF }') $(tr '\0' ' ' <"/proc/$c/cmdline" | cut -c1-60)"; done >"$out/run-$r.pinned"
 	wait "$lg"
