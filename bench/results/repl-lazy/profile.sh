@@ -11,12 +11,15 @@
 # WARMUP=12s warms the cell up that long first (whole seconds; default 1s), as
 # make bench-repl's warm row does; the profile starts as many seconds later.
 # PPROF=trace takes a 3 s execution trace of each node at the same moment
-# instead (OUT/trace-PORT.out; read with go tool trace -pprof=sync|sched|net|syscall).
+# instead (OUT/trace-PORT.out; read with go tool trace -pprof=sync|sched|net|syscall);
+# PPROF=allocs what each node allocated in the same 8 s (OUT/allocs-PORT.pprof;
+# read with go tool pprof -sample_index=alloc_objects or alloc_space).
 set -u
 case ${PPROF:-profile} in
 profile) endpoint='profile?seconds=8' file=cpu ext=pprof ;;
 trace) endpoint='trace?seconds=3' file=trace ext=out ;;
-*) echo "PPROF=$PPROF: want profile or trace" >&2; exit 2 ;;
+allocs) endpoint='allocs?seconds=8' file=allocs ext=pprof ;;
+*) echo "PPROF=$PPROF: want profile, trace or allocs" >&2; exit 2 ;;
 esac
 warm=${WARMUP:-1s}
 [[ $warm =~ ^[0-9]+s$ ]] || { echo "WARMUP=$warm: want whole seconds, such as 12s" >&2; exit 2; }
